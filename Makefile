@@ -1,0 +1,32 @@
+# deltatx — the two set-up commands are `make demo` and `make test`; both create .venv and install.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip --disable-pip-version-check
+STAMP  := $(VENV)/.deltatx-installed
+
+.PHONY: demo test bench soak install clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# Re-install whenever the dependency list changes.
+$(STAMP): pyproject.toml | $(PY)
+	$(PIP) install -q --upgrade pip 2>&1 | grep -v "is ignored" || true
+	$(PIP) install -q -e '.[test]' 2>&1 | grep -v "is ignored" || true
+	$(PY) -c "import deltatx, pyarrow, deltalake, polars, duckdb, moto, hypothesis" 
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(PY) -m deltatx.demo
+
+test: install
+	$(PY) -m pytest
+
+bench: install
+	$(PY) -m benchmarks
+
+clean:
+	rm -rf $(VENV) demo-data .pytest_cache .hypothesis

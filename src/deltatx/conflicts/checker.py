@@ -1,0 +1,332 @@
+"""The conflict checker: may a transaction that lost the commit race still commit after a winner?
+
+Pure: no I/O, no clock, no store. Given what the current transaction read and staged
+(:class:`TransactionInfo`) and one winning commit (a parsed :class:`CommitActions`), it either
+returns the *rebased* transaction (the winner's protocol / allow-listed metadata adopted as the new
+read-time state) or raises the exact :mod:`deltatx.errors` exception. The committer calls it once
+per winner, oldest first, and retries at the next version::
+
+    lost the race at version N
+        for winner in N, N+1, ...:  txn = check_commit(txn, winner)   # raises on a real conflict
+        put_if_absent(next version, re-serialized txn)
+
+The checks run in Delta's order (``CHECKS``), one named function each:
+
+1. ``protocol``        the winner's protocol must be readable and writable by deltatx; a
+                       concurrent protocol change conflicts with ours; a feature removal conflicts.
+2. ``metadata``        both change metadata → conflict; a winner-only change is tolerated only when
+                       it adds/changes allow-listed configuration keys (Delta's list).
+3. ``domains``         the same metadata domain written by both → conflict.
+4. ``app_ids``         the winner set a ``txn`` version for an appId we looked up (or write).
+5. ``added_files``     the winner added files our read predicates could have matched. Candidates
+                       depend on the isolation level (S: all adds; WS: adds of non-blind-append
+                       winners unless we change metadata; SI: none). With ``use_stats`` a file
+                       conflicts only if the *whole* predicate may match it by partition values
+                       and min/max stats; without, Delta's partition-level rule applies.
+6. ``deleted_read``    the winner removed a file we read (by path), or removed anything while we
+                       read the whole table.
+7. ``deleted_deleted`` the winner removed a file we also remove (by path).
+
+Row-tracking, identity and in-commit-timestamp rebases are not here: deltatx does not write tables
+with those features, and the protocol check refuses winners that enable them unless
+:mod:`deltatx.txnlog.features` says they are supported.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Callable, Iterable, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import (
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentTransactionException,
+)
+from ..expr import files_matching, partition_predicate
+from ..isolation import IsolationLevel
+from ..txnlog.actions import CommitActions
+from ..txnlog.schema import schema_from_json
+from .hints import added_file_location, file_location, operation_name
+from .metadata_rules import check_metadata, check_protocol
+from .txn_info import TransactionInfo
+
+Check = Callable[[TransactionInfo, CommitActions], TransactionInfo]
+
+#: Delta's row-tracking watermark domain is reconciled by rebase, never a domain conflict
+ROW_TRACKING_DOMAIN = "delta.rowTracking"
+
+
+def _raise(cls: type, summary: str, winner: CommitActions, conflict: str | None = None) -> None:
+    raise cls(
+        summary,
+        version=winner.version,
+        operation=winner.operation,
+        commit_info=winner.commit_info,
+        conflict=conflict,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# 1-2. protocol and metadata (rules in metadata_rules.py; adoption happens here)
+# --------------------------------------------------------------------------------------------
+
+
+def check_protocol_compatibility(txn: TransactionInfo, winner: CommitActions) -> TransactionInfo:
+    """The winner's protocol must be one we can read and write; then we adopt it."""
+    if winner.protocol is None:
+        return txn
+    check_protocol(txn, winner)
+    return txn.replace(read_protocol=winner.protocol)
+
+
+def check_metadata_changes(txn: TransactionInfo, winner: CommitActions) -> TransactionInfo:
+    """A concurrent metadata change conflicts unless it only adds allow-listed properties."""
+    if winner.metadata is None:
+        return txn
+    check_metadata(txn, winner)
+    return txn.replace(read_metadata=winner.metadata)
+
+
+# --------------------------------------------------------------------------------------------
+# 3-4. domains and application transaction ids
+# --------------------------------------------------------------------------------------------
+
+
+def check_domain_metadata(txn: TransactionInfo, winner: CommitActions) -> TransactionInfo:
+    """The same metadata domain written by both transactions conflicts (last writer would win)."""
+    if not txn.domains or not winner.domains:
+        return txn
+    theirs = {d.domain for d in winner.domains}
+    for ours in txn.domains:
+        if ours.domain in theirs and ours.domain != ROW_TRACKING_DOMAIN:
+            _raise(
+                ConcurrentTransactionException,
+                f"this {txn.operation} and the concurrent {operation_name(winner.operation)} both "
+                f"changed metadata domain '{ours.domain}'.",
+                winner,
+                conflict=f"domain {ours.domain}",
+            )
+    return txn
+
+
+def check_app_transaction_ids(txn: TransactionInfo, winner: CommitActions) -> TransactionInfo:
+    """The winner recorded a version for an application id this transaction depends on."""
+    if not winner.txns:
+        return txn
+    used = txn.app_ids_used
+    if not used:
+        return txn
+    for t in winner.txns:
+        if t.app_id in used:
+            _raise(
+                ConcurrentTransactionException,
+                f"the concurrent {operation_name(winner.operation)} committed version {t.version} "
+                f"of application id '{t.app_id}', which this {txn.operation} also uses; two "
+                f"instances of the same job or stream are running.",
+                winner,
+                conflict=f"appId {t.app_id}",
+            )
+    return txn
+
+
+# --------------------------------------------------------------------------------------------
+# 5. added files vs read predicates
+# --------------------------------------------------------------------------------------------
+
+
+def candidate_added_files(txn: TransactionInfo, winner: CommitActions) -> pa.Table | None:
+    """The winner's adds this transaction must not have missed, by isolation level; None = none.
+
+    - SnapshotIsolation: none (the commit changes no data).
+    - a blind append (this transaction read nothing): none.
+    - WriteSerializable: the winner's adds unless the winner is a blind append — blind appends
+      may be ordered after us — except when this transaction changes metadata (then all).
+    - Serializable: every add of the winner.
+    """
+    level = txn.isolation_level
+    if level is IsolationLevel.SNAPSHOT_ISOLATION or txn.is_blind_append:
+        return None
+    if level is IsolationLevel.WRITE_SERIALIZABLE and winner.is_blind_append and not txn.changes_metadata:
+        return None
+    adds = winner.adds
+    return adds if adds.num_rows else None
+
+
+@lru_cache(maxsize=64)
+def _read_schema(schema_string: str) -> pa.Schema:
+    return schema_from_json(schema_string)
+
+
+def _distinct(predicates: Sequence) -> list:
+    out: list = []
+    for p in predicates:
+        if p not in out:
+            out.append(p)
+    return out
+
+
+def _first_true(mask: pa.Array | pa.ChunkedArray) -> int | None:
+    """Index of the first true (a null means "may match" and counts as true); None if none."""
+    mask = pc.fill_null(mask, True)
+    if not pc.any(mask).as_py():
+        return None
+    return pc.index(mask, True).as_py()
+
+
+def first_conflicting_add(txn: TransactionInfo, candidates: pa.Table) -> int | None:
+    """Row index of the first candidate add that this transaction's reads could have matched.
+
+    - whole-table read: any candidate.
+    - no predicates: on a partitioned table nothing (the txn only read explicit files, which the
+      delete checks cover); on an unpartitioned table any candidate (Delta's rule).
+    - ``use_stats``: the whole predicate against partition values and min/max stats of each add;
+      a file without stats may match (conflict).
+    - otherwise (Delta's partition level): only the partition part of each predicate against the
+      adds' partition values; an unpartitioned table conflicts with any candidate.
+    """
+    read = txn.read_set
+    partition_columns = list(txn.read_metadata.partition_columns)
+    if read.whole_table:
+        return 0
+    if not read.predicates:
+        return None if partition_columns else 0
+    if not txn.use_stats and not partition_columns:
+        return 0
+    schema = _read_schema(txn.read_metadata.schema_string)
+    for predicate in _distinct(read.predicates):
+        expr = predicate if txn.use_stats else partition_predicate(predicate, partition_columns)
+        mask = files_matching(expr, candidates, schema, partition_columns, use_stats=txn.use_stats)
+        index = _first_true(mask)
+        if index is not None:
+            return index
+    return None
+
+
+def check_added_files_vs_read_predicates(txn: TransactionInfo, winner: CommitActions) -> TransactionInfo:
+    """Files the winner added that this transaction would have read had it started later."""
+    candidates = candidate_added_files(txn, winner)
+    if candidates is None:
+        return txn
+    index = first_conflicting_add(txn, candidates)
+    if index is None:
+        return txn
+    partition_columns = txn.read_metadata.partition_columns
+    location = added_file_location(candidates, index, partition_columns)
+    if txn.read_set.whole_table:
+        where = "the table, which this transaction read in full"
+    elif partition_columns:
+        where = f"partition {location}, which this transaction read"
+    elif txn.use_stats:
+        where = f"the table (file {location}) with rows this transaction's predicate may match"
+    else:
+        where = (
+            "the table, which is not partitioned, so any concurrent write that reads data conflicts "
+            "(set deltatx.conflictDetection.useStats=true to compare min/max statistics instead)"
+        )
+    _raise(
+        ConcurrentAppendException,
+        f"the concurrent {operation_name(winner.operation)} added files to {where} "
+        f"(this {txn.operation} runs at isolation level {txn.isolation_level.value}).",
+        winner,
+        conflict=location,
+    )
+    return txn  # unreachable; keeps the checker signature uniform
+
+
+# --------------------------------------------------------------------------------------------
+# 6-7. removed files vs files read / removed
+# --------------------------------------------------------------------------------------------
+
+
+def _first_shared_path(files: pa.Table, paths: pa.Array) -> int | None:
+    """Row index in ``files`` of a file whose path is in ``paths``; hashes the smaller side."""
+    if files.num_rows == 0 or len(paths) == 0:
+        return None
+    file_paths = files.column("path")
+    if len(paths) <= files.num_rows:
+        return _first_true(pc.is_in(file_paths, value_set=paths))
+    hit = _first_true(pc.is_in(paths, value_set=file_paths.combine_chunks()))
+    if hit is None:
+        return None
+    return pc.index(file_paths, paths[hit]).as_py()
+
+
+def check_deleted_files_vs_read_files(txn: TransactionInfo, winner: CommitActions) -> TransactionInfo:
+    """The winner removed a file this transaction read (by path, whatever its dataChange)."""
+    removes = winner.removes
+    if removes.num_rows == 0:
+        return txn
+    read = txn.read_set
+    partition_columns = txn.read_metadata.partition_columns
+    index = _first_shared_path(removes, read.files_array) if read.files else None
+    if index is not None:
+        _raise(
+            ConcurrentDeleteReadException,
+            f"the concurrent {operation_name(winner.operation)} removed a file this "
+            f"{txn.operation} read.",
+            winner,
+            conflict=file_location(removes, index, partition_columns),
+        )
+    if read.whole_table:
+        _raise(
+            ConcurrentDeleteReadException,
+            f"the concurrent {operation_name(winner.operation)} removed files while this "
+            f"{txn.operation} read the whole table.",
+            winner,
+            conflict=file_location(removes, 0, partition_columns),
+        )
+    return txn
+
+
+def check_deleted_files_vs_deleted_files(txn: TransactionInfo, winner: CommitActions) -> TransactionInfo:
+    """The winner removed a file this transaction removes too (the file would be deleted twice)."""
+    if winner.removes.num_rows == 0 or txn.removes.num_rows == 0:
+        return txn
+    index = _first_shared_path(txn.removes, winner.removes.column("path").combine_chunks())
+    if index is not None:
+        _raise(
+            ConcurrentDeleteDeleteException,
+            f"the concurrent {operation_name(winner.operation)} removed a file this "
+            f"{txn.operation} also removes.",
+            winner,
+            conflict=file_location(txn.removes, index, txn.read_metadata.partition_columns),
+        )
+    return txn
+
+
+# --------------------------------------------------------------------------------------------
+# The ordered list and the entry points
+# --------------------------------------------------------------------------------------------
+
+CHECKS: list[tuple[str, Check]] = [
+    ("protocol", check_protocol_compatibility),
+    ("metadata", check_metadata_changes),
+    ("domains", check_domain_metadata),
+    ("app_ids", check_app_transaction_ids),
+    ("added_files", check_added_files_vs_read_predicates),
+    ("deleted_read", check_deleted_files_vs_read_files),
+    ("deleted_deleted", check_deleted_files_vs_deleted_files),
+]
+
+
+def check_commit(txn: TransactionInfo, winner: CommitActions) -> TransactionInfo:
+    """Check ``txn`` against one winning commit; return it rebased, or raise the conflict."""
+    for _name, check in CHECKS:
+        txn = check(txn, winner)
+    return txn
+
+
+def check_commits(txn: TransactionInfo, winners: Iterable[CommitActions]) -> TransactionInfo:
+    """Check against several winners, oldest first (each check sees the previous rebase)."""
+    for winner in winners:
+        txn = check_commit(txn, winner)
+    return txn
+
+
+def is_own_commit(txn: TransactionInfo, winner: CommitActions) -> bool:
+    """True if the "winner" is this transaction's own commit whose success response was lost."""
+    return bool(txn.txn_id) and winner.txn_id == txn.txn_id

@@ -1,0 +1,130 @@
+"""What a transaction read and what it wants to write: the input of the conflict checker.
+
+Owns two value types, both immutable so that a rebase is a new value and never a mutation:
+
+- :class:`ReadSet` — what the transaction depended on: the bound predicates it scanned with, the
+  paths of the files it read, whether it read the whole table, and the application ids
+  (``txn.appId``) it looked up.
+- :class:`TransactionInfo` — the read set plus the staged actions (columnar adds/removes and the
+  few non-file actions), the read-time metadata/protocol the predicates were bound against, and
+  the *effective* isolation level of this commit (after the snapshot-isolation downgrade).
+
+The transaction layer builds these; :func:`deltatx.conflicts.checker.check_commit` consumes one
+and returns the rebased one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Iterable
+
+import pyarrow as pa
+
+from ..isolation import IsolationLevel
+from ..txnlog.actions import DomainMetadata, Metadata, Protocol, Txn
+
+if TYPE_CHECKING:  # the expression model is only needed for annotations here
+    from ..expr import Expr
+
+
+@dataclass(frozen=True)
+class ReadSet:
+    """Everything a transaction's outcome depends on besides its own writes.
+
+    ``predicates`` are *full* bound predicates (partition and data columns); the checker derives
+    the partition-only part itself when it works at partition granularity. ``whole_table`` is a
+    read with no usable predicate (any concurrent add or remove conflicts with it).
+    """
+
+    predicates: tuple["Expr", ...] = ()
+    files: frozenset[str] = frozenset()
+    whole_table: bool = False
+    app_ids: frozenset[str] = frozenset()
+
+    @property
+    def depends_on_files(self) -> bool:
+        """True if the transaction read table data (so it cannot be a blind append)."""
+        return bool(self.predicates) or bool(self.files) or self.whole_table
+
+    @cached_property
+    def files_array(self) -> pa.Array:
+        """``files`` as an arrow string array, built once, for vectorised path matching."""
+        return pa.array(list(self.files), type=pa.string())
+
+    def union(self, other: "ReadSet") -> "ReadSet":
+        """The read set of a transaction that did both reads (predicates keep their order)."""
+        seen = list(self.predicates)
+        seen.extend(p for p in other.predicates if p not in seen)
+        return ReadSet(
+            predicates=tuple(seen),
+            files=self.files | other.files,
+            whole_table=self.whole_table or other.whole_table,
+            app_ids=self.app_ids | other.app_ids,
+        )
+
+    def with_predicate(self, predicate: "Expr", files: Iterable[str] = ()) -> "ReadSet":
+        """This read set plus one scan: its predicate and the paths of the files it returned."""
+        return self.union(ReadSet(predicates=(predicate,), files=frozenset(files)))
+
+    def with_whole_table(self, files: Iterable[str] = ()) -> "ReadSet":
+        """This read set plus a scan of the whole table (no predicate)."""
+        return self.union(ReadSet(whole_table=True, files=frozenset(files)))
+
+    def with_app_id(self, app_id: str) -> "ReadSet":
+        """This read set plus a lookup of the last committed version of ``app_id``."""
+        return dataclasses.replace(self, app_ids=self.app_ids | {app_id})
+
+
+def is_blind_append(read_set: ReadSet, removes: pa.Table) -> bool:
+    """Delta's rule: a commit is a blind append if its only file actions are adds and it read nothing.
+
+    Non-file actions (metaData, txn, domains) do not matter: an INSERT with schema evolution is
+    still a blind append (it will fail on a concurrent metadata change, not on concurrent adds).
+    """
+    return removes.num_rows == 0 and not read_set.depends_on_files
+
+
+@dataclass(frozen=True, eq=False)
+class TransactionInfo:
+    """The current transaction as the conflict checker sees it (immutable; rebase = replace)."""
+
+    read_version: int
+    read_set: ReadSet
+    read_metadata: Metadata
+    read_protocol: Protocol
+    adds: pa.Table
+    removes: pa.Table
+    metadata: Metadata | None = None
+    protocol: Protocol | None = None
+    domains: tuple[DomainMetadata, ...] = ()
+    txns: tuple[Txn, ...] = ()
+    isolation_level: IsolationLevel = IsolationLevel.WRITE_SERIALIZABLE
+    is_blind_append: bool = False
+    use_stats: bool = True
+    operation: str = "WRITE"
+    txn_id: str = ""
+
+    def __post_init__(self) -> None:
+        if self.is_blind_append and not is_blind_append(self.read_set, self.removes):
+            raise ValueError(
+                "TransactionInfo.is_blind_append=True but the transaction read data or removes "
+                "files; compute the flag with deltatx.conflicts.is_blind_append(read_set, removes)"
+            )
+        object.__setattr__(self, "isolation_level", IsolationLevel(self.isolation_level))
+
+    @property
+    def changes_metadata(self) -> bool:
+        """True if this transaction commits a new ``metaData`` action."""
+        return self.metadata is not None
+
+    @property
+    def app_ids_used(self) -> frozenset[str]:
+        """App ids this transaction depends on: looked up, or written in its own ``txn`` actions."""
+        own = frozenset(t.app_id for t in self.txns)
+        return self.read_set.app_ids | own if own else self.read_set.app_ids
+
+    def replace(self, **changes: Any) -> "TransactionInfo":
+        """A copy with some fields changed (how the checker rebases)."""
+        return dataclasses.replace(self, **changes)

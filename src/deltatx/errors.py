@@ -1,0 +1,229 @@
+"""Every exception a deltatx user can hit, in one place.
+
+Why one module: callers write ``except deltatx.errors.X`` and should not need to know which
+layer raised it. Each class says what went wrong *and* what the user can do about it; the
+concurrency classes mirror Delta's names (``io.delta.exceptions.*``) so that code and runbooks
+written for Delta carry over.
+
+Hierarchy::
+
+    DeltaTxError
+    ├── TableNotFoundError, TableAlreadyExistsError
+    ├── InvalidTableError
+    │   ├── CorruptLogError            (bad JSON line, missing required field, version gap)
+    │   └── CorruptCheckpointError
+    ├── UnsupportedFeatureError        (reader or writer feature we do not implement)
+    ├── InvalidPropertyError           (bad table property value)
+    ├── SchemaMismatchError            (append/overwrite data does not fit the table)
+    ├── PredicateError                 (SQL predicate we cannot parse or evaluate)
+    ├── DataFileNotFoundError          (a file the log references is gone)
+    ├── ReplaceWhereViolationError     (overwrite rows outside the replaceWhere predicate)
+    ├── MergeCardinalityError          (several source rows match one target row)
+    ├── UnsafeStorageError             (store without put-if-absent, no single-writer opt-in)
+    ├── TimeTravelError                (version/timestamp outside the log)
+    ├── VacuumRetentionError
+    ├── AppendOnlyError
+    └── ConcurrentModificationException
+        ├── ConcurrentWriteException
+        ├── ConcurrentAppendException
+        ├── ConcurrentDeleteReadException
+        ├── ConcurrentDeleteDeleteException
+        ├── MetadataChangedException
+        ├── ConcurrentTransactionException
+        ├── ProtocolChangedException
+        └── CommitRetriesExceededError
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class DeltaTxError(Exception):
+    """Base class of every error deltatx raises on purpose."""
+
+
+class TableNotFoundError(DeltaTxError, FileNotFoundError):
+    """The URI holds no Delta table (no ``_delta_log`` with a commit)."""
+
+
+class TableAlreadyExistsError(DeltaTxError, FileExistsError):
+    """``create_table`` found a table where it was asked to create one."""
+
+
+class InvalidTableError(DeltaTxError):
+    """The log exists but cannot be turned into a consistent snapshot."""
+
+
+class CorruptLogError(InvalidTableError):
+    """A commit file is unreadable: bad JSON, a missing required field, or a gap in versions."""
+
+    def __init__(self, message: str, *, version: int | None = None, line: int | None = None):
+        super().__init__(message)
+        self.version = version
+        self.line = line
+
+
+class CorruptCheckpointError(InvalidTableError):
+    """A checkpoint is unreadable and no older state can replace it."""
+
+
+class UnsupportedFeatureError(DeltaTxError):
+    """The table needs a reader or writer feature deltatx does not implement."""
+
+    def __init__(self, message: str, *, feature: str, kind: str):
+        super().__init__(message)
+        self.feature = feature
+        self.kind = kind  # "reader" or "writer"
+
+
+class InvalidPropertyError(DeltaTxError, ValueError):
+    """A table property has a value deltatx (or Delta) does not accept."""
+
+
+class SchemaMismatchError(DeltaTxError, ValueError):
+    """Data written to a table does not match its schema."""
+
+
+class PredicateError(DeltaTxError, ValueError):
+    """A SQL predicate or expression could not be parsed or bound to the table's columns."""
+
+
+class DataFileNotFoundError(DeltaTxError, FileNotFoundError):
+    """A data file referenced by the log is missing from storage."""
+
+
+class ReplaceWhereViolationError(DeltaTxError, ValueError):
+    """``overwrite(where=...)`` was given rows that do not satisfy the predicate."""
+
+
+class MergeCardinalityError(DeltaTxError):
+    """A MERGE found several source rows matching the same target row."""
+
+
+class UnsafeStorageError(DeltaTxError):
+    """The storage cannot do put-if-absent and single-writer mode was not chosen."""
+
+
+class TimeTravelError(DeltaTxError, ValueError):
+    """The requested version or timestamp is not in the table's retained history."""
+
+
+class VacuumRetentionError(DeltaTxError, ValueError):
+    """VACUUM was asked for a retention shorter than the table's without an explicit override."""
+
+
+class AppendOnlyError(DeltaTxError):
+    """The table has ``delta.appendOnly=true`` and the operation would remove data."""
+
+
+# --------------------------------------------------------------------------------------------
+# Concurrency: the loser of a commit race that cannot be rebased safely.
+# --------------------------------------------------------------------------------------------
+
+
+class ConcurrentModificationException(DeltaTxError):
+    """A concurrent commit made this transaction's commit unsafe.
+
+    Attributes carry what a user needs to decide what to do: the winning ``version``, the
+    winner's ``operation`` and full ``commit_info``, and the ``conflict`` (a partition hint such
+    as ``part=3`` or a file path) when one is known.
+    """
+
+    #: short advice appended to every message of the class
+    advice = "Retry the operation on the latest version of the table."
+
+    def __init__(
+        self,
+        summary: str,
+        *,
+        version: int | None = None,
+        operation: str | None = None,
+        commit_info: dict[str, Any] | None = None,
+        conflict: str | None = None,
+    ):
+        self.summary = summary
+        self.version = version
+        self.operation = operation
+        self.commit_info = commit_info or {}
+        self.conflict = conflict
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        parts = [f"{type(self).__name__}: {self.summary}"]
+        if self.version is not None:
+            op = f" ({self.operation})" if self.operation else ""
+            parts.append(f"Conflicting commit: version {self.version}{op}.")
+        if self.conflict:
+            parts.append(f"Conflict at: {self.conflict}.")
+        parts.append(self.advice)
+        return " ".join(parts)
+
+    def __reduce__(self):  # keep attributes across pickling (multiprocessing, Spark)
+        return (
+            _rebuild_concurrent,
+            (type(self), self.summary, self.version, self.operation, self.commit_info, self.conflict),
+        )
+
+
+def _rebuild_concurrent(cls, summary, version, operation, commit_info, conflict):
+    return cls(summary, version=version, operation=operation, commit_info=commit_info, conflict=conflict)
+
+
+class ConcurrentWriteException(ConcurrentModificationException):
+    """A concurrent transaction wrote data this one depends on (generic form)."""
+
+
+class ConcurrentAppendException(ConcurrentModificationException):
+    """Files were added to a partition (or table) this transaction read."""
+
+    advice = (
+        "Files were added by a concurrent transaction to data this transaction read. Make the "
+        "operation's predicate name the partitions it touches (e.g. \"part = 3 AND ...\") so that "
+        "disjoint jobs do not conflict, then retry."
+    )
+
+
+class ConcurrentDeleteReadException(ConcurrentModificationException):
+    """A file this transaction read was removed by a concurrent commit."""
+
+    advice = (
+        "A concurrent transaction removed a file this transaction read (DELETE, UPDATE, MERGE or "
+        "OPTIMIZE rewrote it). Retry on the latest version; disjoint predicates avoid this."
+    )
+
+
+class ConcurrentDeleteDeleteException(ConcurrentModificationException):
+    """A file this transaction removes was already removed by a concurrent commit."""
+
+    advice = (
+        "A concurrent transaction removed the same file this transaction removes. Retry on the "
+        "latest version; disjoint predicates (by partition) avoid this."
+    )
+
+
+class MetadataChangedException(ConcurrentModificationException):
+    """The table's metadata (schema, partitioning, properties) changed concurrently."""
+
+    advice = "The table's metadata changed concurrently. Re-read the table and retry."
+
+
+class ConcurrentTransactionException(ConcurrentModificationException):
+    """A concurrent commit updated an application transaction id (or domain) this one uses."""
+
+    advice = (
+        "Another writer committed with the same application id (txnAppId) or metadata domain. "
+        "Never run two instances of the same streaming query or job at once."
+    )
+
+
+class ProtocolChangedException(ConcurrentModificationException):
+    """The table's protocol changed concurrently (upgrade, or a concurrent create)."""
+
+    advice = "The table's protocol changed concurrently. Re-read the table and retry."
+
+
+class CommitRetriesExceededError(ConcurrentModificationException):
+    """The commit lost the race more times than the configured retry limit allows."""
+
+    advice = "Raise the retry limit (max_commit_attempts) or reduce contention, then retry."

@@ -1,0 +1,32 @@
+"""Data files: Parquet writing and reading, partition folders, add-path and partition-value strings.
+
+``paths`` names things, ``writer`` turns rows into files plus their add actions, ``reader`` turns
+add actions back into rows. The log (``deltatx.txnlog``) never touches Parquet data; this package
+never touches the log.
+"""
+
+from .paths import (
+    HIVE_DEFAULT_PARTITION,
+    decode_path,
+    encode_path,
+    escape_partition_value,
+    partition_dir,
+    serialize_partition_value,
+)
+from .reader import iter_batches, parse_partition_value, partition_values_table, read_files
+from .writer import WriteOptions, write_data_files
+
+__all__ = [
+    "HIVE_DEFAULT_PARTITION",
+    "WriteOptions",
+    "decode_path",
+    "encode_path",
+    "escape_partition_value",
+    "iter_batches",
+    "parse_partition_value",
+    "partition_dir",
+    "partition_values_table",
+    "read_files",
+    "serialize_partition_value",
+    "write_data_files",
+]

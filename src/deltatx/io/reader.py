@@ -1,0 +1,326 @@
+"""Reading a table's data files back into arrow: the rows a set of ``add`` actions describe.
+
+Owns the read half of the data path::
+
+    files (add rows) ──► decoded paths + typed partition values (columnar, per distinct partition)
+                     ──► one pyarrow Dataset (parallel Parquet scan, filter pushdown, row-group pruning)
+                     ──► batches cast to the table schema, in schema (or ``columns``) order
+
+Partition columns are not stored in Delta data files: they come back from ``partitionValues``
+(strings parsed per PROTOCOL.md, '' or missing = null) as the dataset's per-file partition
+expressions, so a filter on them prunes whole files before any I/O. Columns an older file lacks
+(schema evolution) read as nulls. A file written with nanosecond timestamps that do not fit in
+microseconds makes the dataset's safe cast fail; those reads fall back to a per-file path that
+truncates to microseconds like Delta's readers do.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import re
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from ..errors import DataFileNotFoundError, InvalidTableError, SchemaMismatchError, UnsupportedFeatureError
+from .paths import data_file_path, decode_path
+
+if TYPE_CHECKING:
+    from ..txnlog.store import LogStore
+
+_PARQUET = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit="us"))
+
+_ESCAPED_BINARY = re.compile(r"^(?:\\u[0-9A-Fa-f]{4})+$")
+
+_CAST_FAILURE_HINTS = ("would lose data", "Unsupported cast", "would result in out of range")
+
+
+# --------------------------------------------------------------------------------------------
+# Partition values: strings -> typed values
+# --------------------------------------------------------------------------------------------
+
+
+def parse_partition_value(s: str | None, arrow_type: pa.DataType) -> Any:
+    """The typed value of one ``partitionValues`` string (inverse of ``serialize_partition_value``)."""
+    if s is None or s == "":
+        return None
+    t = arrow_type.value_type if pa.types.is_dictionary(arrow_type) else arrow_type
+    try:
+        if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+            return s
+        if pa.types.is_boolean(t):
+            low = s.strip().lower()
+            if low not in ("true", "false"):
+                raise ValueError("not true/false")
+            return low == "true"
+        if pa.types.is_integer(t):
+            return int(s)
+        if pa.types.is_floating(t):
+            return float(s)
+        if pa.types.is_decimal(t):
+            return decimal.Decimal(s)
+        if pa.types.is_date(t):
+            return dt.date.fromisoformat(s.strip()[:10])
+        if pa.types.is_timestamp(t):
+            return _parse_timestamp(s, aware=t.tz is not None)
+        if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t) or pa.types.is_binary_view(t):
+            return _parse_binary(s)
+    except (ValueError, ArithmeticError) as exc:
+        raise InvalidTableError(
+            f"partition value {s!r} is not a valid {t} ({exc}); the log's partitionValues do not "
+            f"match the table schema"
+        ) from None
+    raise InvalidTableError(f"partition column type {t} is not supported")
+
+
+def _parse_timestamp(s: str, *, aware: bool) -> dt.datetime:
+    value = dt.datetime.fromisoformat(s.strip())
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.timezone.utc)
+        return value if aware else value.replace(tzinfo=None)
+    return value.replace(tzinfo=dt.timezone.utc) if aware else value
+
+
+def _parse_binary(s: str) -> bytes:
+    if _ESCAPED_BINARY.match(s):  # the "\u0001\u0002" spelling some writers use literally
+        return bytes(int(s[i + 2:i + 6], 16) for i in range(0, len(s), 6))
+    try:
+        return s.encode("latin-1")  # one character per byte, as serialize_partition_value writes
+    except UnicodeEncodeError:
+        return s.encode("utf-8")
+
+
+def _typed_partition_column(strings: pa.Array, arrow_type: pa.DataType) -> pa.Array:
+    """Parse a string column of partition values, once per distinct value."""
+    strings = pc.if_else(pc.equal(strings, ""), pa.scalar(None, pa.string()), strings)
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return strings.cast(arrow_type)
+    encoded = pc.dictionary_encode(strings)
+    distinct = encoded.dictionary
+    typed = None
+    if pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type) or pa.types.is_boolean(arrow_type) \
+            or pa.types.is_decimal(arrow_type) or pa.types.is_date(arrow_type):
+        try:
+            typed = pc.cast(distinct, arrow_type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            typed = None
+    if typed is None:
+        typed = pa.array([parse_partition_value(s, arrow_type) for s in distinct.to_pylist()], type=arrow_type)
+    return typed.take(encoded.indices)
+
+
+def partition_values_table(files: pa.Table, schema: pa.Schema, partition_columns: list[str]) -> pa.Table:
+    """One typed column per partition column, one row per file (columnar, no per-file objects)."""
+    columns = {}
+    pv = files.column("partitionValues")
+    for col in partition_columns:
+        strings = pc.map_lookup(pv, pa.scalar(col), "first")
+        if isinstance(strings, pa.ChunkedArray):
+            strings = strings.combine_chunks() if strings.num_chunks else pa.array([], pa.string())
+        columns[col] = _typed_partition_column(strings, schema.field(col).type)
+    return pa.table(columns, schema=pa.schema([schema.field(c) for c in partition_columns]))
+
+
+# --------------------------------------------------------------------------------------------
+# Reading
+# --------------------------------------------------------------------------------------------
+
+
+def read_files(
+    store: "LogStore",
+    files: pa.Table,
+    schema: pa.Schema,
+    partition_columns: list[str],
+    columns: list[str] | None = None,
+    filter: pc.Expression | None = None,
+) -> pa.Table:
+    """The rows of the given files as one table with exactly ``schema``'s (or ``columns``') types."""
+    out_schema = _output_schema(schema, columns)
+    if files.num_rows == 0:
+        return out_schema.empty_table()
+    plan = _ScanPlan(store, files, schema, partition_columns)
+    try:
+        table = plan.dataset().to_table(columns=out_schema.names, filter=filter, use_threads=True)
+    except pa.ArrowInvalid as exc:
+        if not _is_cast_failure(exc):
+            raise
+        table = plan.read_per_file(out_schema.names, filter)
+    except OSError as exc:
+        plan.raise_if_missing(exc)
+        raise
+    return _conform(table, out_schema)
+
+
+def iter_batches(
+    store: "LogStore",
+    files: pa.Table,
+    schema: pa.Schema,
+    partition_columns: list[str],
+    columns: list[str] | None = None,
+    filter: pc.Expression | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Stream the rows of the given files, batch by batch, in file order, cast to ``schema``."""
+    out_schema = _output_schema(schema, columns)
+    if files.num_rows == 0:
+        return
+    plan = _ScanPlan(store, files, schema, partition_columns)
+    yielded = 0
+    try:
+        for batch in plan.dataset().to_batches(columns=out_schema.names, filter=filter, use_threads=True):
+            if batch.num_rows:
+                yielded += batch.num_rows
+                yield _conform_batch(batch, out_schema)
+    except pa.ArrowInvalid as exc:
+        if not _is_cast_failure(exc):
+            raise
+        # The scan is ordered, so the per-file path produces the same rows in the same order:
+        # skip the ones already handed out and continue from there.
+        rest = plan.read_per_file(out_schema.names, filter).slice(yielded)
+        for batch in _conform(rest, out_schema).to_batches():
+            if batch.num_rows:
+                yield batch
+    except OSError as exc:
+        plan.raise_if_missing(exc)
+        raise
+
+
+class _ScanPlan:
+    """The files of one read: decoded paths, partition expressions, the pyarrow view of them."""
+
+    def __init__(self, store: "LogStore", files: pa.Table, schema: pa.Schema, partition_columns: list[str]):
+        _refuse_deletion_vectors(files)
+        self.store = store
+        self.schema = schema
+        self.partition_columns = [c for c in partition_columns if c in schema.names]
+        self.filesystem = store.arrow_fs
+        self.paths = [data_file_path(store, decode_path(p)) for p in files.column("path").to_pylist()]
+        self.partition_values = (
+            partition_values_table(files, schema, self.partition_columns) if self.partition_columns else None
+        )
+
+    def dataset(self) -> ds.FileSystemDataset:
+        return ds.FileSystemDataset.from_paths(
+            self.paths,
+            schema=self.schema,
+            format=_PARQUET,
+            filesystem=self.filesystem,
+            partitions=self._partition_expressions(),
+        )
+
+    def _partition_expressions(self) -> list[pc.Expression] | None:
+        """Per file, ``col == value`` (or ``is_null``) ANDed, built once per distinct partition."""
+        pv = self.partition_values
+        if pv is None:
+            return None
+        group = _group_codes([pv.column(c) for c in self.partition_columns])
+        firsts = (
+            pa.table({"g": group, "row": pa.array(range(len(group)), pa.int64())})
+            .group_by("g", use_threads=False)
+            .aggregate([("row", "min")])
+        )
+        expressions: dict[int, pc.Expression] = {}
+        for code, row in zip(firsts.column("g").to_pylist(), firsts.column("row_min").to_pylist()):
+            expr = None
+            for col in self.partition_columns:
+                scalar = pv.column(col)[row]
+                term = pc.field(col) == scalar if scalar.is_valid else pc.field(col).is_null()
+                expr = term if expr is None else expr & term
+            expressions[code] = expr
+        return [expressions[c] for c in group.to_pylist()]
+
+    def read_per_file(self, names: list[str], filter: pc.Expression | None) -> pa.Table:
+        """Slow path: read each file alone and cast unsafely (ns -> us truncation)."""
+        def one(i: int) -> pa.Table:
+            try:
+                raw = pq.read_table(self.paths[i], filesystem=self.filesystem, coerce_int96_timestamp_unit="us")
+            except OSError as exc:
+                self.raise_if_missing(exc)
+                raise
+            cols = []
+            for f in self.schema:
+                if f.name in raw.column_names:
+                    cols.append(raw.column(f.name).cast(f.type, safe=False))
+                elif f.name in self.partition_columns and self.partition_values is not None:
+                    value = self.partition_values.column(f.name)[i]
+                    cols.append(pa.repeat(value, raw.num_rows) if value.is_valid else pa.nulls(raw.num_rows, f.type))
+                else:
+                    cols.append(pa.nulls(raw.num_rows, f.type))
+            table = pa.table(cols, schema=self.schema)
+            if filter is not None:
+                table = table.filter(filter)
+            return table.select(names)
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            parts = list(pool.map(one, range(len(self.paths))))
+        return pa.concat_tables(parts)
+
+    def raise_if_missing(self, exc: BaseException) -> None:
+        """Turn a failed read into DataFileNotFoundError when a referenced file is gone."""
+        infos = self.filesystem.get_file_info(self.paths)
+        missing = [p for p, info in zip(self.paths, infos) if info.type == pafs.FileType.NotFound]
+        if missing:
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise DataFileNotFoundError(
+                f"data file {missing[0]!r}{more} referenced by the log of {self.store.uri!r} is missing; "
+                f"it may have been vacuumed or deleted outside deltatx. Time travel to a version whose "
+                f"files still exist, or restore the files."
+            ) from exc
+
+
+def _group_codes(columns: list[pa.Array]) -> pa.Array:
+    """A dense int code per row identifying its combination of values (nulls are values too)."""
+    code = None
+    for column in columns:
+        enc = pc.dictionary_encode(column, null_encoding="encode")
+        indices = enc.indices.cast(pa.int64())
+        if code is None:
+            code = indices
+        else:
+            code = pc.add(pc.multiply(code, len(enc.dictionary)), indices)
+            code = pc.dictionary_encode(code).indices.cast(pa.int64())
+    return code
+
+
+def _refuse_deletion_vectors(files: pa.Table) -> None:
+    if "deletionVector" not in files.column_names:
+        return
+    dv = files.column("deletionVector")
+    if dv.null_count < len(dv):
+        raise UnsupportedFeatureError(
+            "this table has files with deletion vectors, which deltatx cannot apply; reading them "
+            "would return deleted rows. Run a Delta engine's REORG TABLE ... APPLY (PURGE) first.",
+            feature="deletionVectors",
+            kind="reader",
+        )
+
+
+def _output_schema(schema: pa.Schema, columns: list[str] | None) -> pa.Schema:
+    if columns is None:
+        return schema
+    missing = [c for c in columns if c not in schema.names]
+    if missing:
+        raise SchemaMismatchError(f"columns {missing} are not in the table; it has {schema.names}")
+    return pa.schema([schema.field(c) for c in columns])
+
+
+def _is_cast_failure(exc: BaseException) -> bool:
+    text = str(exc)
+    return any(hint in text for hint in _CAST_FAILURE_HINTS)
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    if table.schema.equals(schema, check_metadata=False):
+        return table.replace_schema_metadata(schema.metadata) if table.schema.metadata != schema.metadata else table
+    return table.select(schema.names).cast(schema, safe=False)
+
+
+def _conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    if batch.schema.equals(schema, check_metadata=False):
+        return batch
+    return batch.select(schema.names).cast(schema, safe=False)

@@ -1,0 +1,93 @@
+"""Turning what users pass (arrow, readers, pandas) into batches that fit the table's schema.
+
+Why here and not in the writer: the rules are table rules — which missing columns may be
+filled with nulls, which casts are safe, when schema merge applies — and they must give a
+typed :class:`SchemaMismatchError` *before* any file is written.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import pyarrow as pa
+
+from ..errors import SchemaMismatchError
+from ..txnlog.schema import merge_schemas, normalize_schema
+
+
+def to_reader(data: Any) -> pa.RecordBatchReader:
+    """Accept a pyarrow Table / RecordBatch / RecordBatchReader or a pandas DataFrame."""
+    if isinstance(data, pa.RecordBatchReader):
+        return data
+    if isinstance(data, pa.Table):
+        return data.to_reader()
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data]).to_reader()
+    mod = type(data).__module__
+    if mod.startswith("pandas"):
+        return pa.Table.from_pandas(data, preserve_index=False).to_reader()
+    if hasattr(data, "__arrow_c_stream__"):  # polars, duckdb relations, ...
+        return pa.RecordBatchReader.from_stream(data)
+    raise TypeError(
+        f"cannot write {type(data).__name__}: pass a pyarrow Table, RecordBatch, "
+        f"RecordBatchReader, or a pandas DataFrame"
+    )
+
+
+def data_schema(reader: pa.RecordBatchReader) -> pa.Schema:
+    return normalize_schema(reader.schema)
+
+
+def resolve_write_schema(table_schema: pa.Schema, incoming: pa.Schema, schema_mode: str | None) -> pa.Schema:
+    """The schema the table will have after this write (== table_schema unless merging)."""
+    if schema_mode not in (None, "merge"):
+        raise ValueError(f"schema_mode must be None or 'merge', got {schema_mode!r}")
+    extra = [n for n in incoming.names if n not in table_schema.names]
+    if extra and schema_mode != "merge":
+        raise SchemaMismatchError(
+            f"the data has column(s) {extra} that the table does not have "
+            f"(table columns: {table_schema.names}); pass schema_mode='merge' to add them"
+        )
+    return merge_schemas(table_schema, incoming) if extra else table_schema
+
+
+def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """Reorder, null-fill missing nullable columns, and cast safely to ``schema``."""
+    arrays = []
+    names = batch.schema.names
+    for field in schema:
+        if field.name in names:
+            col = batch.column(names.index(field.name))
+            if not col.type.equals(field.type):
+                try:
+                    col = col.cast(field.type, safe=True)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                    raise SchemaMismatchError(
+                        f"column {field.name!r} is {col.type} in the data but {field.type} in the table "
+                        f"and cannot be converted safely ({exc})"
+                    ) from None
+        else:
+            if not field.nullable:
+                raise SchemaMismatchError(f"the data lacks non-nullable column {field.name!r}")
+            col = pa.nulls(batch.num_rows, field.type)
+        if not field.nullable and col.null_count:
+            raise SchemaMismatchError(f"column {field.name!r} is NOT NULL but the data has {col.null_count} null(s)")
+        arrays.append(col)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def conform(reader: pa.RecordBatchReader, schema: pa.Schema) -> pa.RecordBatchReader:
+    """Lazily conform a stream of batches (errors surface when the writer pulls them)."""
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for batch in reader:
+            yield conform_batch(batch, schema)
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
+
+
+def conform_table(data: Any, schema: pa.Schema) -> pa.Table:
+    """Eagerly conform (used where the rows must be inspected before writing)."""
+    reader = to_reader(data)
+    batches = [conform_batch(b, schema) for b in reader]
+    return pa.Table.from_batches(batches, schema=schema)

@@ -1,0 +1,1 @@
+"""One module per table operation. Each only *stages* actions on a Transaction; none commits."""

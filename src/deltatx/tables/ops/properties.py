@@ -1,0 +1,22 @@
+"""SET TBLPROPERTIES: a metadata change (and a protocol upgrade when a property needs one)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...txnlog.features import required_protocol
+from .. import properties as props
+
+if TYPE_CHECKING:
+    from ..transaction import Transaction
+
+
+def stage_set_properties(tx: "Transaction", properties: dict[str, Any]) -> None:
+    new = props.validate_properties(properties)
+    config = dict(tx.metadata.configuration)
+    config.update(new)
+    tx.stage_metadata(tx.metadata.replace(configuration=config))
+    protocol = required_protocol(config, tx.schema, tx.protocol)
+    if protocol != tx.protocol:
+        tx.stage_protocol(protocol)
+    tx.note_operation("SET TBLPROPERTIES", {"properties": new}, {}, changes_data=False)

@@ -1,0 +1,94 @@
+"""APPEND and OVERWRITE (with an optional replaceWhere predicate), as staged actions.
+
+An append that reads nothing is a *blind append* — the operation Delta's conflict rules let
+through almost everything. An overwrite reads what it replaces: the whole table, or the files
+its ``where`` predicate selects (that predicate is its read predicate for conflict detection).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ...errors import ReplaceWhereViolationError
+from ...expr import bind, parse_predicate, to_arrow
+from ..data import conform, conform_table, data_schema, resolve_write_schema, to_reader
+from .rewrite import num_records, remove_matching_rows, write_files
+
+if TYPE_CHECKING:
+    from ..transaction import Transaction
+
+
+def _evolve_schema(tx: "Transaction", incoming: pa.Schema, schema_mode: str | None) -> pa.Schema:
+    """The schema after this write; stages a metaData action when it grows (schema merge)."""
+    from ...txnlog.schema import schema_to_json
+
+    target = resolve_write_schema(tx.schema, incoming, schema_mode)
+    if not target.equals(tx.schema):
+        tx.stage_metadata(tx.metadata.replace(schema_string=schema_to_json(target)))
+    return target
+
+
+def stage_append(tx: "Transaction", data: Any, *, schema_mode: str | None = None, app_id: str | None = None,
+                 app_version: int | None = None) -> bool:
+    """Write ``data`` as new files. Returns False when an idempotent (app_id, version) was skipped."""
+    if (app_id is None) != (app_version is None):
+        raise ValueError("app_id and app_version go together")
+    if app_id is not None:
+        last = tx.app_version(app_id)
+        if last is not None and int(app_version) <= last:
+            tx.note_operation("WRITE", {"mode": "Append", "skipped": True}, {}, changes_data=False)
+            return False
+    reader = to_reader(data)
+    schema = _evolve_schema(tx, data_schema(reader), schema_mode)
+    adds = write_files(tx, conform(reader, schema), schema)
+    tx.stage_adds(adds)
+    if app_id is not None:
+        tx.stage_txn(app_id, int(app_version))
+    tx.note_operation(
+        "WRITE",
+        {"mode": "Append", "partitionBy": tx.partition_columns},
+        {"numFiles": adds.num_rows, "numOutputRows": _rows(adds), "numOutputBytes": pc.sum(adds["size"]).as_py() or 0},
+    )
+    return True
+
+
+def stage_overwrite(tx: "Transaction", data: Any, *, where: str | None = None, schema_mode: str | None = None) -> None:
+    """Replace the whole table, or only the rows matching ``where`` (replaceWhere)."""
+    reader = to_reader(data)
+    schema = _evolve_schema(tx, data_schema(reader), schema_mode)
+    params: dict[str, Any] = {"mode": "Overwrite", "partitionBy": tx.partition_columns}
+    if where is None:
+        _, files = tx.scan(None)
+        removed = files.num_rows
+        tx.stage_removes(files)
+        adds = write_files(tx, conform(reader, schema), schema)
+        deleted_rows = None
+    else:
+        pred = bind(parse_predicate(where), schema)
+        params["predicate"] = [str(pred)]
+        table = conform_table(reader, schema)
+        bad = table.num_rows - table.filter(to_arrow(pred)).num_rows
+        if bad:
+            raise ReplaceWhereViolationError(
+                f"{bad} of {table.num_rows} new row(s) do not satisfy replaceWhere predicate {str(pred)!r}; "
+                f"overwrite(where=...) only replaces rows matching the predicate, so every new row must match it"
+            )
+        stats = remove_matching_rows(tx, pred)
+        removed, deleted_rows = stats["numRemovedFiles"], stats["numDeletedRows"]
+        adds = write_files(tx, table, schema)
+    tx.stage_adds(adds)
+    metrics = {"numFiles": adds.num_rows, "numOutputRows": _rows(adds), "numRemovedFiles": removed,
+               "numOutputBytes": pc.sum(adds["size"]).as_py() or 0}
+    if deleted_rows is not None:
+        metrics["numDeletedRows"] = deleted_rows
+    tx.note_operation("WRITE", params, metrics)
+
+
+def _rows(adds: pa.Table) -> int:
+    """Total numRecords from the adds' stats (columnar)."""
+    if not adds.num_rows:
+        return 0
+    return num_records(adds)

@@ -1,0 +1,123 @@
+"""Table properties: which keys deltatx understands, their defaults, and validation.
+
+Why validate at ``create_table``/``set_properties``: a bad value found later (at the next commit,
+or worse, by another engine) is an error far from its cause. Unknown ``delta.*`` keys are passed
+through (other engines may understand them); known keys must parse.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import InvalidPropertyError
+from ..isolation import validate_isolation_property
+
+CHECKPOINT_INTERVAL = "delta.checkpointInterval"
+APPEND_ONLY = "delta.appendOnly"
+DELETED_FILE_RETENTION = "delta.deletedFileRetentionDuration"
+LOG_RETENTION = "delta.logRetentionDuration"
+AUTO_COMPACT = "delta.autoOptimize.autoCompact"
+AUTO_COMPACT_MIN_FILES = "deltatx.autoCompact.minNumFiles"
+USE_STATS = "deltatx.conflictDetection.useStats"
+NUM_INDEXED_COLS = "delta.dataSkippingNumIndexedCols"
+TARGET_FILE_SIZE = "delta.targetFileSize"
+
+_INTERVAL = re.compile(
+    r"^\s*interval\s+(\d+)\s+(nanosecond|microsecond|millisecond|second|minute|hour|day|week)s?\s*$",
+    re.IGNORECASE,
+)
+_UNIT_HOURS = {
+    "nanosecond": 1 / 3.6e12,
+    "microsecond": 1 / 3.6e9,
+    "millisecond": 1 / 3.6e6,
+    "second": 1 / 3600,
+    "minute": 1 / 60,
+    "hour": 1.0,
+    "day": 24.0,
+    "week": 168.0,
+}
+
+
+def parse_interval_hours(value: str, key: str = "interval") -> float:
+    """``"interval 7 days"`` → 168.0. Months and years are rejected, as Delta does."""
+    m = _INTERVAL.match(value)
+    if not m:
+        raise InvalidPropertyError(
+            f"{key}={value!r} is not a valid interval; use e.g. 'interval 7 days' "
+            f"(units: seconds, minutes, hours, days, weeks — not months or years)"
+        )
+    return int(m.group(1)) * _UNIT_HOURS[m.group(2).lower()]
+
+
+def _bool(key: str, value: str) -> None:
+    if value.strip().lower() not in ("true", "false"):
+        raise InvalidPropertyError(f"{key}={value!r} must be 'true' or 'false'")
+
+
+def _positive_int(key: str, value: str) -> None:
+    try:
+        ok = int(value) > 0
+    except ValueError:
+        ok = False
+    if not ok:
+        raise InvalidPropertyError(f"{key}={value!r} must be a positive integer")
+
+
+def _int_at_least(minimum: int):
+    def check(key: str, value: str) -> None:
+        try:
+            ok = int(value) >= minimum
+        except ValueError:
+            ok = False
+        if not ok:
+            raise InvalidPropertyError(f"{key}={value!r} must be an integer ≥ {minimum}")
+
+    return check
+
+
+_VALIDATORS = {
+    "delta.isolationLevel": lambda k, v: validate_isolation_property(v),
+    CHECKPOINT_INTERVAL: _positive_int,
+    APPEND_ONLY: _bool,
+    AUTO_COMPACT: _bool,
+    USE_STATS: _bool,
+    AUTO_COMPACT_MIN_FILES: _positive_int,
+    NUM_INDEXED_COLS: _int_at_least(-1),
+    TARGET_FILE_SIZE: _positive_int,
+    DELETED_FILE_RETENTION: lambda k, v: parse_interval_hours(v, k),
+    LOG_RETENTION: lambda k, v: parse_interval_hours(v, k),
+    "delta.checkpointRetentionDuration": lambda k, v: parse_interval_hours(v, k),
+    "delta.enableChangeDataFeed": _bool,
+    "delta.enableDeletionVectors": _bool,
+    "delta.enableRowTracking": _bool,
+}
+
+
+def validate_properties(properties: dict[str, object]) -> dict[str, str]:
+    """Stringify and validate; returns the properties as Delta stores them (all strings)."""
+    out: dict[str, str] = {}
+    for key, value in properties.items():
+        if not isinstance(key, str) or not key:
+            raise InvalidPropertyError(f"property names must be non-empty strings, got {key!r}")
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        value = str(value)
+        validator = _VALIDATORS.get(key)
+        if validator is not None:
+            validator(key, value)
+        out[key] = value
+    return out
+
+
+def flag(properties: dict[str, str], key: str, default: bool) -> bool:
+    v = properties.get(key)
+    return default if v is None else v.strip().lower() == "true"
+
+
+def int_property(properties: dict[str, str], key: str, default: int) -> int:
+    v = properties.get(key)
+    return default if v is None else int(v)
+
+
+def deleted_file_retention_hours(properties: dict[str, str]) -> float:
+    return parse_interval_hours(properties.get(DELETED_FILE_RETENTION, "interval 1 week"), DELETED_FILE_RETENTION)

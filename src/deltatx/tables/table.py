@@ -1,0 +1,289 @@
+"""The public ``Table`` facade and ``create_table``.
+
+Thin on purpose: every write is a one-transaction shortcut over :class:`Transaction`
+(``table.append(x)`` == ``with table.transaction() as tx: tx.append(x)``), every read is the
+snapshot's files pruned by the predicate, then Parquet. The facade keeps the latest snapshot
+and refreshes it incrementally (only new commits are read).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import date, datetime, timezone
+from typing import Any
+
+import pyarrow as pa
+
+from ..errors import DeltaTxError, SchemaMismatchError, TableAlreadyExistsError, TableNotFoundError
+from ..txnlog.actions import Metadata, encode_commit
+from ..txnlog.checkpoint import checkpoint_interval, write_checkpoint
+from ..txnlog.features import check_writable, required_protocol
+from ..txnlog.history import read_history
+from ..txnlog.schema import normalize_schema, schema_to_json
+from ..txnlog.snapshot import Snapshot, load_snapshot
+from ..txnlog.store import LogStore, VersionExistsError, open_store
+from . import properties as props
+from .transaction import ENGINE_INFO, CommitResult, Transaction
+
+
+def _timestamp_ms(ts: Any) -> int:
+    """datetime (naive = UTC) / date / ISO string / epoch milliseconds → epoch ms."""
+    if isinstance(ts, (int, float)) and not isinstance(ts, bool):
+        return int(ts)
+    if isinstance(ts, str):
+        ts = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    if isinstance(ts, date) and not isinstance(ts, datetime):
+        ts = datetime(ts.year, ts.month, ts.day)
+    if isinstance(ts, datetime):
+        if ts.tzinfo is None:
+            ts = ts.replace(tzinfo=timezone.utc)
+        return int(ts.timestamp() * 1000)
+    raise TypeError(f"timestamp must be a datetime, date, ISO string or epoch ms, not {type(ts).__name__}")
+
+
+class Table:
+    """A Delta table at a URI: latest version by default, or pinned by ``version``/``timestamp``.
+
+    A table opened at a past version or timestamp is read-only (time travel); open it without
+    them to write.
+    """
+
+    def __init__(self, uri: str, version: int | None = None, timestamp: Any = None,
+                 storage_options: dict[str, Any] | None = None, *, _store: LogStore | None = None,
+                 _snapshot: Snapshot | None = None):
+        self.uri = str(uri)
+        self.storage_options = dict(storage_options or {})
+        self._store = _store or open_store(self.uri, self.storage_options)
+        self._pinned = version is not None or timestamp is not None
+        if _snapshot is not None:
+            self._snapshot = _snapshot
+        else:
+            self._snapshot = load_snapshot(
+                self._store, version=version,
+                timestamp_ms=_timestamp_ms(timestamp) if timestamp is not None else None,
+            )
+
+    # ------------------------------------------------------------------ state
+    @property
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    @property
+    def version(self) -> int:
+        return self._snapshot.version
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._snapshot.schema
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return list(self._snapshot.partition_columns)
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return dict(self._snapshot.properties)
+
+    @property
+    def metadata(self) -> Metadata:
+        return self._snapshot.metadata
+
+    @property
+    def protocol(self):
+        return self._snapshot.protocol
+
+    @property
+    def isolation_level(self):
+        from ..isolation import table_isolation_level
+
+        return table_isolation_level(self._snapshot.properties)
+
+    def files(self) -> pa.Table:
+        """Active files (add actions) as a pyarrow Table with Delta's column names."""
+        return self._snapshot.files
+
+    def refresh(self) -> "Table":
+        """Catch up with commits made since this object last looked (reads only those)."""
+        if not self._pinned:
+            self._snapshot = self._snapshot.refresh(self._store)
+        return self
+
+    def _after_commit(self, snapshot: Snapshot) -> None:
+        self._snapshot = snapshot
+        interval = checkpoint_interval(snapshot.properties)
+        if snapshot.version > 0 and snapshot.version % interval == 0:
+            write_checkpoint(self._store, snapshot)
+        from .ops.autocompact import maybe_auto_compact
+
+        maybe_auto_compact(self)
+
+    # ------------------------------------------------------------------ reads
+    def to_arrow(self, where: str | None = None, columns: list[str] | None = None) -> pa.Table:
+        """Rows of this version, pruned by partition values and file stats, then filtered."""
+        from ..expr import bind, files_matching, parse_predicate, to_arrow
+        from ..io.reader import read_files
+
+        snap = self._snapshot
+        files = snap.files
+        row_filter = None
+        if where is not None:
+            pred = bind(parse_predicate(where), snap.schema)
+            if files.num_rows:
+                files = files.filter(files_matching(pred, files, snap.schema, snap.partition_columns))
+            row_filter = to_arrow(pred)
+        return read_files(self._store, files, snap.schema, snap.partition_columns, columns=columns,
+                          filter=row_filter)
+
+    def to_pandas(self, where: str | None = None, columns: list[str] | None = None):
+        return self.to_arrow(where, columns).to_pandas()
+
+    def history(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """commitInfo of each retained version, newest first (like DESCRIBE HISTORY)."""
+        return read_history(self._store, limit=limit)
+
+    # ------------------------------------------------------------------ writes
+    def transaction(self, *, max_attempts: int | None = None, user_metadata: str | None = None) -> Transaction:
+        """A read-modify-write transaction pinned at this table's current version."""
+        if self._pinned:
+            raise DeltaTxError(
+                f"this Table was opened at version {self.version} for time travel and is read-only; "
+                f"open deltatx.Table({self.uri!r}) without version/timestamp to write"
+            )
+        kwargs: dict[str, Any] = {"user_metadata": user_metadata}
+        if max_attempts is not None:
+            kwargs["max_attempts"] = max_attempts
+        return Transaction(self, self._snapshot, **kwargs)
+
+    def _run(self, user_metadata: str | None, stage) -> CommitResult:
+        tx = self.transaction(user_metadata=user_metadata)
+        try:
+            stage(tx)
+            return tx.commit()
+        except BaseException:
+            tx.abort()
+            raise
+
+    def append(self, data: Any, schema_mode: str | None = None, app_id: str | None = None,
+               app_version: int | None = None, user_metadata: str | None = None) -> CommitResult:
+        """Add rows. With (app_id, app_version) the write is idempotent: a repeated or older
+        version of the same app is skipped and reported with ``skipped=True``."""
+        tx = self.transaction(user_metadata=user_metadata)
+        try:
+            staged = tx.append(data, schema_mode=schema_mode, app_id=app_id, app_version=app_version)
+            if staged is False:
+                tx.abort()
+                return CommitResult(version=self.version, operation="WRITE", attempts=0, skipped=True,
+                                    read_version=self.version, txn_id=tx.txn_id)
+            return tx.commit()
+        except BaseException:
+            tx.abort()
+            raise
+
+    def overwrite(self, data: Any, where: str | None = None, schema_mode: str | None = None,
+                  user_metadata: str | None = None) -> CommitResult:
+        """Replace the table's rows, or only those matching ``where`` (replaceWhere)."""
+        return self._run(user_metadata, lambda tx: tx.overwrite(data, where=where, schema_mode=schema_mode))
+
+    def delete(self, where: str | None = None, user_metadata: str | None = None) -> CommitResult:
+        return self._run(user_metadata, lambda tx: tx.delete(where))
+
+    def update(self, where: str | None = None, set: dict[str, str] | None = None,
+               user_metadata: str | None = None) -> CommitResult:
+        return self._run(user_metadata, lambda tx: tx.update(where, set))
+
+    def merge(self, source: Any, on: str, source_alias: str = "s", target_alias: str = "t"):
+        """A MERGE builder; ``.execute()`` commits it as one transaction."""
+        from .ops.merge import MergeBuilder
+
+        return MergeBuilder(None, source, on, source_alias=source_alias, target_alias=target_alias, table=self)
+
+    def optimize(self, where: str | None = None, target_size: int | None = None) -> CommitResult:
+        return self._run(None, lambda tx: tx.optimize(where=where, target_size=target_size))
+
+    def set_properties(self, properties: dict[str, Any]) -> CommitResult:
+        return self._run(None, lambda tx: tx.set_properties(properties))
+
+    def vacuum(self, retention_hours: float | None = None, dry_run: bool = False,
+               enforce_retention_duration: bool = True) -> list[str]:
+        from .ops.vacuum import vacuum
+
+        return vacuum(self, retention_hours=retention_hours, dry_run=dry_run,
+                      enforce_retention_duration=enforce_retention_duration)
+
+    def restore(self, version: int | None = None, timestamp: Any = None) -> CommitResult:
+        from .ops.restore import stage_restore
+
+        ts = _timestamp_ms(timestamp) if timestamp is not None else None
+        return self._run(None, lambda tx: stage_restore(tx, version=version, timestamp_ms=ts))
+
+    def checkpoint(self) -> None:
+        """Write a checkpoint of the current version now."""
+        write_checkpoint(self._store, self._snapshot)
+
+    def __repr__(self) -> str:
+        return f"deltatx.Table({self.uri!r}, version={self.version})"
+
+
+def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | None = None,
+                 properties: dict[str, Any] | None = None, name: str | None = None,
+                 description: str | None = None, storage_options: dict[str, Any] | None = None,
+                 exist_ok: bool = False) -> Table:
+    """Create an empty Delta table (version 0: commitInfo, protocol, metaData)."""
+    store = open_store(str(uri), storage_options)
+    if isinstance(partition_by, str):
+        partition_by = [partition_by]
+    partition_by = list(partition_by or [])
+    if not isinstance(schema, pa.Schema):
+        raise SchemaMismatchError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
+    schema = normalize_schema(schema)
+    missing = [c for c in partition_by if c not in schema.names]
+    if missing:
+        raise SchemaMismatchError(f"partition column(s) {missing} are not in the schema {schema.names}")
+    if partition_by and len(partition_by) == len(schema.names):
+        raise SchemaMismatchError("a table cannot be partitioned by all of its columns")
+    for c in partition_by:
+        t = schema.field(c).type
+        if pa.types.is_nested(t):
+            raise SchemaMismatchError(f"partition column {c!r} has nested type {t}; partition by a primitive column")
+    if store.table_exists():
+        if exist_ok:
+            return Table(str(uri), storage_options=storage_options, _store=store)
+        raise TableAlreadyExistsError(f"a Delta table already exists at {uri!r}")
+    config = props.validate_properties(properties or {})
+    metadata = Metadata(
+        id=Metadata.new_id(), schema_string=schema_to_json(schema), partition_columns=tuple(partition_by),
+        configuration=config, name=name, description=description, created_time=int(time.time() * 1000),
+    )
+    protocol = required_protocol(config, schema)
+    check_writable(protocol, metadata)
+    from ..isolation import table_isolation_level
+
+    commit_info = {
+        "timestamp": int(time.time() * 1000),
+        "operation": "CREATE TABLE",
+        "operationParameters": {
+            "partitionBy": schema_partition_json(partition_by),
+            "description": description or "",
+            "isManaged": "false",
+            "properties": schema_partition_json(config),
+        },
+        "isolationLevel": table_isolation_level(config).value,
+        "isBlindAppend": True,
+        "operationMetrics": {},
+        "engineInfo": ENGINE_INFO,
+        "txnId": str(uuid.uuid4()),
+    }
+    try:
+        store.put_commit(0, encode_commit(commit_info, protocol=protocol, metadata=metadata))
+    except VersionExistsError:
+        if exist_ok:
+            return Table(str(uri), storage_options=storage_options, _store=store)
+        raise TableAlreadyExistsError(f"a Delta table was created concurrently at {uri!r}") from None
+    return Table(str(uri), storage_options=storage_options, _store=store)
+
+
+def schema_partition_json(value: Any) -> str:
+    import orjson
+
+    return orjson.dumps(value).decode()

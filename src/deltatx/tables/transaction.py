@@ -1,0 +1,506 @@
+"""The explicit read-modify-write transaction, and the commit/rebase/retry loop.
+
+::
+
+    tx = table.transaction()            pins the table's snapshot (read version)
+    tx.read(where)                      rows as of that snapshot; records predicate + files read
+    tx.append / delete / update / ...   writes data files, stages actions (nothing visible yet)
+    tx.commit()                         put-if-absent of readVersion+1; on losing, for each winning
+                                        commit oldest first: idempotency (txnId) → check_commit
+                                        (pure) → rebase; back off with jitter; retry at the next version
+
+The operations (``tables/ops``) only stage; this module owns the read set, the staged actions and
+the loop. It contains no SQL and no Parquet details.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import __version__
+from ..conflicts import ReadSet, TransactionInfo, check_commit
+from ..errors import CommitRetriesExceededError, DeltaTxError
+from ..expr import Expr
+from ..isolation import IsolationLevel, effective_isolation_level, table_isolation_level
+from ..txnlog.actions import (
+    FILE_SCHEMA,
+    REMOVE_SCHEMA,
+    CommitActions,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    Txn,
+    encode_commit,
+    parse_commit,
+)
+from ..txnlog.features import check_writable
+from ..txnlog.snapshot import Snapshot
+from ..txnlog.store import VersionExistsError
+from . import properties as props
+
+if TYPE_CHECKING:
+    from .table import Table
+
+ENGINE_INFO = f"deltatx/{__version__}"
+DEFAULT_MAX_ATTEMPTS = 100
+BACKOFF_BASE_S = 0.002
+BACKOFF_CAP_S = 1.0
+
+
+@dataclass
+class CommitResult:
+    """What one commit did. ``skipped`` is true for an idempotent write already applied."""
+
+    version: int
+    operation: str
+    attempts: int = 1
+    metrics: dict[str, Any] = field(default_factory=dict)
+    read_version: int = -1
+    isolation_level: str | None = None
+    txn_id: str | None = None
+    skipped: bool = False
+    conflicts_resolved: int = 0
+
+
+@dataclass
+class _StagedOp:
+    name: str
+    parameters: dict[str, Any]
+    metrics: dict[str, Any]
+    changes_data: bool = True
+
+
+def adds_to_removes(adds: pa.Table, timestamp_ms: int, data_change: bool = True) -> pa.Table:
+    """Remove actions for the given add rows, columnar (no per-file objects)."""
+    n = adds.num_rows
+    cols = {
+        "path": adds["path"],
+        "deletionTimestamp": pa.array([timestamp_ms] * n, pa.int64()) if n else pa.array([], pa.int64()),
+        "dataChange": pa.array([data_change] * n, pa.bool_()),
+        "extendedFileMetadata": pa.array([True] * n, pa.bool_()),
+        "partitionValues": adds["partitionValues"],
+        "size": adds["size"],
+        "stats": pa.nulls(n, pa.string()),
+        "tags": adds["tags"],
+        "deletionVector": adds["deletionVector"],
+        "baseRowId": adds["baseRowId"],
+        "defaultRowCommitVersion": adds["defaultRowCommitVersion"],
+    }
+    return pa.table(cols, schema=REMOVE_SCHEMA)
+
+
+def _encode_parameter(v: Any) -> str:
+    return v if isinstance(v, str) else orjson.dumps(v).decode()
+
+
+class Transaction:
+    """A read-modify-write transaction pinned at one snapshot.
+
+    Use as a context manager to commit on success and to clean up on an exception::
+
+        with table.transaction() as tx:
+            rows = tx.read(where="part = 1")
+            tx.delete(where="part = 1 AND id < 10")
+    """
+
+    def __init__(self, table: "Table", snapshot: Snapshot, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+                 user_metadata: str | None = None):
+        check_writable(snapshot.protocol, snapshot.metadata)
+        self.table = table
+        self.snapshot = snapshot
+        self.read_version = snapshot.version
+        self.max_attempts = max_attempts
+        self.user_metadata = user_metadata
+        self.txn_id = str(uuid.uuid4())
+        self._predicates: list[Expr] = []
+        self._read_paths: list[pa.Array] = []
+        self._whole_table = False
+        self._app_ids: set[str] = set()
+        self._adds: list[pa.Table] = []
+        self._removes: list[pa.Table] = []
+        self._metadata: Metadata | None = None
+        self._protocol: Protocol | None = None
+        self._txns: dict[str, Txn] = {}
+        self._domains: dict[str, DomainMetadata] = {}
+        self._ops: list[_StagedOp] = []
+        self._files = snapshot.files  # the table as this transaction sees it (own writes included)
+        self._state = "open"
+
+    # ------------------------------------------------------------------ what the txn sees
+    @property
+    def metadata(self) -> Metadata:
+        return self._metadata or self.snapshot.metadata
+
+    @property
+    def protocol(self) -> Protocol:
+        return self._protocol or self.snapshot.protocol
+
+    @property
+    def schema(self) -> pa.Schema:
+        from ..txnlog.schema import schema_from_json
+
+        return schema_from_json(self.metadata.schema_string)
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return list(self.metadata.partition_columns)
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return dict(self.metadata.configuration)
+
+    @property
+    def store(self):
+        return self.table._store
+
+    def current_files(self) -> pa.Table:
+        """Active files as this transaction sees them (snapshot − staged removes + staged adds)."""
+        return self._files
+
+    # ------------------------------------------------------------------ reads (recorded)
+    def record_read(self, predicate: Expr | None, files: pa.Table) -> None:
+        """Record that the txn depends on ``files`` found with ``predicate`` (None = whole table)."""
+        self._ensure_open()
+        if predicate is None:
+            self._whole_table = True
+        else:
+            self._predicates.append(predicate)
+        if files.num_rows:
+            self._read_paths.append(files["path"].combine_chunks() if isinstance(files["path"], pa.ChunkedArray) else files["path"])
+
+    def scan(self, where: str | Expr | None = None) -> tuple[Expr | None, pa.Table]:
+        """Bind ``where`` and prune the txn's files by partition values and stats (recorded)."""
+        from ..expr import bind, files_matching, parse_predicate
+
+        pred: Expr | None = None
+        files = self._files
+        if where is not None:
+            pred = bind(parse_predicate(where) if isinstance(where, str) else where, self.schema)
+            if files.num_rows:
+                mask = files_matching(pred, files, self.schema, self.partition_columns, use_stats=True)
+                files = files.filter(mask)
+        self.record_read(pred, files)
+        return pred, files
+
+    def read(self, where: str | None = None, columns: list[str] | None = None) -> pa.Table:
+        """Rows as of the pinned snapshot (plus this txn's own writes); records the read."""
+        from ..expr import to_arrow
+        from ..io.reader import read_files
+
+        pred, files = self.scan(where)
+        return read_files(self.store, files, self.schema, self.partition_columns, columns=columns,
+                          filter=to_arrow(pred) if pred is not None else None)
+
+    def app_version(self, app_id: str) -> int | None:
+        """The last committed version of ``app_id`` (records the dependency, like Delta's txnVersion)."""
+        self._ensure_open()
+        self._app_ids.add(app_id)
+        staged = self._txns.get(app_id)
+        if staged is not None:
+            return staged.version
+        txn = self.snapshot.app_txns.get(app_id)
+        return txn.version if txn is not None else None
+
+    # ------------------------------------------------------------------ staging
+    def stage_adds(self, adds: pa.Table) -> None:
+        self._ensure_open()
+        if adds.num_rows:
+            adds = adds.select(FILE_SCHEMA.names).cast(FILE_SCHEMA)
+            self._adds.append(adds)
+            self._files = pa.concat_tables([self._files, adds])
+
+    def stage_removes(self, files: pa.Table, data_change: bool = True) -> None:
+        """Remove files (rows of current_files()). Files this txn added itself are just dropped."""
+        self._ensure_open()
+        if not files.num_rows:
+            return
+        paths = files["path"]
+        own = self._own_added_paths()
+        if own is not None and own.num_rows:
+            mine_mask = pc.is_in(paths, value_set=own["path"])
+            mine = files.filter(mine_mask)
+            if mine.num_rows:
+                self._adds = [a.filter(pc.invert(pc.is_in(a["path"], value_set=mine["path"]))) for a in self._adds]
+                self.store.delete_files(_decoded(mine["path"]))
+            files = files.filter(pc.invert(mine_mask))
+        if files.num_rows:
+            self._removes.append(adds_to_removes(files, int(time.time() * 1000), data_change))
+        self._files = self._files.filter(pc.invert(pc.is_in(self._files["path"], value_set=paths)))
+
+    def _own_added_paths(self) -> pa.Table | None:
+        return pa.concat_tables(self._adds) if self._adds else None
+
+    def stage_metadata(self, metadata: Metadata) -> None:
+        self._ensure_open()
+        if metadata != self.snapshot.metadata:
+            self._metadata = metadata
+        else:
+            self._metadata = None
+
+    def stage_protocol(self, protocol: Protocol) -> None:
+        self._ensure_open()
+        self._protocol = protocol if protocol != self.snapshot.protocol else None
+
+    def stage_txn(self, app_id: str, version: int) -> None:
+        self._ensure_open()
+        self._txns[app_id] = Txn(app_id, int(version), int(time.time() * 1000))
+
+    def stage_domain(self, domain: DomainMetadata) -> None:
+        self._ensure_open()
+        self._domains[domain.domain] = domain
+
+    def note_operation(self, name: str, parameters: dict[str, Any] | None = None,
+                       metrics: dict[str, Any] | None = None, *, changes_data: bool = True) -> None:
+        self._ops.append(_StagedOp(name, dict(parameters or {}), dict(metrics or {}), changes_data))
+
+    # ------------------------------------------------------------------ operations (staging only)
+    def append(self, data: Any, schema_mode: str | None = None, app_id: str | None = None,
+               app_version: int | None = None) -> "CommitResult | None":
+        from .ops.write import stage_append
+
+        return stage_append(self, data, schema_mode=schema_mode, app_id=app_id, app_version=app_version)
+
+    def overwrite(self, data: Any, where: str | None = None, schema_mode: str | None = None) -> None:
+        from .ops.write import stage_overwrite
+
+        stage_overwrite(self, data, where=where, schema_mode=schema_mode)
+
+    def delete(self, where: str | None = None) -> dict[str, Any]:
+        from .ops.delete import stage_delete
+
+        return stage_delete(self, where)
+
+    def update(self, where: str | None = None, set: dict[str, str] | None = None) -> dict[str, Any]:
+        from .ops.update import stage_update
+
+        return stage_update(self, where, set or {})
+
+    def merge(self, source: Any, on: str, source_alias: str = "s", target_alias: str = "t"):
+        from .ops.merge import MergeBuilder
+
+        return MergeBuilder(self, source, on, source_alias=source_alias, target_alias=target_alias)
+
+    def optimize(self, where: str | None = None, target_size: int | None = None) -> dict[str, Any]:
+        from .ops.optimize import stage_optimize
+
+        return stage_optimize(self, where=where, target_size=target_size)
+
+    def set_properties(self, properties: dict[str, Any]) -> None:
+        from .ops.properties import stage_set_properties
+
+        stage_set_properties(self, properties)
+
+    # ------------------------------------------------------------------ commit
+    def has_changes(self) -> bool:
+        return bool(self._adds or self._removes or self._metadata or self._protocol or self._txns or self._domains)
+
+    def _staged_adds(self) -> pa.Table:
+        adds = [a for a in self._adds if a.num_rows]
+        return pa.concat_tables(adds) if adds else FILE_SCHEMA.empty_table()
+
+    def _staged_removes(self) -> pa.Table:
+        return pa.concat_tables(self._removes) if self._removes else REMOVE_SCHEMA.empty_table()
+
+    def _operation(self) -> tuple[str, dict[str, Any], dict[str, Any], bool]:
+        if not self._ops:
+            return "WRITE", {}, {}, True
+        if len(self._ops) == 1:
+            op = self._ops[0]
+            return op.name, op.parameters, op.metrics, op.changes_data
+        metrics: dict[str, Any] = {}
+        for op in self._ops:
+            for k, v in op.metrics.items():
+                metrics[k] = metrics.get(k, 0) + v if isinstance(v, (int, float)) else v
+        params = {"operations": [op.name for op in self._ops]}
+        return "TRANSACTION", params, metrics, any(op.changes_data for op in self._ops)
+
+    def _transaction_info(self) -> TransactionInfo:
+        adds, removes = self._staged_adds(), self._staged_removes()
+        read_paths = (
+            frozenset(pc.unique(pa.chunked_array(self._read_paths, pa.string())).to_pylist())
+            if self._read_paths else frozenset()
+        )
+        reads_nothing = not self._predicates and not read_paths and not self._whole_table
+        only_adds = removes.num_rows == 0
+        blind = only_adds and reads_nothing and adds.num_rows > 0
+        name, _, _, changes_data = self._operation()
+        has_non_file = bool(self._metadata or self._protocol or self._txns or self._domains)
+        level = effective_isolation_level(
+            table_isolation_level(self.snapshot.properties),
+            adds=adds, removes=removes, has_non_file_actions=has_non_file, changes_data=changes_data,
+        )
+        return TransactionInfo(
+            read_version=self.read_version,
+            read_set=ReadSet(predicates=tuple(self._predicates), files=read_paths,
+                             whole_table=self._whole_table, app_ids=frozenset(self._app_ids)),
+            read_metadata=self.snapshot.metadata,
+            read_protocol=self.snapshot.protocol,
+            adds=adds,
+            removes=removes,
+            metadata=self._metadata,
+            protocol=self._protocol,
+            domains=tuple(self._domains.values()),
+            txns=tuple(self._txns.values()),
+            isolation_level=level,
+            is_blind_append=blind,
+            use_stats=props.flag(self.snapshot.properties, props.USE_STATS, True),
+            operation=name,
+            txn_id=self.txn_id,
+        )
+
+    def _commit_info(self, info: TransactionInfo) -> dict[str, Any]:
+        name, params, metrics, _ = self._operation()
+        ci: dict[str, Any] = {
+            "timestamp": int(time.time() * 1000),
+            "operation": name,
+            "operationParameters": {k: _encode_parameter(v) for k, v in params.items()},
+        }
+        if self.read_version >= 0:
+            ci["readVersion"] = self.read_version
+        ci["isolationLevel"] = info.isolation_level.value
+        ci["isBlindAppend"] = info.is_blind_append
+        ci["operationMetrics"] = {k: str(v) for k, v in metrics.items()}
+        if self.user_metadata is not None:
+            ci["userMetadata"] = self.user_metadata
+        ci["engineInfo"] = ENGINE_INFO
+        ci["txnId"] = self.txn_id
+        return ci
+
+    def commit(self) -> CommitResult:
+        """Commit the staged actions as one new version (see the module docstring)."""
+        self._ensure_open()
+        try:
+            result = self._commit()
+        except BaseException:
+            self._abort_files()
+            self._state = "failed"
+            raise
+        self._state = "committed"
+        return result
+
+    def _commit(self) -> CommitResult:
+        info = self._transaction_info()
+        name, _, metrics, _ = self._operation()
+        if not self.has_changes():
+            # Nothing to write: Delta skips recording empty commits.
+            self._state = "committed"
+            return CommitResult(version=self.read_version, operation=name, attempts=0, metrics=metrics,
+                                read_version=self.read_version, isolation_level=info.isolation_level.value,
+                                txn_id=self.txn_id)
+        if self.properties.get(props.APPEND_ONLY, "false").lower() == "true" and info.removes.num_rows:
+            if any(info.removes["dataChange"].to_pylist()):
+                from ..errors import AppendOnlyError
+
+                raise AppendOnlyError(
+                    f"table {self.table.uri!r} has delta.appendOnly=true; {name} would remove data. "
+                    f"Set delta.appendOnly=false to allow it."
+                )
+        store = self.store
+        version = self.read_version + 1
+        attempts = 0
+        resolved = 0
+        winners: list[CommitActions] = []
+        while True:
+            attempts += 1
+            commit_info = self._commit_info(info)
+            payload = encode_commit(
+                commit_info,
+                protocol=info.protocol,
+                metadata=info.metadata,
+                txns=info.txns,
+                domains=info.domains,
+                removes=info.removes,
+                adds=info.adds,
+            )
+            try:
+                store.put_commit(version, payload)
+                break
+            except VersionExistsError:
+                pass
+            if attempts >= self.max_attempts:
+                raise CommitRetriesExceededError(
+                    f"gave up after {attempts} attempts to commit {name}; the table kept moving",
+                    version=version,
+                    operation=name,
+                )
+            # Read every winner from `version` on, oldest first, and check against each.
+            latest = version
+            while True:
+                try:
+                    raw = store.read_commit(latest)
+                except FileNotFoundError:
+                    break
+                winner = parse_commit(raw, latest)
+                if winner.txn_id == self.txn_id:
+                    # Our own commit landed but the response was lost: it is done.
+                    return self._finish(latest, attempts, info, winners, own=winner, resolved=resolved)
+                info = check_commit(info, winner)
+                winners.append(winner)
+                resolved += 1
+                latest += 1
+            version = latest
+            if attempts > 1:
+                delay = min(BACKOFF_CAP_S, BACKOFF_BASE_S * (2 ** (attempts - 2)))
+                time.sleep(random.uniform(0, delay))
+        own = CommitActions(
+            version=version, commit_info=commit_info, protocol=info.protocol, metadata=info.metadata,
+            txns=list(info.txns), domains=list(info.domains),
+        )
+        own._adds, own._removes = info.adds, info.removes
+        return self._finish(version, attempts, info, winners, own=own, resolved=resolved)
+
+    def _finish(self, version: int, attempts: int, info: TransactionInfo, winners: list[CommitActions],
+                own: CommitActions, resolved: int) -> CommitResult:
+        name, _, metrics, _ = self._operation()
+        snapshot = self.snapshot
+        for w in winners:
+            snapshot = snapshot.apply(w)
+        if snapshot.version == version - 1:
+            snapshot = snapshot.apply(own)
+        else:  # winners we did not read (lost-response path): read what is there
+            snapshot = snapshot.refresh(self.store)
+        self.table._after_commit(snapshot)
+        return CommitResult(version=version, operation=name, attempts=attempts, metrics=metrics,
+                            read_version=self.read_version, isolation_level=info.isolation_level.value,
+                            txn_id=self.txn_id, conflicts_resolved=resolved)
+
+    # ------------------------------------------------------------------ lifecycle
+    def abort(self) -> None:
+        """Drop everything staged and delete the data files this transaction wrote."""
+        if self._state == "open":
+            self._abort_files()
+            self._state = "aborted"
+
+    def _abort_files(self) -> None:
+        adds = self._staged_adds()
+        if adds.num_rows:
+            self.store.delete_files(_decoded(adds["path"]))
+
+    def _ensure_open(self) -> None:
+        if self._state != "open":
+            raise DeltaTxError(f"this transaction is {self._state}; start a new one with table.transaction()")
+
+    def __enter__(self) -> "Transaction":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.abort()
+            return None
+        if self._state == "open":
+            self.commit()
+        return None
+
+
+def _decoded(paths: pa.Array | pa.ChunkedArray) -> list[str]:
+    from ..io.paths import decode_path
+
+    return [decode_path(p) for p in paths.to_pylist()]

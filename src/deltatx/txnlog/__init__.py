@@ -1,0 +1,1 @@
+"""The Delta transaction log: actions, storage, snapshots by log replay, checkpoints."""

@@ -1,0 +1,409 @@
+"""Delta log actions: their exact field names, their JSON form and their columnar form.
+
+Owns the vocabulary of PROTOCOL.md and nothing else: no storage, no tables, no conflicts.
+
+- Non-file actions (protocol, metaData, txn, domainMetadata, commitInfo) are few per commit, so
+  they are small frozen dataclasses.
+- File actions (add, remove, cdc) can number millions, so they live in pyarrow Tables with the
+  protocol's own field names (``FILE_SCHEMA``/``REMOVE_SCHEMA``); a checkpoint stores the same
+  structs, so a snapshot moves between the two without renaming anything.
+
+Unknown JSON fields are ignored on read (newer writers add fields); required fields that are
+missing raise :class:`~deltatx.errors.CorruptLogError` naming the version and line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import orjson
+import pyarrow as pa
+
+from ..errors import CorruptLogError
+
+# --------------------------------------------------------------------------------------------
+# Columnar file actions
+# --------------------------------------------------------------------------------------------
+
+STRING_MAP = pa.map_(pa.string(), pa.string())
+
+DELETION_VECTOR = pa.struct(
+    [
+        ("storageType", pa.string()),
+        ("pathOrInlineDv", pa.string()),
+        ("offset", pa.int32()),
+        ("sizeInBytes", pa.int32()),
+        ("cardinality", pa.int64()),
+    ]
+)
+
+#: Columns of an ``add`` action, as in a checkpoint's ``add`` struct. Snapshot.files has these.
+FILE_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("partitionValues", STRING_MAP),
+        ("size", pa.int64()),
+        ("modificationTime", pa.int64()),
+        ("dataChange", pa.bool_()),
+        ("stats", pa.string()),
+        ("tags", STRING_MAP),
+        ("deletionVector", DELETION_VECTOR),
+        ("baseRowId", pa.int64()),
+        ("defaultRowCommitVersion", pa.int64()),
+        ("clusteringProvider", pa.string()),
+    ]
+)
+
+#: Columns of a ``remove`` action (a tombstone), as in a checkpoint's ``remove`` struct.
+REMOVE_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("deletionTimestamp", pa.int64()),
+        ("dataChange", pa.bool_()),
+        ("extendedFileMetadata", pa.bool_()),
+        ("partitionValues", STRING_MAP),
+        ("size", pa.int64()),
+        ("stats", pa.string()),
+        ("tags", STRING_MAP),
+        ("deletionVector", DELETION_VECTOR),
+        ("baseRowId", pa.int64()),
+        ("defaultRowCommitVersion", pa.int64()),
+    ]
+)
+
+CDC_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("partitionValues", STRING_MAP),
+        ("size", pa.int64()),
+        ("dataChange", pa.bool_()),
+        ("tags", STRING_MAP),
+    ]
+)
+
+_MAP_FIELDS = ("partitionValues", "tags")
+
+
+def empty_files() -> pa.Table:
+    return FILE_SCHEMA.empty_table()
+
+
+def empty_removes() -> pa.Table:
+    return REMOVE_SCHEMA.empty_table()
+
+
+def dv_unique_id(dv: dict[str, Any] | None) -> str:
+    """``storageType + pathOrInlineDv [+ '@' + offset]``; '' when there is no deletion vector."""
+    if not dv:
+        return ""
+    uid = f"{dv.get('storageType', '')}{dv.get('pathOrInlineDv', '')}"
+    if dv.get("offset") is not None:
+        uid += f"@{dv['offset']}"
+    return uid
+
+
+def file_actions_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    """Build a columnar table from parsed JSON file actions (dict maps are accepted)."""
+    if not rows:
+        return schema.empty_table()
+    cleaned = [{name: row.get(name) for name in schema.names} for row in rows]
+    return pa.Table.from_pylist(cleaned, schema=schema)
+
+
+def file_rows(table: pa.Table) -> list[dict[str, Any]]:
+    """Rows of a file-action table as JSON-ready dicts (maps as dicts, nulls dropped).
+
+    Used only where JSON must be produced (writing a commit), never to hold state.
+    """
+    out = []
+    for row in table.to_pylist():
+        clean: dict[str, Any] = {}
+        for k, v in row.items():
+            if v is None:
+                continue
+            if k in _MAP_FIELDS:
+                v = dict(v)
+            elif k == "deletionVector":
+                v = {dk: dv for dk, dv in v.items() if dv is not None}
+            clean[k] = v
+        out.append(clean)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Non-file actions
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """The ``protocol`` action: reader/writer versions and, from 3/7, named features."""
+
+    min_reader_version: int = 1
+    min_writer_version: int = 2
+    reader_features: tuple[str, ...] | None = None
+    writer_features: tuple[str, ...] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "minReaderVersion": self.min_reader_version,
+            "minWriterVersion": self.min_writer_version,
+        }
+        if self.reader_features is not None:
+            out["readerFeatures"] = list(self.reader_features)
+        if self.writer_features is not None:
+            out["writerFeatures"] = list(self.writer_features)
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Protocol":
+        rf, wf = d.get("readerFeatures"), d.get("writerFeatures")
+        return cls(
+            min_reader_version=int(d["minReaderVersion"]),
+            min_writer_version=int(d["minWriterVersion"]),
+            reader_features=tuple(rf) if rf is not None else None,
+            writer_features=tuple(wf) if wf is not None else None,
+        )
+
+
+@dataclass(frozen=True)
+class Metadata:
+    """The ``metaData`` action. ``schema_string`` is Spark's JSON schema, kept verbatim."""
+
+    id: str
+    schema_string: str
+    partition_columns: tuple[str, ...] = ()
+    configuration: dict[str, str] = field(default_factory=dict)
+    name: str | None = None
+    description: str | None = None
+    format_provider: str = "parquet"
+    format_options: dict[str, str] = field(default_factory=dict)
+    created_time: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id}
+        if self.name is not None:
+            out["name"] = self.name
+        if self.description is not None:
+            out["description"] = self.description
+        out["format"] = {"provider": self.format_provider, "options": dict(self.format_options)}
+        out["schemaString"] = self.schema_string
+        out["partitionColumns"] = list(self.partition_columns)
+        out["configuration"] = dict(self.configuration)
+        if self.created_time is not None:
+            out["createdTime"] = self.created_time
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Metadata":
+        fmt = d.get("format") or {}
+        return cls(
+            id=d["id"],
+            schema_string=d["schemaString"],
+            partition_columns=tuple(d.get("partitionColumns") or ()),
+            configuration={str(k): str(v) for k, v in (d.get("configuration") or {}).items()},
+            name=d.get("name"),
+            description=d.get("description"),
+            format_provider=fmt.get("provider", "parquet"),
+            format_options=dict(fmt.get("options") or {}),
+            created_time=d.get("createdTime"),
+        )
+
+    def replace(self, **changes: Any) -> "Metadata":
+        return dataclasses.replace(self, **changes)
+
+    @staticmethod
+    def new_id() -> str:
+        return str(uuid.uuid4())
+
+
+@dataclass(frozen=True)
+class Txn:
+    """The ``txn`` (SetTransaction) action: the last committed version of an application id."""
+
+    app_id: str
+    version: int
+    last_updated: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"appId": self.app_id, "version": self.version}
+        if self.last_updated is not None:
+            out["lastUpdated"] = self.last_updated
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Txn":
+        return cls(app_id=d["appId"], version=int(d["version"]), last_updated=d.get("lastUpdated"))
+
+
+@dataclass(frozen=True)
+class DomainMetadata:
+    """The ``domainMetadata`` action: named configuration; ``removed`` is a tombstone."""
+
+    domain: str
+    configuration: str
+    removed: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"domain": self.domain, "configuration": self.configuration, "removed": self.removed}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "DomainMetadata":
+        return cls(domain=d["domain"], configuration=d.get("configuration", ""), removed=bool(d.get("removed", False)))
+
+
+# --------------------------------------------------------------------------------------------
+# One commit: parsed and serialized
+# --------------------------------------------------------------------------------------------
+
+_REQUIRED = {
+    "add": ("path", "partitionValues", "size", "modificationTime", "dataChange"),
+    "remove": ("path", "dataChange"),
+    "metaData": ("id", "schemaString", "partitionColumns"),
+    "protocol": ("minReaderVersion", "minWriterVersion"),
+    "txn": ("appId", "version"),
+    "domainMetadata": ("domain",),
+    "cdc": ("path",),
+}
+
+
+@dataclass
+class CommitActions:
+    """Everything one commit file says, with file actions kept columnar.
+
+    ``file_order`` keeps the relative order of add/remove lines as (kind, index) so that log
+    replay can honour "newest reference wins" even inside one commit.
+    """
+
+    version: int
+    commit_info: dict[str, Any] | None = None
+    protocol: Protocol | None = None
+    metadata: Metadata | None = None
+    txns: list[Txn] = field(default_factory=list)
+    domains: list[DomainMetadata] = field(default_factory=list)
+    add_rows: list[dict[str, Any]] = field(default_factory=list)
+    remove_rows: list[dict[str, Any]] = field(default_factory=list)
+    cdc_rows: list[dict[str, Any]] = field(default_factory=list)
+    file_order: list[tuple[str, int]] = field(default_factory=list)
+    _adds: pa.Table | None = None
+    _removes: pa.Table | None = None
+
+    @property
+    def adds(self) -> pa.Table:
+        if self._adds is None:
+            self._adds = file_actions_table(self.add_rows, FILE_SCHEMA)
+        return self._adds
+
+    @property
+    def removes(self) -> pa.Table:
+        if self._removes is None:
+            self._removes = file_actions_table(self.remove_rows, REMOVE_SCHEMA)
+        return self._removes
+
+    @property
+    def operation(self) -> str | None:
+        return (self.commit_info or {}).get("operation")
+
+    @property
+    def txn_id(self) -> str | None:
+        return (self.commit_info or {}).get("txnId")
+
+    @property
+    def is_blind_append(self) -> bool:
+        """As Delta reads it from the winner: a missing flag means *not* blind."""
+        return bool((self.commit_info or {}).get("isBlindAppend", False))
+
+
+def parse_commit(data: bytes, version: int) -> CommitActions:
+    """Parse one ``NNN.json`` commit. Raises CorruptLogError naming version and line."""
+    result = CommitActions(version=version)
+    if not data.strip():
+        raise CorruptLogError(f"commit {version} is empty", version=version)
+    for lineno, line in enumerate(data.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise CorruptLogError(
+                f"commit {version}, line {lineno}: not valid JSON ({exc}); the commit file is "
+                f"corrupt or truncated",
+                version=version,
+                line=lineno,
+            ) from None
+        if not isinstance(obj, dict) or len(obj) != 1:
+            raise CorruptLogError(
+                f"commit {version}, line {lineno}: expected one action object per line",
+                version=version,
+                line=lineno,
+            )
+        (kind, body), = obj.items()
+        required = _REQUIRED.get(kind)
+        if required is not None:
+            if not isinstance(body, dict):
+                raise CorruptLogError(
+                    f"commit {version}, line {lineno}: '{kind}' is not an object", version=version, line=lineno
+                )
+            missing = [f for f in required if f not in body]
+            if missing:
+                raise CorruptLogError(
+                    f"commit {version}, line {lineno}: '{kind}' action lacks required field(s) "
+                    f"{', '.join(missing)}",
+                    version=version,
+                    line=lineno,
+                )
+        try:
+            if kind == "add":
+                result.file_order.append(("add", len(result.add_rows)))
+                result.add_rows.append(body)
+            elif kind == "remove":
+                result.file_order.append(("remove", len(result.remove_rows)))
+                result.remove_rows.append(body)
+            elif kind == "commitInfo":
+                result.commit_info = body
+            elif kind == "metaData":
+                result.metadata = Metadata.from_json(body)
+            elif kind == "protocol":
+                result.protocol = Protocol.from_json(body)
+            elif kind == "txn":
+                result.txns.append(Txn.from_json(body))
+            elif kind == "domainMetadata":
+                result.domains.append(DomainMetadata.from_json(body))
+            elif kind == "cdc":
+                result.cdc_rows.append(body)
+            # anything else (checkpointMetadata, sidecar, future actions): ignored on read
+        except (TypeError, ValueError, KeyError) as exc:
+            raise CorruptLogError(
+                f"commit {version}, line {lineno}: malformed '{kind}' action ({exc})",
+                version=version,
+                line=lineno,
+            ) from None
+    return result
+
+
+def encode_commit(
+    commit_info: dict[str, Any],
+    *,
+    protocol: Protocol | None = None,
+    metadata: Metadata | None = None,
+    txns: Iterable[Txn] = (),
+    domains: Iterable[DomainMetadata] = (),
+    removes: pa.Table | None = None,
+    adds: pa.Table | None = None,
+) -> bytes:
+    """Serialize one commit: commitInfo first, then protocol, metaData, txn, domain, files."""
+    lines = [orjson.dumps({"commitInfo": commit_info})]
+    if protocol is not None:
+        lines.append(orjson.dumps({"protocol": protocol.to_json()}))
+    if metadata is not None:
+        lines.append(orjson.dumps({"metaData": metadata.to_json()}))
+    lines.extend(orjson.dumps({"txn": t.to_json()}) for t in txns)
+    lines.extend(orjson.dumps({"domainMetadata": d.to_json()}) for d in domains)
+    if removes is not None and removes.num_rows:
+        lines.extend(orjson.dumps({"remove": r}) for r in file_rows(removes))
+    if adds is not None and adds.num_rows:
+        lines.extend(orjson.dumps({"add": a}) for a in file_rows(adds))
+    return b"\n".join(lines) + b"\n"

@@ -1,0 +1,282 @@
+"""Protocol versions and table features: what deltatx can read, what it can write, what a table needs.
+
+A Delta table announces what a client must understand in its ``protocol`` action: legacy
+``(minReaderVersion, minWriterVersion)`` pairs imply fixed feature sets, and from reader 3 /
+writer 7 the table lists named ``readerFeatures`` / ``writerFeatures``. PROTOCOL.md requires a
+client to refuse a table that needs something it does not implement, so:
+
+- :func:`check_readable` runs on every snapshot load (an unknown reader feature could change what
+  the rows *are*, e.g. deletion vectors or column mapping);
+- :func:`check_writable` runs before every write (an unknown writer feature carries rules the
+  writer must follow, e.g. row tracking);
+- :func:`required_protocol` picks the lowest protocol a new or altered table needs, never lowering
+  the current one. deltatx uses named features (3/7) only when a feature demands it, because
+  (1, 2) is what Spark and delta-rs create by default and every engine can read it.
+
+Some writer features only impose rules while they are *in use* (``changeDataFeed`` only when
+``delta.enableChangeDataFeed=true``, ``checkConstraints`` only when a constraint exists...). Such a
+table is writable as long as the feature is dormant; :data:`DORMANT_OK_WRITER_FEATURES` names them
+and :func:`feature_in_use` says whether one is active.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Iterator
+
+import pyarrow as pa
+
+from ..errors import UnsupportedFeatureError
+from .actions import Metadata, Protocol
+from .schema import schema_from_json
+
+#: Reader features deltatx implements: reading such a table gives the right rows.
+SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
+    {
+        "timestampNtz",  # a column type; the schema module maps it to timestamp without zone
+        "v2Checkpoint",  # checkpoint.py reads UUID-named checkpoints and sidecars
+        "vacuumProtocolCheck",  # only asks VACUUM to check the writer protocol (check_writable)
+    }
+)
+
+#: Writer features deltatx implements in full (all their writer rules are followed).
+SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
+    {
+        "appendOnly",  # the transaction refuses data-changing removes when delta.appendOnly=true
+        "domainMetadata",  # replayed, checkpointed, conflict-checked per domain
+        "timestampNtz",
+        "v2Checkpoint",  # write_checkpoint adds checkpointMetadata when the table lists it
+        "vacuumProtocolCheck",
+    }
+)
+
+#: Legacy protocol versions and the features they imply (PROTOCOL.md, "Table Features").
+_LEGACY_WRITER_FEATURES: dict[int, tuple[str, ...]] = {
+    1: (),
+    2: ("appendOnly", "invariants"),
+    3: ("appendOnly", "invariants", "checkConstraints"),
+    4: ("appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns"),
+    5: ("appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns", "columnMapping"),
+    6: ("appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns", "columnMapping",
+        "identityColumns"),
+}
+_LEGACY_READER_FEATURES: dict[int, tuple[str, ...]] = {1: (), 2: ("columnMapping",)}
+
+#: Features that are reader *and* writer features (a reader feature must also be a writer feature).
+_READER_WRITER_FEATURES = frozenset(
+    {"columnMapping", "deletionVectors", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck",
+     "typeWidening", "typeWidening-preview", "variantType", "variantType-preview", "catalogManaged",
+     "catalogOwned-preview"}
+)
+
+
+# --------------------------------------------------------------------------------------------
+# When is a dormant feature in use?
+# --------------------------------------------------------------------------------------------
+
+
+def _true(configuration: dict[str, str], key: str) -> bool:
+    return configuration.get(key, "false").strip().lower() == "true"
+
+
+def _field_metadata_keys(fields: Iterable[pa.Field]) -> Iterator[str]:
+    """Every field-metadata key in a schema, nested fields included."""
+    for f in fields:
+        if f.metadata:
+            for key in f.metadata:
+                yield key.decode() if isinstance(key, bytes) else key
+        yield from _field_metadata_keys(_child_fields(f.type))
+
+
+def _child_fields(t: pa.DataType) -> list[pa.Field]:
+    if pa.types.is_struct(t):
+        return [t.field(i) for i in range(t.num_fields)]
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return [t.value_field]
+    if pa.types.is_map(t):
+        return [t.key_field, t.item_field]
+    return []
+
+
+def _has_type(fields: Iterable[pa.Field], predicate: Callable[[pa.DataType], bool]) -> bool:
+    return any(predicate(f.type) or _has_type(_child_fields(f.type), predicate) for f in fields)
+
+
+def _schema_keys(metadata: Metadata) -> set[str]:
+    return set(_field_metadata_keys(schema_from_json(metadata.schema_string)))
+
+
+def _uses_column_mapping(configuration: dict[str, str]) -> bool:
+    return configuration.get("delta.columnMapping.mode", "none").strip().lower() not in ("", "none")
+
+
+_IN_USE: dict[str, Callable[[Metadata], bool]] = {
+    "invariants": lambda m: "delta.invariants" in _schema_keys(m),
+    "checkConstraints": lambda m: any(k.startswith("delta.constraints.") for k in m.configuration),
+    "changeDataFeed": lambda m: _true(m.configuration, "delta.enableChangeDataFeed"),
+    "generatedColumns": lambda m: "delta.generationExpression" in _schema_keys(m),
+    "identityColumns": lambda m: any(k.startswith("delta.identity.") for k in _schema_keys(m)),
+    "allowColumnDefaults": lambda m: "CURRENT_DEFAULT" in _schema_keys(m),
+    "columnMapping": lambda m: _uses_column_mapping(m.configuration),
+    "deletionVectors": lambda m: _true(m.configuration, "delta.enableDeletionVectors"),
+    "inCommitTimestamp": lambda m: _true(m.configuration, "delta.enableInCommitTimestamps"),
+    "icebergCompatV1": lambda m: _true(m.configuration, "delta.enableIcebergCompatV1"),
+    "icebergCompatV2": lambda m: _true(m.configuration, "delta.enableIcebergCompatV2"),
+}
+
+#: Writer features whose rules bind only while in use: a table listing them stays writable until
+#: :func:`feature_in_use` says the feature is active.
+DORMANT_OK_WRITER_FEATURES: frozenset[str] = frozenset(_IN_USE)
+
+
+def feature_in_use(feature: str, metadata: Metadata) -> bool:
+    """Whether a dormant-capable writer feature is active for this metadata (unknown → True)."""
+    probe = _IN_USE.get(feature)
+    return True if probe is None else probe(metadata)
+
+
+# --------------------------------------------------------------------------------------------
+# Checks
+# --------------------------------------------------------------------------------------------
+
+
+def _unsupported(kind: str, feature: str, why: str) -> UnsupportedFeatureError:
+    return UnsupportedFeatureError(
+        f"this table needs the {kind} feature {feature!r}, which deltatx does not implement ({why}); "
+        f"use an engine that supports it (Spark, delta-rs), or drop the feature from the table",
+        feature=feature,
+        kind=kind,
+    )
+
+
+def reader_features(protocol: Protocol) -> tuple[str, ...]:
+    """The reader features a protocol requires, legacy versions expanded."""
+    if protocol.min_reader_version >= 3:
+        return tuple(protocol.reader_features or ())
+    return _LEGACY_READER_FEATURES.get(protocol.min_reader_version, ())
+
+
+def writer_features(protocol: Protocol) -> tuple[str, ...]:
+    """The writer features a protocol requires, legacy versions expanded."""
+    if protocol.min_writer_version >= 7:
+        return tuple(protocol.writer_features or ())
+    return _LEGACY_WRITER_FEATURES.get(protocol.min_writer_version, ())
+
+
+def check_readable(protocol: Protocol, metadata: Metadata | None = None) -> None:
+    """Raise UnsupportedFeatureError(kind="reader") unless deltatx can read the table correctly.
+
+    ``metadata`` lets a legacy reader-version-2 table pass when column mapping is off; without
+    it such a table is refused (column mapping renames the physical columns).
+    """
+    version = protocol.min_reader_version
+    if version > 3 or version < 1:
+        raise _unsupported("reader", f"readerVersion{version}", "unknown reader protocol version")
+    if version == 2:
+        if metadata is None or _uses_column_mapping(metadata.configuration):
+            raise _unsupported("reader", "columnMapping", "column mapping renames physical columns")
+        return
+    for feature in reader_features(protocol):
+        if feature not in SUPPORTED_READER_FEATURES:
+            raise _unsupported("reader", feature, "it changes how rows must be read")
+
+
+def check_writable(protocol: Protocol, metadata: Metadata) -> None:
+    """Raise UnsupportedFeatureError unless deltatx may commit to this table.
+
+    Readability is checked first (a writer reads too). Then every writer feature must be
+    implemented, or dormant (listed but not in use).
+    """
+    check_readable(protocol, metadata)
+    version = protocol.min_writer_version
+    if version > 7 or version < 1:
+        raise _unsupported("writer", f"writerVersion{version}", "unknown writer protocol version")
+    for feature in writer_features(protocol):
+        if feature in SUPPORTED_WRITER_FEATURES:
+            continue
+        if feature in DORMANT_OK_WRITER_FEATURES and not feature_in_use(feature, metadata):
+            continue
+        raise _unsupported("writer", feature, "its writer rules are not followed by deltatx")
+
+
+# --------------------------------------------------------------------------------------------
+# What a table needs
+# --------------------------------------------------------------------------------------------
+
+_REFUSED_PROPERTIES = {
+    "delta.enableChangeDataFeed": "changeDataFeed",
+    "delta.enableDeletionVectors": "deletionVectors",
+    "delta.enableRowTracking": "rowTracking",
+    "delta.enableInCommitTimestamps": "inCommitTimestamp",
+    "delta.enableIcebergCompatV1": "icebergCompatV1",
+    "delta.enableIcebergCompatV2": "icebergCompatV2",
+}
+
+_REFUSED_FIELD_METADATA = {
+    "delta.invariants": "invariants",
+    "delta.generationExpression": "generatedColumns",
+    "CURRENT_DEFAULT": "allowColumnDefaults",
+}
+
+
+def _needed_features(configuration: dict[str, str], schema: pa.Schema) -> list[str]:
+    """Named features the configuration and schema need; raises for the ones we cannot write."""
+    needed: list[str] = []
+    for key, feature in _REFUSED_PROPERTIES.items():
+        if _true(configuration, key):
+            raise _unsupported("writer", feature, f"{key}=true is not supported by deltatx writers")
+    if _uses_column_mapping(configuration):
+        raise _unsupported("writer", "columnMapping", "delta.columnMapping.mode must be 'none'")
+    if any(k.startswith("delta.constraints.") for k in configuration):
+        raise _unsupported("writer", "checkConstraints", "CHECK constraints are not enforced by deltatx")
+    for key in _field_metadata_keys(schema):
+        feature = _REFUSED_FIELD_METADATA.get(key) or ("identityColumns" if key.startswith("delta.identity.") else None)
+        if feature:
+            raise _unsupported("writer", feature, f"column metadata {key!r} is not supported by deltatx writers")
+    if _has_type(schema, lambda t: pa.types.is_timestamp(t) and t.tz is None):
+        needed.append("timestampNtz")
+    if configuration.get("delta.checkpointPolicy", "classic").strip().lower() == "v2":
+        needed.append("v2Checkpoint")
+    for key, value in configuration.items():  # explicit opt-in: delta.feature.<name>=supported
+        if key.startswith("delta.feature.") and value.strip().lower() in ("supported", "enabled"):
+            feature = key[len("delta.feature."):]
+            if feature not in SUPPORTED_WRITER_FEATURES:
+                raise _unsupported("writer", feature, f"{key} asks for a feature deltatx does not implement")
+            if feature not in needed:
+                needed.append(feature)
+    return needed
+
+
+def required_protocol(
+    configuration: dict[str, str], schema: pa.Schema, current: Protocol | None = None
+) -> Protocol:
+    """The lowest protocol a table with this configuration and schema needs; never below ``current``.
+
+    Without named features the answer is the legacy (1, 2) that Spark and delta-rs create. A
+    writer-only feature moves the writer to 7; a reader-writer feature moves to (3, 7). Moving a
+    legacy protocol to named features lists the features its old versions implied, so nothing the
+    table promised is lost. Features deltatx cannot write raise UnsupportedFeatureError.
+    """
+    base = current or Protocol(1, 2)
+    reader = max(base.min_reader_version, 1)
+    writer = max(base.min_writer_version, 2)
+    needed = _needed_features(configuration, schema)
+    reader_needed = [f for f in needed if f in _READER_WRITER_FEATURES]
+    have_readers = set(reader_features(base))
+    have_writers = set(writer_features(base))
+    new_readers = [f for f in reader_needed if f not in have_readers]
+    new_writers = [f for f in needed if f not in have_writers]
+    if not new_readers and not new_writers:
+        if (reader, writer) == (base.min_reader_version, base.min_writer_version):
+            return base
+        return Protocol(reader, writer, base.reader_features, base.writer_features)
+    writer_list = list(writer_features(base)) if base.min_writer_version >= 7 else list(
+        _LEGACY_WRITER_FEATURES.get(writer, ())
+    )
+    writer_list += [f for f in needed if f not in writer_list]
+    if reader_needed or base.min_reader_version >= 3:
+        reader_list = list(reader_features(base)) if base.min_reader_version >= 3 else list(
+            _LEGACY_READER_FEATURES.get(reader, ())
+        )
+        reader_list += [f for f in reader_needed if f not in reader_list]
+        return Protocol(3, 7, tuple(reader_list), tuple(writer_list))
+    return Protocol(reader, 7, None, tuple(writer_list))

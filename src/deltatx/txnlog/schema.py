@@ -1,0 +1,155 @@
+"""Table schemas: Delta's ``schemaString`` (Spark's JSON) to and from pyarrow.
+
+Why it matters: other engines read our ``schemaString`` to know the table, and we read theirs.
+The mapping is the protocol's primitive table; arrow's large/view variants are normalised to the
+plain ones so that two ways of writing the same column compare equal.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+import pyarrow as pa
+
+from ..errors import InvalidTableError, SchemaMismatchError
+
+_PRIMITIVE_TO_ARROW: dict[str, pa.DataType] = {
+    "string": pa.string(),
+    "long": pa.int64(),
+    "integer": pa.int32(),
+    "short": pa.int16(),
+    "byte": pa.int8(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "boolean": pa.bool_(),
+    "binary": pa.binary(),
+    "date": pa.date32(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "timestamp_ntz": pa.timestamp("us"),
+}
+
+_DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
+
+
+def _type_from_delta(t: Any) -> pa.DataType:
+    if isinstance(t, str):
+        if t in _PRIMITIVE_TO_ARROW:
+            return _PRIMITIVE_TO_ARROW[t]
+        m = _DECIMAL.match(t)
+        if m:
+            return pa.decimal128(int(m.group(1)), int(m.group(2)))
+        raise InvalidTableError(f"unsupported Delta type {t!r} in the table schema")
+    kind = t.get("type")
+    if kind == "struct":
+        return pa.struct([field_from_delta(f) for f in t["fields"]])
+    if kind == "array":
+        return pa.list_(pa.field("element", _type_from_delta(t["elementType"]), t.get("containsNull", True)))
+    if kind == "map":
+        return pa.map_(
+            _type_from_delta(t["keyType"]),
+            pa.field("value", _type_from_delta(t["valueType"]), t.get("valueContainsNull", True)),
+        )
+    raise InvalidTableError(f"unsupported Delta type {t!r} in the table schema")
+
+
+def field_from_delta(f: dict[str, Any]) -> pa.Field:
+    md = f.get("metadata") or {}
+    meta = {k: orjson.dumps(v) for k, v in md.items()} if md else None
+    return pa.field(f["name"], _type_from_delta(f["type"]), f.get("nullable", True), metadata=meta)
+
+
+def schema_from_json(schema_string: str) -> pa.Schema:
+    """Parse a ``schemaString`` into an arrow schema (field metadata kept as JSON bytes)."""
+    try:
+        doc = orjson.loads(schema_string)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidTableError(f"the table's schemaString is not valid JSON: {exc}") from None
+    if doc.get("type") != "struct":
+        raise InvalidTableError("the table's schemaString is not a struct")
+    return pa.schema([field_from_delta(f) for f in doc["fields"]])
+
+
+def _type_to_delta(t: pa.DataType) -> Any:
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "string"
+    if pa.types.is_int64(t) or pa.types.is_uint32(t):
+        return "long"
+    if pa.types.is_int32(t) or pa.types.is_uint16(t):
+        return "integer"
+    if pa.types.is_int16(t) or pa.types.is_uint8(t):
+        return "short"
+    if pa.types.is_int8(t):
+        return "byte"
+    if pa.types.is_float32(t) or pa.types.is_float16(t):
+        return "float"
+    if pa.types.is_float64(t):
+        return "double"
+    if pa.types.is_boolean(t):
+        return "boolean"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t) or pa.types.is_binary_view(t):
+        return "binary"
+    if pa.types.is_date(t):
+        return "date"
+    if pa.types.is_timestamp(t):
+        return "timestamp" if t.tz is not None else "timestamp_ntz"
+    if pa.types.is_decimal(t):
+        return f"decimal({t.precision},{t.scale})"
+    if pa.types.is_struct(t):
+        return {"type": "struct", "fields": [field_to_delta(t.field(i)) for i in range(t.num_fields)]}
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_list_view(t):
+        return {"type": "array", "elementType": _type_to_delta(t.value_type), "containsNull": t.value_field.nullable}
+    if pa.types.is_map(t):
+        return {
+            "type": "map",
+            "keyType": _type_to_delta(t.key_type),
+            "valueType": _type_to_delta(t.item_type),
+            "valueContainsNull": t.item_field.nullable,
+        }
+    if pa.types.is_dictionary(t):
+        return _type_to_delta(t.value_type)
+    raise SchemaMismatchError(f"arrow type {t} has no Delta equivalent")
+
+
+def field_to_delta(f: pa.Field) -> dict[str, Any]:
+    md = {}
+    if f.metadata:
+        for k, v in f.metadata.items():
+            try:
+                md[k.decode()] = orjson.loads(v)
+            except orjson.JSONDecodeError:
+                continue  # arrow-private metadata (e.g. pandas) is not Delta's
+    return {"name": f.name, "type": _type_to_delta(f.type), "nullable": f.nullable, "metadata": md}
+
+
+def schema_to_json(schema: pa.Schema) -> str:
+    """Arrow schema → ``schemaString``."""
+    doc = {"type": "struct", "fields": [field_to_delta(f) for f in schema]}
+    return orjson.dumps(doc).decode()
+
+
+def normalize_schema(schema: pa.Schema) -> pa.Schema:
+    """The canonical arrow schema for a table: what Delta's types map back to."""
+    return schema_from_json(schema_to_json(schema))
+
+
+def merge_schemas(table_schema: pa.Schema, data_schema: pa.Schema) -> pa.Schema:
+    """Schema evolution (``schema_mode="merge"``): add new columns at the end, keep the rest.
+
+    A column present in both with different types is not widened silently: it is an error.
+    """
+    data = normalize_schema(data_schema)
+    fields = list(table_schema)
+    names = set(table_schema.names)
+    for f in data:
+        if f.name in names:
+            existing = table_schema.field(f.name)
+            if not existing.type.equals(f.type):
+                raise SchemaMismatchError(
+                    f"column {f.name!r} is {existing.type} in the table but {f.type} in the data; "
+                    f"schema merge only adds columns, it does not change types"
+                )
+        else:
+            fields.append(f.with_nullable(True))
+    return pa.schema(fields)

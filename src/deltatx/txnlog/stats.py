@@ -1,0 +1,419 @@
+"""Per-file statistics: the ``stats`` JSON of an ``add`` action, written and read columnar.
+
+Owns the one place where data-skipping statistics are produced (:func:`compute_stats`, called once
+per written data file) and consumed (:func:`parse_stats`, which turns the JSON strings of many files
+into typed struct columns for :mod:`deltatx.expr` pruning). Why here: the format is the protocol's
+(``numRecords``, ``minValues``, ``maxValues``, ``nullCount``, nested like the schema), and other
+engines skip our files using it, so both directions must agree with what Delta writers produce.
+
+Rules kept (PROTOCOL.md "Per-file Statistics" and Delta Spark's behaviour):
+
+- only the first ``num_indexed_cols`` leaf columns (``delta.dataSkippingNumIndexedCols``, -1 = all)
+  or the named ``stats_columns`` (``delta.dataSkippingStatsColumns``) get statistics;
+- no min/max for booleans, binary, lists and maps (their null counts are kept);
+- strings are cut to :data:`STRING_PREFIX_LENGTH` characters: the min is the prefix (still a lower
+  bound); a cut max gets :data:`MAX_STRING_TIE_BREAKER` appended so it stays an upper bound;
+- timestamps are truncated to milliseconds and written ISO-8601 (``...T..:..:..mmmZ`` when zoned);
+  readers must widen timestamp bounds by a millisecond (``deltatx.expr`` does);
+- a float column holding NaN gets no min/max (NaN has no place in an order a reader can trust).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import io
+from decimal import Decimal
+from typing import Any, Iterable, Sequence
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+#: Characters of a string kept in min/max statistics (``delta.dataSkippingStringPrefixLength``).
+STRING_PREFIX_LENGTH = 32
+
+#: Appended to a truncated string max: the largest code point, so ``prefix + it`` >= any string with
+#: that prefix in UTF-8 byte order (which is code point order).
+MAX_STRING_TIE_BREAKER = "\U0010ffff"
+
+_EPOCH = _dt.datetime(1970, 1, 1)
+_UNIT_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+
+Path = tuple[str, ...]
+
+
+# --------------------------------------------------------------------------------------------
+# Which columns get statistics
+# --------------------------------------------------------------------------------------------
+
+
+def has_min_max(t: pa.DataType) -> bool:
+    """Whether Delta keeps min/max statistics for a column of this (non-nested) type."""
+    if pa.types.is_dictionary(t):
+        return has_min_max(t.value_type)
+    return (
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_decimal(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_string_view(t)
+        or pa.types.is_date(t)
+        or pa.types.is_timestamp(t)
+    )
+
+
+def _leaves(fields: Iterable[pa.Field], prefix: Path = ()) -> list[tuple[Path, pa.Field]]:
+    out: list[tuple[Path, pa.Field]] = []
+    for f in fields:
+        path = prefix + (f.name,)
+        if pa.types.is_struct(f.type):
+            out.extend(_leaves(list(f.type), path))
+        else:
+            out.append((path, f))
+    return out
+
+
+def _split_column_name(name: str) -> Path:
+    """``a.b`` -> ("a", "b"); backticks quote a part (``a.`b.c``` -> ("a", "b.c"))."""
+    parts: list[str] = []
+    cur: list[str] = []
+    quoted = False
+    i = 0
+    while i < len(name):
+        ch = name[i]
+        if ch == "`":
+            if quoted and name[i + 1 : i + 2] == "`":
+                cur.append("`")
+                i += 1
+            else:
+                quoted = not quoted
+        elif ch == "." and not quoted:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+        i += 1
+    parts.append("".join(cur).strip())
+    return tuple(parts)
+
+
+def stats_leaf_paths(
+    schema: pa.Schema, stats_columns: Sequence[str] | None = None, num_indexed_cols: int = 32
+) -> list[tuple[Path, pa.Field]]:
+    """Leaf columns (path, field) that get statistics, in schema order.
+
+    ``stats_columns`` (names, dotted for nested fields; a struct name selects all its leaves) wins
+    over ``num_indexed_cols``; names match case-insensitively, as Spark resolves them.
+    """
+    leaves = _leaves(list(schema))
+    if stats_columns is not None:
+        wanted = [tuple(p.lower() for p in _split_column_name(c)) for c in stats_columns]
+        return [
+            (path, f)
+            for path, f in leaves
+            if any(tuple(p.lower() for p in path[: len(w)]) == w for w in wanted)
+        ]
+    if num_indexed_cols < 0:
+        return leaves
+    return leaves[:num_indexed_cols]
+
+
+# --------------------------------------------------------------------------------------------
+# Writing: one file's rows -> stats JSON
+# --------------------------------------------------------------------------------------------
+
+
+def truncate_min_string(value: str, prefix_length: int = STRING_PREFIX_LENGTH) -> str:
+    """A lower bound of ``value`` at most ``prefix_length`` characters long."""
+    return value[:prefix_length]
+
+
+def truncate_max_string(value: str, prefix_length: int = STRING_PREFIX_LENGTH) -> str | None:
+    """An upper bound of ``value``: its prefix plus the tie-breaker, or ``value`` if short enough.
+
+    Characters equal to the tie-breaker right after the cut are kept (the tie-breaker would not be
+    greater than them); ``None`` when the string is made of such characters beyond the cut and
+    cannot be bounded more shortly than by itself — then the whole value is the bound.
+    """
+    if len(value) <= prefix_length:
+        return value
+    cut = prefix_length
+    while cut < len(value) and value[cut] == MAX_STRING_TIE_BREAKER:
+        cut += 1
+    if cut == len(value):
+        return value
+    return value[:cut] + MAX_STRING_TIE_BREAKER
+
+
+def format_timestamp(value: int, unit: str, zoned: bool) -> str | None:
+    """Epoch ``value`` in ``unit`` -> ``YYYY-MM-DDTHH:MM:SS.mmm[Z]``, floored to milliseconds."""
+    per_ms = _UNIT_PER_SECOND[unit] // 1000 if unit != "s" else None
+    millis = value * 1000 if per_ms is None else value // per_ms
+    try:
+        moment = _EPOCH + _dt.timedelta(milliseconds=millis)
+    except OverflowError:
+        return None
+    text = moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{moment.microsecond // 1000:03d}"
+    if moment.year < 1000:  # strftime does not zero-pad years on every platform
+        text = f"{moment.year:04d}" + text[text.index("-") :]
+    return text + "Z" if zoned else text
+
+
+def _plain(arr: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    t = arr.type
+    if pa.types.is_dictionary(t):
+        return pc.cast(arr, t.value_type)
+    if pa.types.is_string_view(t):
+        return pc.cast(arr, pa.string())
+    return arr
+
+
+def _bound_json(value: pa.Scalar, t: pa.DataType, is_max: bool) -> Any:
+    """A min/max scalar as the JSON value Delta writes, or ``None`` to leave the bound out."""
+    if not value.is_valid:
+        return None
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        text = value.as_py()
+        return truncate_max_string(text) if is_max else truncate_min_string(text)
+    if pa.types.is_timestamp(t):
+        return format_timestamp(value.cast(pa.int64()).as_py(), t.unit, t.tz is not None)
+    if pa.types.is_date(t):
+        return value.as_py().isoformat()
+    if pa.types.is_decimal(t):
+        d: Decimal = value.as_py()
+        return orjson.Fragment(format(d, "f").encode())
+    if pa.types.is_floating(t):
+        f = float(value.as_py())
+        return f if f == f and f not in (float("inf"), float("-inf")) else None
+    return value.as_py()
+
+
+def _column_at(table: pa.Table, path: Path) -> pa.ChunkedArray:
+    arr = table.column(path[0])
+    for name in path[1:]:
+        idx = arr.type.get_field_index(name)
+        arr = pc.struct_field(arr, [idx])  # propagates the parent struct's nulls
+    return arr
+
+
+def _put(doc: dict[str, Any], path: Path, value: Any) -> None:
+    for name in path[:-1]:
+        doc = doc.setdefault(name, {})
+    doc[path[-1]] = value
+
+
+def compute_stats(
+    table: pa.Table, stats_columns: list[str] | None = None, num_indexed_cols: int = 32
+) -> str:
+    """Delta stats JSON for one data file holding ``table``'s rows (partition columns removed).
+
+    Columnar: one ``min_max`` and one null count per indexed leaf column, whatever the row count.
+    """
+    min_values: dict[str, Any] = {}
+    max_values: dict[str, Any] = {}
+    null_count: dict[str, Any] = {}
+    for path, field in stats_leaf_paths(table.schema, stats_columns, num_indexed_cols):
+        arr = _plain(_column_at(table, path))
+        _put(null_count, path, arr.null_count)
+        t = arr.type
+        if not has_min_max(t) or arr.null_count == len(arr):
+            continue
+        if pa.types.is_floating(t) and pc.any(pc.is_nan(arr)).as_py():
+            continue
+        bounds = pc.min_max(arr)
+        low = _bound_json(bounds["min"], t, is_max=False)
+        high = _bound_json(bounds["max"], t, is_max=True)
+        if low is not None and high is not None:
+            _put(min_values, path, low)
+            _put(max_values, path, high)
+    doc = {
+        "numRecords": table.num_rows,
+        "minValues": min_values,
+        "maxValues": max_values,
+        "nullCount": null_count,
+    }
+    return orjson.dumps(doc).decode()
+
+
+# --------------------------------------------------------------------------------------------
+# Reading: many stats JSON strings -> typed struct columns
+# --------------------------------------------------------------------------------------------
+
+
+def _physical_name(field: pa.Field) -> str:
+    """The name stats and partition values use: the column-mapping physical name if present."""
+    md = field.metadata or {}
+    raw = md.get(b"delta.columnMapping.physicalName")
+    if raw:
+        try:
+            name = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            name = raw.decode()
+        if isinstance(name, str) and name:
+            return name
+    return field.name
+
+
+def _json_type(t: pa.DataType) -> pa.DataType:
+    """How a bound of type ``t`` is read from JSON (dates and timestamps as text, cast later)."""
+    if pa.types.is_date(t) or pa.types.is_timestamp(t):
+        return pa.string()
+    if pa.types.is_dictionary(t):
+        return _json_type(t.value_type)
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return pa.string()
+    return t
+
+
+def _bounds_type(fields: Iterable[pa.Field], *, for_json: bool) -> pa.StructType:
+    out = []
+    for f in fields:
+        name = _physical_name(f) if for_json else f.name
+        if pa.types.is_struct(f.type):
+            inner = _bounds_type(list(f.type), for_json=for_json)
+            if inner.num_fields:
+                out.append(pa.field(name, inner))
+        elif has_min_max(f.type):
+            t = _json_type(f.type) if for_json else (
+                f.type.value_type if pa.types.is_dictionary(f.type) else f.type
+            )
+            out.append(pa.field(name, t))
+    return pa.struct(out)
+
+
+def _counts_type(fields: Iterable[pa.Field], *, for_json: bool) -> pa.StructType:
+    out = []
+    for f in fields:
+        name = _physical_name(f) if for_json else f.name
+        if pa.types.is_struct(f.type):
+            out.append(pa.field(name, _counts_type(list(f.type), for_json=for_json)))
+        else:
+            out.append(pa.field(name, pa.int64()))
+    return pa.struct(out)
+
+
+def stats_schema(schema: pa.Schema, *, for_json: bool = False) -> pa.Schema:
+    """The struct layout :func:`parse_stats` returns for a table schema (fields = top level)."""
+    return pa.schema(
+        [
+            ("numRecords", pa.int64()),
+            ("minValues", _bounds_type(list(schema), for_json=for_json)),
+            ("maxValues", _bounds_type(list(schema), for_json=for_json)),
+            ("nullCount", _counts_type(list(schema), for_json=for_json)),
+            ("tightBounds", pa.bool_()),
+        ]
+    )
+
+
+_ZONE_SUFFIX = r"(Z|z|[+-]\d{2}(:?\d{2})?)$"
+
+
+def parse_timestamps(strings: pa.Array, t: pa.TimestampType) -> pa.Array:
+    """ISO-8601 / ``YYYY-MM-DD HH:MM:SS[.f]`` strings -> timestamps of type ``t``.
+
+    Text without a zone is taken as UTC; a zoned text for a zone-less type keeps its UTC wall time.
+    Unparseable entries raise ``pyarrow.ArrowInvalid`` (callers decide if that is fatal).
+    """
+    strings = pc.utf8_trim_whitespace(strings)
+    date_only = pc.equal(pc.utf8_length(strings), 10)
+    strings = pc.if_else(date_only, pc.binary_join_element_wise(strings, "T00:00:00", ""), strings)
+    zoned = pc.match_substring_regex(strings, _ZONE_SUFFIX)
+    with_zone = pc.if_else(zoned, strings, pc.binary_join_element_wise(strings, "Z", ""))
+    utc = pc.cast(with_zone, pa.timestamp(t.unit, tz="UTC"))
+    return utc if t.tz is not None else pc.cast(utc, pa.timestamp(t.unit))
+
+
+def _finish(arr: pa.Array, target: pa.DataType) -> pa.Array:
+    """Turn a JSON-read column into ``target``; bad or NaN bounds become null (= unknown)."""
+    if pa.types.is_struct(target):
+        children = [
+            _finish(arr.field(i), target.field(i).type) for i in range(target.num_fields)
+        ]
+        mask = arr.is_null() if arr.null_count else None
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+    if pa.types.is_timestamp(target):
+        return _cast_or_null(arr, target, lambda a: parse_timestamps(a, target))
+    if pa.types.is_date(target):
+        return _cast_or_null(arr, target, lambda a: pc.cast(pc.utf8_slice_codeunits(a, 0, 10), target))
+    if pa.types.is_floating(target):
+        return pc.if_else(pc.is_nan(arr), pa.scalar(None, target), arr)
+    if not arr.type.equals(target):
+        return pc.cast(arr, target)
+    return arr
+
+
+def _cast_or_null(arr: pa.Array, target: pa.DataType, convert) -> pa.Array:
+    try:
+        return convert(arr)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        out = []
+        for value in arr.to_pylist():  # error path only: isolate the bad entries
+            try:
+                out.append(convert(pa.array([value], pa.string()))[0].as_py() if value else None)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                out.append(None)
+        return pa.array(out, target)
+
+
+def _read_lines(data: pa.Buffer | bytes, json_schema: pa.Schema) -> pa.Table:
+    return pj.read_json(
+        pa.BufferReader(data) if isinstance(data, pa.Buffer) else io.BytesIO(data),
+        read_options=pj.ReadOptions(block_size=1 << 24),
+        parse_options=pj.ParseOptions(
+            explicit_schema=json_schema, unexpected_field_behavior="ignore", newlines_in_values=False
+        ),
+    )
+
+
+def _joined_lines(stats: pa.Array) -> pa.Buffer:
+    """The strings as one newline-separated buffer, without a Python string per row."""
+    lines = pc.binary_join_element_wise(stats, pa.scalar("\n", pa.large_string()), "")
+    lines = pc.cast(lines, pa.large_string())
+    if isinstance(lines, pa.ChunkedArray):
+        lines = lines.combine_chunks()
+    _, offsets, data = lines.buffers()
+    starts = pa.Array.from_buffers(pa.int64(), len(lines) + 1, [None, offsets], offset=lines.offset)
+    begin, end = starts[0].as_py(), starts[len(lines)].as_py()
+    return data.slice(begin, end - begin)
+
+
+def _read_tolerant(stats: pa.Array, json_schema: pa.Schema) -> pa.Table:
+    """Parse all lines; if some line is malformed, parse in slices and null only the bad ones."""
+    try:
+        return _read_lines(_joined_lines(stats), json_schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        if len(stats) == 1:
+            return _read_lines(b"{}\n", json_schema)
+    half = len(stats) // 2
+    return pa.concat_tables(
+        [_read_tolerant(stats.slice(0, half), json_schema), _read_tolerant(stats.slice(half), json_schema)]
+    )
+
+
+def parse_stats(stats: pa.Array | pa.ChunkedArray, schema: pa.Schema) -> pa.StructArray:
+    """Parse many ``stats`` JSON strings into one typed struct per file.
+
+    Result type: ``struct<numRecords int64, minValues struct<..>, maxValues struct<..>,
+    nullCount struct<..>, tightBounds bool>`` with bounds typed by ``schema`` (only columns that can
+    have min/max) and counts as int64, nested like the schema. A null, empty or malformed stats
+    string — or a bound of the wrong type — yields nulls for what it cannot give: unknown, never
+    wrong. ``schema`` should be the data columns (partition columns have no stats).
+    """
+    target = stats_schema(schema)
+    json_schema = stats_schema(schema, for_json=True)
+    if isinstance(stats, pa.ChunkedArray):
+        stats = stats.combine_chunks() if stats.num_chunks else pa.array([], pa.string())
+    if not pa.types.is_string(stats.type) and not pa.types.is_large_string(stats.type):
+        stats = pc.cast(stats, pa.string())
+    if len(stats) == 0:
+        return pa.array([], pa.struct(list(target)))
+    cleaned = pc.replace_substring_regex(pc.fill_null(stats, "{}"), r"[\r\n]", " ")
+    cleaned = pc.if_else(pc.equal(pc.utf8_trim_whitespace(cleaned), ""), "{}", cleaned)
+    table = _read_tolerant(cleaned, json_schema)
+    columns = []
+    for i, field in enumerate(target):
+        col = table.column(i).combine_chunks()
+        columns.append(_finish(col, field.type))
+    return pa.StructArray.from_arrays(columns, fields=list(target))

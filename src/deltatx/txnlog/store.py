@@ -1,0 +1,439 @@
+"""Where a table lives: the log's three operations and the data files' filesystem.
+
+The log needs exactly three things from storage — list versions ≥ N, read one file, and
+**put-if-absent** of the next commit — and correctness of every concurrent writer rests on the
+last one being atomic. Each store kind implements it with the primitive its storage really has:
+
+=============  ===========================================================================
+store          put-if-absent
+=============  ===========================================================================
+local disk     write a hidden temp file, ``os.link`` it to the final name (fails if taken),
+               unlink the temp: a reader never sees a half-written commit.
+``memory://``  check-and-set under a process-wide lock (memory tables are per process).
+``s3://``      ``PutObject`` with ``If-None-Match: *`` through s3fs (``mode="create"``).
+anything else  none: committing raises :class:`UnsafeStorageError` unless the user opts into
+               ``single_writer=True`` (documented: only one writer at a time, ever).
+=============  ===========================================================================
+
+Parsing is not done here: stores move bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+import fsspec
+import pyarrow.fs as pafs
+
+from ..errors import DataFileNotFoundError, UnsafeStorageError
+
+LOG_DIR = "_delta_log"
+
+_COMMIT_RE = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10})|\.([^.]+))?\.(parquet|json)$")
+
+
+class VersionExistsError(FileExistsError):
+    """Internal: put-if-absent lost the race for this version."""
+
+    def __init__(self, version: int):
+        super().__init__(f"commit {version} already exists")
+        self.version = version
+
+
+@dataclass(frozen=True)
+class LogFile:
+    """One file of ``_delta_log`` that log replay cares about."""
+
+    name: str
+    version: int
+    kind: str  # "commit" | "checkpoint"
+    size: int = 0
+    mtime_ms: int = 0
+    part: int | None = None  # multi-part checkpoint: part number (1-based)
+    num_parts: int | None = None  # multi-part checkpoint: number of parts
+    checkpoint_uuid: str | None = None  # V2 checkpoint named with a UUID
+    fmt: str = "json"  # "json" | "parquet"
+
+
+def classify(name: str, size: int = 0, mtime_ms: int = 0) -> LogFile | None:
+    """Recognise a log file name; None for anything else (.crc, temp files, sidecars...)."""
+    m = _COMMIT_RE.match(name)
+    if m:
+        return LogFile(name, int(m.group(1)), "commit", size, mtime_ms)
+    m = _CHECKPOINT_RE.match(name)
+    if m:
+        version = int(m.group(1))
+        if m.group(2):
+            return LogFile(name, version, "checkpoint", size, mtime_ms, part=int(m.group(2)),
+                           num_parts=int(m.group(3)), fmt=m.group(5))
+        return LogFile(name, version, "checkpoint", size, mtime_ms, checkpoint_uuid=m.group(4), fmt=m.group(5))
+    return None
+
+
+def commit_name(version: int) -> str:
+    return f"{version:020d}.json"
+
+
+class LogStore:
+    """Base class: one table root on one filesystem.
+
+    ``fs``/``root`` are the fsspec filesystem and the root path in it; ``arrow_fs`` and
+    ``arrow_root`` are the same place for pyarrow's Parquet reader and writer.
+    """
+
+    #: True when put_if_absent is atomic for concurrent writers
+    atomic_put_if_absent: bool = True
+
+    def __init__(self, uri: str, fs: fsspec.AbstractFileSystem, root: str, *, single_writer: bool = False):
+        self.uri = uri
+        self.fs = fs
+        self.root = root.rstrip("/")
+        self.single_writer = single_writer
+        self.log_root = f"{self.root}/{LOG_DIR}"
+
+    # ---- pyarrow view of the same place -------------------------------------------------------
+    @property
+    def arrow_fs(self) -> pafs.FileSystem:
+        return pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
+
+    @property
+    def arrow_root(self) -> str:
+        return self.root
+
+    def data_path(self, relative: str) -> str:
+        """Path (in ``arrow_fs``) of a data file named by an add action's decoded path."""
+        if "://" in relative:
+            return _strip_scheme(relative)
+        if relative.startswith("/"):
+            return relative
+        return f"{self.arrow_root}/{relative}"
+
+    # ---- the log ------------------------------------------------------------------------------
+    def list_log(self, start_version: int = 0) -> list[LogFile]:
+        """Commits and checkpoints with version ≥ start_version, sorted by (version, name)."""
+        try:
+            infos = self.fs.ls(self.log_root, detail=True)
+        except FileNotFoundError:
+            return []
+        out = []
+        for info in infos:
+            name = info["name"].rstrip("/").rsplit("/", 1)[-1]
+            lf = classify(name, int(info.get("size") or 0), _mtime_ms(info))
+            if lf is not None and lf.version >= start_version:
+                out.append(lf)
+        out.sort(key=lambda f: (f.version, f.kind != "checkpoint", f.name))
+        return out
+
+    def read_log_file(self, name: str) -> bytes:
+        return self.fs.cat_file(f"{self.log_root}/{name}")
+
+    def read_commit(self, version: int) -> bytes:
+        return self.read_log_file(commit_name(version))
+
+    def log_file_exists(self, name: str) -> bool:
+        return self.fs.exists(f"{self.log_root}/{name}")
+
+    def write_log_file(self, name: str, data: bytes) -> None:
+        """Plain (overwriting) write for checkpoints and ``_last_checkpoint``; never commits."""
+        self.fs.makedirs(self.log_root, exist_ok=True)
+        self.fs.pipe_file(f"{self.log_root}/{name}", data)
+
+    def delete_log_file(self, name: str) -> None:
+        try:
+            self.fs.rm_file(f"{self.log_root}/{name}")
+        except FileNotFoundError:
+            pass
+
+    def put_commit(self, version: int, data: bytes) -> None:
+        """Put-if-absent of ``version``'s commit; raises VersionExistsError on losing."""
+        if not self.atomic_put_if_absent and not self.single_writer:
+            raise UnsafeStorageError(
+                f"storage {self.uri!r} cannot do an atomic put-if-absent, so concurrent writers "
+                f"could overwrite each other's commits. Use local disk, s3:// (conditional writes) "
+                f"or memory://, or pass storage_options={{'single_writer': True}} if you guarantee "
+                f"that only one writer ever commits to this table."
+            )
+        self._put_if_absent(commit_name(version), data, version)
+
+    def _put_if_absent(self, name: str, data: bytes, version: int) -> None:
+        path = f"{self.log_root}/{name}"
+        self.fs.makedirs(self.log_root, exist_ok=True)
+        if self.fs.exists(path):
+            raise VersionExistsError(version)
+        self.fs.pipe_file(path, data)
+
+    def table_exists(self) -> bool:
+        return any(f.kind in ("commit", "checkpoint") for f in self.list_log())
+
+    # ---- data files ---------------------------------------------------------------------------
+    def list_files_recursive(self) -> list[tuple[str, int, int]]:
+        """(relative path, size, mtime ms) of every file under the root except the log."""
+        out = []
+        try:
+            found = self.fs.find(self.root, detail=True)
+        except FileNotFoundError:
+            return out
+        prefix = self.root + "/"
+        for path, info in found.items():
+            path = _strip_scheme(path)
+            rel = path[len(prefix):] if path.startswith(prefix) else path
+            if info.get("type") == "directory":
+                continue
+            out.append((rel, int(info.get("size") or 0), _mtime_ms(info)))
+        return out
+
+    def delete_files(self, relative_paths: list[str]) -> None:
+        for rel in relative_paths:
+            try:
+                self.fs.rm_file(self.data_path(rel))
+            except FileNotFoundError:
+                pass
+
+    def makedirs(self, path: str) -> None:
+        self.fs.makedirs(path, exist_ok=True)
+
+    def check_data_file(self, relative: str) -> None:
+        if not self.fs.exists(self.data_path(relative)):
+            raise DataFileNotFoundError(
+                f"data file {relative!r} referenced by the log of {self.uri!r} is missing; "
+                f"it may have been vacuumed or deleted outside deltatx"
+            )
+
+
+class LocalLogStore(LogStore):
+    """Local disk: os calls (not fsspec) on the hot paths, ``os.link`` for put-if-absent."""
+
+    def __init__(self, uri: str, root: str, *, fsync: bool = True, single_writer: bool = False):
+        super().__init__(uri, fsspec.filesystem("file"), os.path.abspath(root), single_writer=single_writer)
+        self.fsync = fsync
+
+    @property
+    def arrow_fs(self) -> pafs.FileSystem:
+        return pafs.LocalFileSystem()
+
+    def list_log(self, start_version: int = 0) -> list[LogFile]:
+        out = []
+        try:
+            it = os.scandir(self.log_root)
+        except FileNotFoundError:
+            return out
+        with it:
+            for entry in it:
+                name = entry.name
+                head = name[:20]  # the version: a cheap test before the regex
+                if not head.isdigit() or int(head) < start_version:
+                    continue
+                st = entry.stat()
+                lf = classify(name, st.st_size, int(st.st_mtime * 1000))
+                if lf is not None:
+                    out.append(lf)
+        out.sort(key=lambda f: (f.version, f.kind != "checkpoint", f.name))
+        return out
+
+    def read_log_file(self, name: str) -> bytes:
+        with open(os.path.join(self.log_root, name), "rb") as fh:
+            return fh.read()
+
+    def log_file_exists(self, name: str) -> bool:
+        return os.path.exists(os.path.join(self.log_root, name))
+
+    def write_log_file(self, name: str, data: bytes) -> None:
+        """Write-then-rename so that a reader sees the old or the new file, never half of one."""
+        os.makedirs(self.log_root, exist_ok=True)
+        tmp = os.path.join(self.log_root, f".{name}.{uuid.uuid4().hex}.tmp")
+        self._write_tmp(tmp, data)
+        os.replace(tmp, os.path.join(self.log_root, name))
+
+    def delete_log_file(self, name: str) -> None:
+        try:
+            os.unlink(os.path.join(self.log_root, name))
+        except FileNotFoundError:
+            pass
+
+    def _write_tmp(self, tmp: str, data: bytes) -> None:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            if self.fsync:
+                fh.flush()
+                os.fsync(fh.fileno())
+
+    def _put_if_absent(self, name: str, data: bytes, version: int) -> None:
+        os.makedirs(self.log_root, exist_ok=True)
+        tmp = os.path.join(self.log_root, f".{name}.{uuid.uuid4().hex}.tmp")
+        self._write_tmp(tmp, data)
+        try:
+            os.link(tmp, os.path.join(self.log_root, name))
+        except FileExistsError:
+            raise VersionExistsError(version) from None
+        finally:
+            os.unlink(tmp)
+        if self.fsync:
+            fd = os.open(self.log_root, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def table_exists(self) -> bool:
+        return bool(self.list_log())
+
+    def list_files_recursive(self) -> list[tuple[str, int, int]]:
+        out = []
+        root = self.root
+        for dirpath, dirnames, filenames in os.walk(root):
+            if dirpath == root and LOG_DIR in dirnames:
+                dirnames.remove(LOG_DIR)
+            for fn in filenames:
+                full = os.path.join(dirpath, fn)
+                try:
+                    st = os.stat(full)
+                except FileNotFoundError:
+                    continue
+                out.append((os.path.relpath(full, root).replace(os.sep, "/"), st.st_size, int(st.st_mtime * 1000)))
+        return out
+
+    def delete_files(self, relative_paths: list[str]) -> None:
+        for rel in relative_paths:
+            try:
+                os.unlink(self.data_path(rel))
+            except FileNotFoundError:
+                pass
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def check_data_file(self, relative: str) -> None:
+        if not os.path.exists(self.data_path(relative)):
+            raise DataFileNotFoundError(
+                f"data file {relative!r} referenced by the log of {self.uri!r} is missing; "
+                f"it may have been vacuumed or deleted outside deltatx"
+            )
+
+
+_MEMORY_LOCK = threading.Lock()
+
+
+class MemoryLogStore(LogStore):
+    """``memory://``: fsspec's in-process filesystem; put-if-absent under a process-wide lock."""
+
+    def _put_if_absent(self, name: str, data: bytes, version: int) -> None:
+        path = f"{self.log_root}/{name}"
+        with _MEMORY_LOCK:
+            if self.fs.exists(path):
+                raise VersionExistsError(version)
+            self.fs.pipe_file(path, data)
+
+
+class S3LogStore(LogStore):
+    """``s3://``: conditional PutObject (``If-None-Match: *``) makes put-if-absent atomic."""
+
+    def _put_if_absent(self, name: str, data: bytes, version: int) -> None:
+        try:
+            self.fs.pipe_file(f"{self.log_root}/{name}", data, mode="create")
+        except FileExistsError:
+            raise VersionExistsError(version) from None
+
+    def write_log_file(self, name: str, data: bytes) -> None:
+        self.fs.pipe_file(f"{self.log_root}/{name}", data)  # S3 PUT is atomic; no dirs
+
+    def list_log(self, start_version: int = 0) -> list[LogFile]:
+        self.fs.invalidate_cache(self.log_root)
+        return super().list_log(start_version)
+
+    def makedirs(self, path: str) -> None:
+        pass
+
+
+class UnsafeLogStore(LogStore):
+    """Any other fsspec filesystem: usable for reading; commits need ``single_writer=True``."""
+
+    atomic_put_if_absent = False
+
+
+# --------------------------------------------------------------------------------------------
+
+_S3_OPTION_ALIASES = {
+    "aws_endpoint_url": "endpoint_url",
+    "endpoint_url": "endpoint_url",
+    "aws_access_key_id": "key",
+    "access_key_id": "key",
+    "aws_secret_access_key": "secret",
+    "secret_access_key": "secret",
+    "aws_session_token": "token",
+    "aws_region": "region",
+    "region": "region",
+}
+
+
+def _s3_kwargs(options: dict[str, Any]) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {}
+    client_kwargs: dict[str, Any] = dict(options.pop("client_kwargs", {}) or {})
+    for key, value in options.items():
+        alias = _S3_OPTION_ALIASES.get(key.lower())
+        if alias == "region":
+            client_kwargs["region_name"] = value
+        elif alias is not None:
+            kwargs[alias] = value
+        elif key.lower() in ("aws_allow_http", "allow_http", "aws_s3_allow_unsafe_rename", "conditional_put"):
+            continue  # delta-rs options with no s3fs meaning
+        else:
+            kwargs[key] = value
+    if client_kwargs:
+        kwargs["client_kwargs"] = client_kwargs
+    return kwargs
+
+
+def _truthy(v: Any) -> bool:
+    return v is True or (isinstance(v, str) and v.strip().lower() in ("1", "true", "yes"))
+
+
+def open_store(uri: str, storage_options: dict[str, Any] | None = None) -> LogStore:
+    """Pick the store for a URI: plain path / file://, memory://, s3:// or any fsspec scheme."""
+    options = dict(storage_options or {})
+    single_writer = _truthy(options.pop("single_writer", False))
+    fsync = options.pop("fsync", True)
+    uri = str(uri)
+    parsed = urlparse(uri)
+    scheme = parsed.scheme.lower() if len(parsed.scheme) > 1 else ""  # 'C:' is a drive, not a scheme
+    if scheme in ("", "file", "local"):
+        path = parsed.path if scheme else uri
+        return LocalLogStore(uri, path, fsync=_truthy(fsync) if isinstance(fsync, str) else bool(fsync),
+                             single_writer=single_writer)
+    if scheme == "memory":
+        fs = fsspec.filesystem("memory")
+        return MemoryLogStore(uri, fs, "/" + (parsed.netloc + parsed.path).strip("/"), single_writer=single_writer)
+    if scheme in ("s3", "s3a"):
+        fs = fsspec.filesystem("s3", **_s3_kwargs(options))
+        return S3LogStore(uri, fs, (parsed.netloc + parsed.path).rstrip("/"), single_writer=single_writer)
+    fs, root = fsspec.core.url_to_fs(uri, **options)
+    return UnsafeLogStore(uri, fs, root, single_writer=single_writer)
+
+
+def _strip_scheme(path: str) -> str:
+    if "://" in path:
+        parsed = urlparse(path)
+        if parsed.scheme in ("file", "local"):
+            return parsed.path
+        return (parsed.netloc + parsed.path) if parsed.scheme in ("s3", "s3a") else "/" + (parsed.netloc + parsed.path).strip("/")
+    return path
+
+
+def _mtime_ms(info: dict[str, Any]) -> int:
+    for key in ("mtime", "LastModified", "last_modified", "created"):
+        v = info.get(key)
+        if v is None:
+            continue
+        if hasattr(v, "timestamp"):
+            return int(v.timestamp() * 1000)
+        try:
+            return int(float(v) * 1000)
+        except (TypeError, ValueError):
+            continue
+    return 0

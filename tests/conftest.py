@@ -1,0 +1,74 @@
+"""Shared fixtures: fresh table locations on local disk and in memory, and a moto S3 server.
+
+The S3 server is started on 127.0.0.1 (random free port) by the fixture and stopped after the
+session: tests never reach the network beyond loopback.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+
+import pytest
+
+
+@pytest.fixture
+def table_uri(tmp_path) -> str:
+    """A local path where no table exists yet."""
+    return str(tmp_path / "table")
+
+
+@pytest.fixture
+def memory_uri() -> str:
+    return f"memory://deltatx-tests/{uuid.uuid4().hex}"
+
+
+@pytest.fixture(params=["local", "memory"])
+def any_uri(request, tmp_path) -> str:
+    if request.param == "local":
+        return str(tmp_path / "table")
+    return f"memory://deltatx-tests/{uuid.uuid4().hex}"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A moto S3 server on 127.0.0.1 for the whole session; yields storage_options."""
+    from moto.server import ThreadedMotoServer
+
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    # moto accepts any credentials; these are dummies, not secrets.
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield {"endpoint_url": endpoint, "key": "testing", "secret": "testing",
+               "client_kwargs": {"region_name": "us-east-1"}}
+    finally:
+        server.stop()
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture
+def s3_bucket(s3_server):
+    """A fresh bucket; yields (uri_prefix, storage_options)."""
+    import boto3
+
+    name = f"deltatx-{uuid.uuid4().hex[:12]}"
+    client = boto3.client("s3", endpoint_url=s3_server["endpoint_url"], aws_access_key_id="testing",
+                          aws_secret_access_key="testing", region_name="us-east-1")
+    client.create_bucket(Bucket=name)
+    yield f"s3://{name}", dict(s3_server)

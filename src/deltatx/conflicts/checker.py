@@ -35,7 +35,7 @@ with those features, and the protocol check refuses winners that enable them unl
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, NoReturn, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,7 +46,7 @@ from ..errors import (
     ConcurrentDeleteReadException,
     ConcurrentTransactionException,
 )
-from ..expr import files_matching, partition_predicate
+from ..expr import TRUE, Expr, files_matching, partition_predicate
 from ..isolation import IsolationLevel
 from ..txnlog.actions import CommitActions
 from ..txnlog.schema import schema_from_json
@@ -60,7 +60,7 @@ Check = Callable[[TransactionInfo, CommitActions], TransactionInfo]
 ROW_TRACKING_DOMAIN = "delta.rowTracking"
 
 
-def _raise(cls: type, summary: str, winner: CommitActions, conflict: str | None = None) -> None:
+def _raise(cls: type, summary: str, winner: CommitActions, conflict: str | None = None) -> NoReturn:
     raise cls(
         summary,
         version=winner.version,
@@ -181,8 +181,10 @@ def first_conflicting_add(txn: TransactionInfo, candidates: pa.Table) -> int | N
     """Row index of the first candidate add that this transaction's reads could have matched.
 
     - whole-table read: any candidate.
-    - no predicates: on a partitioned table nothing (the txn only read explicit files, which the
-      delete checks cover); on an unpartitioned table any candidate (Delta's rule).
+    - no predicates but files read: on a partitioned table nothing (the delete checks cover the
+      files read); on an unpartitioned table any candidate (Delta's rule).
+    - nothing read at all (e.g. a metadata-only commit, or removes by path): nothing — an add
+      cannot change what the transaction never read; its removes are covered by delete-delete.
     - ``use_stats``: the whole predicate against partition values and min/max stats of each add;
       a file without stats may match (conflict).
     - otherwise (Delta's partition level): only the partition part of each predicate against the
@@ -193,17 +195,40 @@ def first_conflicting_add(txn: TransactionInfo, candidates: pa.Table) -> int | N
     if read.whole_table:
         return 0
     if not read.predicates:
-        return None if partition_columns else 0
+        return 0 if read.files and not partition_columns else None
     if not txn.use_stats and not partition_columns:
         return 0
     schema = _read_schema(txn.read_metadata.schema_string)
     for predicate in _distinct(read.predicates):
-        expr = predicate if txn.use_stats else partition_predicate(predicate, partition_columns)
-        mask = files_matching(expr, candidates, schema, partition_columns, use_stats=txn.use_stats)
-        index = _first_true(mask)
+        on_partitions = partition_predicate(predicate, partition_columns) if partition_columns else TRUE
+        if not txn.use_stats:
+            index = _first_true(files_matching(on_partitions, candidates, schema, partition_columns, use_stats=False))
+        else:
+            index = _first_match_with_stats(predicate, on_partitions, candidates, schema, partition_columns)
         if index is not None:
             return index
     return None
+
+
+def _first_match_with_stats(
+    predicate: Expr, on_partitions: Expr, candidates: pa.Table, schema: pa.Schema, partition_columns: list[str]
+) -> int | None:
+    """First candidate the whole predicate may match, by partition values and min/max stats.
+
+    Stats are parsed only for files in the predicate's partitions: the partition part is a
+    conjunction of the predicate's own conjuncts, so a file it excludes cannot match the whole
+    predicate, and evaluating it first (exactly, on partition values) skips parsing the stats
+    JSON of every other file — the dominant cost on a partitioned table.
+    """
+    if on_partitions == TRUE:
+        return _first_true(files_matching(predicate, candidates, schema, partition_columns, use_stats=True))
+    in_partitions = files_matching(on_partitions, candidates, schema, partition_columns, use_stats=False)
+    positions = pc.indices_nonzero(pc.fill_null(in_partitions, True))
+    if len(positions) == 0:
+        return None
+    subset = candidates if len(positions) == candidates.num_rows else candidates.take(positions)
+    index = _first_true(files_matching(predicate, subset, schema, partition_columns, use_stats=True))
+    return None if index is None else positions[index].as_py()
 
 
 def check_added_files_vs_read_predicates(txn: TransactionInfo, winner: CommitActions) -> TransactionInfo:
@@ -234,7 +259,6 @@ def check_added_files_vs_read_predicates(txn: TransactionInfo, winner: CommitAct
         winner,
         conflict=location,
     )
-    return txn  # unreachable; keeps the checker signature uniform
 
 
 # --------------------------------------------------------------------------------------------

@@ -7,11 +7,13 @@ never touches the log.
 
 from .paths import (
     HIVE_DEFAULT_PARTITION,
+    data_file_path,
     decode_path,
     encode_path,
     escape_partition_value,
     partition_dir,
     serialize_partition_value,
+    unescape_partition_value,
 )
 from .reader import iter_batches, parse_partition_value, partition_values_table, read_files
 from .writer import WriteOptions, write_data_files
@@ -19,6 +21,7 @@ from .writer import WriteOptions, write_data_files
 __all__ = [
     "HIVE_DEFAULT_PARTITION",
     "WriteOptions",
+    "data_file_path",
     "decode_path",
     "encode_path",
     "escape_partition_value",
@@ -28,5 +31,6 @@ __all__ = [
     "partition_values_table",
     "read_files",
     "serialize_partition_value",
+    "unescape_partition_value",
     "write_data_files",
 ]

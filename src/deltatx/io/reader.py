@@ -20,7 +20,7 @@ import datetime as dt
 import decimal
 import re
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, NoReturn
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,7 +28,14 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from ..errors import DataFileNotFoundError, InvalidTableError, SchemaMismatchError, UnsupportedFeatureError
+from ..errors import (
+    DataFileNotFoundError,
+    InvalidTableError,
+    PredicateError,
+    SchemaMismatchError,
+    UnsupportedFeatureError,
+)
+from .grouping import group_codes
 from .paths import data_file_path, decode_path
 
 if TYPE_CHECKING:
@@ -38,7 +45,9 @@ _PARQUET = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(coerce_int96_
 
 _ESCAPED_BINARY = re.compile(r"^(?:\\u[0-9A-Fa-f]{4})+$")
 
-_CAST_FAILURE_HINTS = ("would lose data", "Unsupported cast", "would result in out of range")
+_CAST_FAILURE_HINTS = ("would lose data", "would result in out of range")
+
+_ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
 
 
 # --------------------------------------------------------------------------------------------
@@ -147,9 +156,9 @@ def read_files(
     plan = _ScanPlan(store, files, schema, partition_columns)
     try:
         table = plan.dataset().to_table(columns=out_schema.names, filter=filter, use_threads=True)
-    except pa.ArrowInvalid as exc:
+    except _ARROW_ERRORS as exc:
         if not _is_cast_failure(exc):
-            raise
+            _raise_read_error(exc)
         table = plan.read_per_file(out_schema.names, filter)
     except OSError as exc:
         plan.raise_if_missing(exc)
@@ -176,9 +185,9 @@ def iter_batches(
             if batch.num_rows:
                 yielded += batch.num_rows
                 yield _conform_batch(batch, out_schema)
-    except pa.ArrowInvalid as exc:
+    except _ARROW_ERRORS as exc:
         if not _is_cast_failure(exc):
-            raise
+            _raise_read_error(exc)
         # The scan is ordered, so the per-file path produces the same rows in the same order:
         # skip the ones already handed out and continue from there.
         rest = plan.read_per_file(out_schema.names, filter).slice(yielded)
@@ -218,7 +227,7 @@ class _ScanPlan:
         pv = self.partition_values
         if pv is None:
             return None
-        group = _group_codes([pv.column(c) for c in self.partition_columns])
+        group = group_codes([pv.column(c) for c in self.partition_columns])
         firsts = (
             pa.table({"g": group, "row": pa.array(range(len(group)), pa.int64())})
             .group_by("g", use_threads=False)
@@ -273,20 +282,6 @@ class _ScanPlan:
             ) from exc
 
 
-def _group_codes(columns: list[pa.Array]) -> pa.Array:
-    """A dense int code per row identifying its combination of values (nulls are values too)."""
-    code = None
-    for column in columns:
-        enc = pc.dictionary_encode(column, null_encoding="encode")
-        indices = enc.indices.cast(pa.int64())
-        if code is None:
-            code = indices
-        else:
-            code = pc.add(pc.multiply(code, len(enc.dictionary)), indices)
-            code = pc.dictionary_encode(code).indices.cast(pa.int64())
-    return code
-
-
 def _refuse_deletion_vectors(files: pa.Table) -> None:
     if "deletionVector" not in files.column_names:
         return
@@ -310,17 +305,48 @@ def _output_schema(schema: pa.Schema, columns: list[str] | None) -> pa.Schema:
 
 
 def _is_cast_failure(exc: BaseException) -> bool:
+    """A value that does not fit the table type exactly (ns timestamps): the per-file path copes."""
     text = str(exc)
-    return any(hint in text for hint in _CAST_FAILURE_HINTS)
+    return isinstance(exc, pa.ArrowInvalid) and any(hint in text for hint in _CAST_FAILURE_HINTS)
+
+
+def _raise_read_error(exc: BaseException) -> NoReturn:
+    """Name what went wrong in deltatx's terms: a bad filter, or files that do not fit the schema."""
+    text = str(exc)
+    if "FieldRef" in text or "No match for" in text:
+        raise PredicateError(f"the read filter names a column the table does not have: {text}") from exc
+    if isinstance(exc, (pa.ArrowNotImplementedError, pa.ArrowTypeError)) or "cast" in text.lower():
+        raise SchemaMismatchError(
+            f"a data file's columns cannot be read as the table schema ({text}); the file was "
+            f"written with an incompatible type"
+        ) from exc
+    raise exc
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     if table.schema.equals(schema, check_metadata=False):
         return table.replace_schema_metadata(schema.metadata) if table.schema.metadata != schema.metadata else table
-    return table.select(schema.names).cast(schema, safe=False)
+    table = table.select(schema.names)
+    try:
+        return table.cast(schema)
+    except pa.ArrowInvalid:
+        if not any(not f.nullable for f in schema):
+            raise
+        # a file older than a NOT NULL column has nulls there: keep the rows, relax the flag
+        return table.cast(_all_nullable(schema))
 
 
 def _conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     if batch.schema.equals(schema, check_metadata=False):
         return batch
-    return batch.select(schema.names).cast(schema, safe=False)
+    batch = batch.select(schema.names)
+    try:
+        return batch.cast(schema)
+    except pa.ArrowInvalid:
+        if not any(not f.nullable for f in schema):
+            raise
+        return batch.cast(_all_nullable(schema))
+
+
+def _all_nullable(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([f.with_nullable(True) for f in schema], metadata=schema.metadata)

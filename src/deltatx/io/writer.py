@@ -3,12 +3,14 @@
 Owns the write half of the data path::
 
     table or batch stream
-      └─► chunk (streams: ~one file's worth of rows at a time)
-            └─► group code per row (dictionary-encode partition columns, combined)   columnar
-                  └─► one stable sort of the codes ─► per partition: a slice of row indices
-                        └─► thread pool, one task per output file:
-                              take rows (data columns only) ─► Parquet (snappy, ~1M-row groups)
-                              ─► size, mtime ─► stats JSON (compute_stats)
+      └─► chunk (streams: ~one file's worth of rows at a time, the next read while one writes)
+            └─► partitions: group_by(partition columns) -> distinct keys + row counts   columnar
+                  one key      -> zero-copy slices of the chunk
+                  a few keys   -> each worker filters its own partition (no row-sized indices)
+                  many keys    -> one stable sort of dense group codes, slices of the order
+                  └─► thread pool, one task per output file (pyarrow releases the GIL):
+                        rows (data columns only) ─► Parquet (snappy, ~1M-row groups, dictionary
+                        only where a sample says it pays) ─► size, mtime ─► stats JSON
       └─► add actions as a pyarrow Table with actions.FILE_SCHEMA columns
 
 Delta conventions kept: partition columns are not stored in the files, folders are Hive-style
@@ -21,12 +23,14 @@ nothing references them yet, so they would only be litter for VACUUM.
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 import uuid
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -35,6 +39,7 @@ import pyarrow.parquet as pq
 from ..errors import SchemaMismatchError
 from ..txnlog.actions import FILE_SCHEMA
 from ..txnlog.stats import compute_stats
+from .grouping import group_codes
 from .paths import encode_path, partition_dir, serialize_partition_value
 
 if TYPE_CHECKING:
@@ -48,13 +53,13 @@ class WriteOptions:
     A file gets at most ``target_file_rows`` rows and about ``target_file_bytes`` of (in-memory,
     uncompressed) arrow data, which lands Parquet files in the 128–512 MB range for typical
     columns. Small writes are split into up to ``max_workers`` files (never below one row
-    group) so that both cores encode at once.
+    group) so that every core has a file to encode.
     """
 
     target_file_rows: int = 16 * 1024 * 1024
     target_file_bytes: int = 512 * 1024 * 1024
     row_group_rows: int = 1024 * 1024
-    max_workers: int = 4
+    max_workers: int = field(default_factory=lambda: max(2, os.cpu_count() or 2))
     num_indexed_cols: int = 32
     stats_columns: list[str] | None = None
     compression: str = "snappy"
@@ -76,6 +81,13 @@ def write_data_files(
     """Write ``data`` (already cast to ``schema``) as Parquet files; return their add actions."""
     options = options or WriteOptions()
     partition_columns = list(partition_columns)
+    if isinstance(data, pa.RecordBatch):
+        data = pa.Table.from_batches([data])
+    if not isinstance(data, (pa.Table, pa.RecordBatchReader)):
+        raise SchemaMismatchError(
+            f"write_data_files takes a pyarrow Table or RecordBatchReader, not {type(data).__name__}; "
+            f"convert the data first (the table layer does this for pandas and other inputs)"
+        )
     _check_partitioning(schema, partition_columns)
     job = _WriteJob(store, schema, partition_columns, options, data_change)
     try:
@@ -104,14 +116,55 @@ def _check_partitioning(schema: pa.Schema, partition_columns: list[str]) -> None
         )
 
 
-@dataclass(frozen=True)
-class _FileTask:
-    """One output file: rows ``indices`` (or a slice) of the chunk, in one partition."""
+#: rows sampled to decide whether a column is worth a Parquet dictionary
+_DICTIONARY_SAMPLE_ROWS = 16384
+#: above this share of distinct values in the sample, a column is written without a dictionary
+_DICTIONARY_MAX_DISTINCT_RATIO = 0.5
 
-    rows: pa.Table
-    indices: pa.Array | None
-    folder: str
-    partition_values: tuple[tuple[str, str | None], ...]
+#: at most this many partitions in one chunk are split by filtering (one pass over the data each);
+#: more are split by one sort of the group codes
+_FILTER_MAX_PARTITIONS = 12
+
+
+@dataclass(frozen=True)
+class _Group:
+    """One partition of a chunk: its serialized values, row count and how to get its rows."""
+
+    values: tuple[tuple[str, str | None], ...]
+    count: int
+    fetch_range: Callable[[int, int], pa.Table] | None  # (offset, length) within the partition
+    fetch_all: Callable[[], pa.Table] | None
+
+
+def _slice(data: pa.Table, offset: int, length: int) -> pa.Table:
+    return data.slice(offset, length)
+
+
+def _take_range(data: pa.Table, order: pa.Array, start: int, offset: int, length: int) -> pa.Table:
+    return data.take(order.slice(start + offset, length))
+
+
+def _filter(data: pa.Table, terms: list[tuple[pa.ChunkedArray, pa.Scalar]]) -> pa.Table:
+    mask = None
+    for column, value in terms:
+        term = pc.equal(column, value) if value.is_valid else pc.is_null(column)
+        mask = term if mask is None else pc.and_(mask, term)
+    return data.filter(mask)
+
+
+def _pieces(count: int, rows_per_file: int) -> list[tuple[int, int]]:
+    """(offset, length) of ceil(count / rows_per_file) near-equal files."""
+    n = max(1, math.ceil(count / rows_per_file))
+    size = math.ceil(count / n)
+    return [(offset, min(size, count - offset)) for offset in range(0, count, size)] or [(0, 0)]
+
+
+def _starts(counts: list[int]) -> list[int]:
+    out, total = [], 0
+    for c in counts:
+        out.append(total)
+        total += c
+    return out
 
 
 class _WriteJob:
@@ -133,6 +186,13 @@ class _WriteJob:
         self.results: list[tuple[str, tuple[tuple[str, str | None], ...], int, int, str]] = []
         self.made_dirs: set[str] = set()
         self.file_counter = 0
+        self.aborted = False
+        codec = (options.compression or "none").lower()
+        self.suffix = ".parquet" if codec in ("none", "uncompressed") else f".{codec}.parquet"
+        self.leaf_paths = _parquet_leaf_paths(self.file_schema)
+        self.primitive_columns = {
+            f.name for f in self.file_schema if not pa.types.is_nested(f.type) and not pa.types.is_boolean(f.type)
+        }
 
     # ---- inputs ---------------------------------------------------------------------------------
     def write_table(self, table: pa.Table) -> None:
@@ -174,7 +234,12 @@ class _WriteJob:
                 raise SchemaMismatchError(f"the data lacks columns {missing} of the schema {self.schema.names}")
             table = table.select(self.schema.names)
         if not table.schema.equals(self.schema, check_metadata=False):
-            table = table.cast(self.schema)
+            try:
+                table = table.cast(self.schema)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+                raise SchemaMismatchError(
+                    f"the data does not fit the table schema ({exc}); cast it to {self.schema} first"
+                ) from None
         return table
 
     # ---- planning -------------------------------------------------------------------------------
@@ -185,56 +250,90 @@ class _WriteJob:
     def _submit_chunk(self, table: pa.Table, *, spread: bool) -> list[Future]:
         rows_per_file = self._rows_per_file(table.nbytes / max(table.num_rows, 1))
         data = table.select(self.data_columns)
-        if not self.partition_columns:
-            groups = [(None, 0, table.num_rows, ())]
-        else:
-            groups = list(self._partition_groups(table))
+        groups = self._plan_groups(table, data)
         if spread and len(groups) < self.options.max_workers:
             rows_per_file = self._spread(groups, rows_per_file)
         futures = []
-        for indices, start, count, values in groups:
-            folder = partition_dir(self.partition_columns, dict(values))
-            pieces = max(1, math.ceil(count / rows_per_file))
-            size = math.ceil(count / pieces)
-            for offset in range(start, start + count, size):
-                length = min(size, start + count - offset)
-                if indices is None:
-                    task = _FileTask(data.slice(offset, length), None, folder, values)
-                else:
-                    task = _FileTask(data, indices.slice(offset, length), folder, values)
-                futures.append(self.pool.submit(self._write_file, task))
+        for group in groups:
+            folder = partition_dir(self.partition_columns, dict(group.values))
+            if group.fetch_range is not None:  # row count known: one task per file
+                for offset, length in _pieces(group.count, rows_per_file):
+                    fetch = partial(group.fetch_range, offset, length)
+                    futures.append(self.pool.submit(self._write_rows, fetch, folder, group.values, None))
+            else:  # rows known only once selected: the task cuts its own files
+                futures.append(
+                    self.pool.submit(self._write_rows, group.fetch_all, folder, group.values, rows_per_file)
+                )
         return futures
 
-    def _spread(self, groups: list, rows_per_file: int) -> int:
+    def _spread(self, groups: list["_Group"], rows_per_file: int) -> int:
         """Smaller files for a small write, so that every worker has one (≥ one row group each)."""
-        largest = max(count for _, _, count, _ in groups)
+        largest = max(g.count for g in groups)
         wanted = math.ceil(self.options.max_workers / len(groups))
         return max(self.options.row_group_rows, min(rows_per_file, math.ceil(largest / wanted)))
 
-    def _partition_groups(self, table: pa.Table):
-        """(sorted row indices, start, count, serialized values) per distinct partition."""
-        codes = _group_codes([table.column(c) for c in self.partition_columns])
+    def _plan_groups(self, table: pa.Table, data: pa.Table) -> list["_Group"]:
+        """The chunk's partitions and how a worker selects each one's rows.
+
+        - one partition: zero-copy slices;
+        - a few partitions: each worker filters its own (no row-sized index arrays at all);
+        - many partitions (or float keys, where ``==`` and hashing disagree on NaN/-0.0): one
+          stable sort of the group codes, then each file takes its slice of the order.
+        """
+        if not self.partition_columns:
+            return [_Group((), data.num_rows, partial(_slice, data), None)]
+        keys = (
+            table.select(self.partition_columns)
+            .group_by(self.partition_columns, use_threads=False)
+            .aggregate([([], "count_all")])
+        )
+        types = [self.schema.field(c).type for c in self.partition_columns]
+        if keys.num_rows == 1:
+            return [_Group(self._serialized(keys, 0, types), data.num_rows, partial(_slice, data), None)]
+        floats = any(pa.types.is_floating(t) for t in types)
+        if keys.num_rows <= _FILTER_MAX_PARTITIONS and not floats:
+            counts = keys.column("count_all").to_pylist()
+            groups = []
+            for i in range(keys.num_rows):
+                terms = [(table.column(c), keys.column(c)[i]) for c in self.partition_columns]
+                groups.append(_Group(self._serialized(keys, i, types), counts[i], None, partial(_filter, data, terms)))
+            return groups
+        codes = group_codes([table.column(c) for c in self.partition_columns])
         order = pc.sort_indices(codes)  # stable: rows keep their order inside a partition
         codes_and_counts = pc.value_counts(codes).flatten()  # codes are dense: 0..K-1
-        by_code = pc.sort_indices(codes_and_counts[0])
-        counts_sorted = codes_and_counts[1].take(by_code).to_pylist()
-        types = [self.schema.field(c).type for c in self.partition_columns]
+        counts = codes_and_counts[1].take(pc.sort_indices(codes_and_counts[0])).to_pylist()
+        firsts = pc.take(order, pa.array(_starts(counts), pa.int64()))
+        first_rows = table.select(self.partition_columns).take(firsts)
+        groups = []
         start = 0
-        for count in counts_sorted:
-            first_row = order[start].as_py()
-            serialized = tuple(
-                (col, serialize_partition_value(table.column(col)[first_row], t))
-                for col, t in zip(self.partition_columns, types)
-            )
-            yield order, start, count, serialized
+        for i, count in enumerate(counts):
+            fetch = partial(_take_range, data, order, start)
+            groups.append(_Group(self._serialized(first_rows, i, types), count, fetch, None))
             start += count
+        return groups
+
+    def _serialized(self, keys: pa.Table, row: int, types: list[pa.DataType]) -> tuple[tuple[str, str | None], ...]:
+        return tuple(
+            (col, serialize_partition_value(keys.column(col)[row], t))
+            for col, t in zip(self.partition_columns, types)
+        )
+
+    def _write_rows(self, fetch: Callable[[], pa.Table], folder: str, values: tuple,
+                    rows_per_file: int | None) -> None:
+        if self.aborted:  # another file failed: the call is being undone, write nothing more
+            return
+        rows = fetch()
+        if rows_per_file is None:
+            self._write_file(rows, folder, values)
+            return
+        for offset, length in _pieces(rows.num_rows, rows_per_file):
+            self._write_file(rows.slice(offset, length), folder, values)
 
     # ---- one file -------------------------------------------------------------------------------
-    def _write_file(self, task: _FileTask) -> None:
-        rows = task.rows if task.indices is None else task.rows.take(task.indices)
-        name = f"part-{self._next_file_number():05d}-{uuid.uuid4()}-c000.{self.options.compression}.parquet"
-        relative = f"{task.folder}/{name}" if task.folder else name
-        directory = f"{self.store.arrow_root}/{task.folder}" if task.folder else self.store.arrow_root
+    def _write_file(self, rows: pa.Table, folder: str, values: tuple[tuple[str, str | None], ...]) -> None:
+        name = f"part-{self._next_file_number():05d}-{uuid.uuid4()}-c000{self.suffix}"
+        relative = f"{folder}/{name}" if folder else name
+        directory = f"{self.store.arrow_root}/{folder}" if folder else self.store.arrow_root
         self._ensure_dir(directory)
         full = f"{directory}/{name}"
         with self.lock:
@@ -245,12 +344,37 @@ class _WriteJob:
                 sink,
                 row_group_size=self.options.row_group_rows,
                 compression=self.options.compression,
+                use_dictionary=self._dictionary_columns(rows),
             )
             size = sink.tell()
         mtime = int(time.time() * 1000)
         stats = compute_stats(rows, self.options.stats_columns, self.options.num_indexed_cols)
         with self.lock:
-            self.results.append((encode_path(relative), task.partition_values, size, mtime, stats))
+            self.results.append((encode_path(relative), values, size, mtime, stats))
+
+    def _dictionary_columns(self, rows: pa.Table) -> list[str] | bool:
+        """Parquet columns worth dictionary-encoding in this file.
+
+        The encoder would try every column and fall back to plain after a 1 MB dictionary; for
+        near-unique columns (ids, measurements) that attempt costs as much as the encoding
+        itself. A sample of the first rows decides for top-level primitive columns; nested
+        columns keep the default (dictionary on).
+        """
+        if rows.num_rows < _DICTIONARY_SAMPLE_ROWS:
+            return True
+        keep: list[str] = []
+        skipped = False
+        for name, column in zip(rows.column_names, rows.columns):
+            if name not in self.primitive_columns:
+                keep.extend(self.leaf_paths[name])
+                continue
+            sample = column.slice(0, _DICTIONARY_SAMPLE_ROWS)
+            distinct = pc.count_distinct(sample, mode="all").as_py()
+            if distinct > _DICTIONARY_SAMPLE_ROWS * _DICTIONARY_MAX_DISTINCT_RATIO:
+                skipped = True
+            else:
+                keep.append(name)
+        return keep if skipped else True
 
     def _next_file_number(self) -> int:
         with self.lock:
@@ -291,30 +415,24 @@ class _WriteJob:
 
     def abort(self) -> None:
         """Stop queued work, let running writes finish, delete every file this call started."""
+        self.aborted = True
         self.pool.shutdown(wait=True, cancel_futures=True)
         with self.lock:
             paths = list(self.started)
         for path in paths:
             try:
                 self.fs.delete_file(path)
-            except (FileNotFoundError, OSError):
+            except OSError:  # already gone, or never created
                 pass
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
 
 
-def _group_codes(columns: list[pa.ChunkedArray]) -> pa.Array:
-    """A dense int64 code per row naming its combination of partition values (null included)."""
-    code = None
-    for column in columns:
-        if isinstance(column, pa.ChunkedArray):
-            column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-        enc = pc.dictionary_encode(column, null_encoding="encode")
-        indices = enc.indices.cast(pa.int64())
-        if code is None:
-            code = indices
-        else:
-            combined = pc.add(pc.multiply(code, len(enc.dictionary)), indices)
-            code = pc.dictionary_encode(combined).indices.cast(pa.int64())
-    return code
+def _parquet_leaf_paths(schema: pa.Schema) -> dict[str, list[str]]:
+    """Parquet column paths (``a.b``, ``l.list.element``) under each top-level field."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(schema.empty_table(), sink)
+    parquet_schema = pq.ParquetFile(pa.BufferReader(sink.getvalue())).schema
+    paths = [parquet_schema.column(i).path for i in range(len(parquet_schema))]
+    return {name: [p for p in paths if p == name or p.startswith(name + ".")] for name in schema.names}

@@ -7,10 +7,9 @@ through (other engines may understand them); known keys must parse.
 
 from __future__ import annotations
 
-import re
-
 from ..errors import InvalidPropertyError
 from ..isolation import validate_isolation_property
+from ..txnlog.checkpoint import interval_ms
 
 CHECKPOINT_INTERVAL = "delta.checkpointInterval"
 APPEND_ONLY = "delta.appendOnly"
@@ -22,31 +21,9 @@ USE_STATS = "deltatx.conflictDetection.useStats"
 NUM_INDEXED_COLS = "delta.dataSkippingNumIndexedCols"
 TARGET_FILE_SIZE = "delta.targetFileSize"
 
-_INTERVAL = re.compile(
-    r"^\s*interval\s+(\d+)\s+(nanosecond|microsecond|millisecond|second|minute|hour|day|week)s?\s*$",
-    re.IGNORECASE,
-)
-_UNIT_HOURS = {
-    "nanosecond": 1 / 3.6e12,
-    "microsecond": 1 / 3.6e9,
-    "millisecond": 1 / 3.6e6,
-    "second": 1 / 3600,
-    "minute": 1 / 60,
-    "hour": 1.0,
-    "day": 24.0,
-    "week": 168.0,
-}
-
-
 def parse_interval_hours(value: str, key: str = "interval") -> float:
-    """``"interval 7 days"`` → 168.0. Months and years are rejected, as Delta does."""
-    m = _INTERVAL.match(value)
-    if not m:
-        raise InvalidPropertyError(
-            f"{key}={value!r} is not a valid interval; use e.g. 'interval 7 days' "
-            f"(units: seconds, minutes, hours, days, weeks — not months or years)"
-        )
-    return int(m.group(1)) * _UNIT_HOURS[m.group(2).lower()]
+    """``"interval 7 days"`` → 168.0 (the log layer owns the parsing; months/years are refused)."""
+    return interval_ms(value, key) / 3_600_000
 
 
 def _bool(key: str, value: str) -> None:

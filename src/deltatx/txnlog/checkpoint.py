@@ -88,9 +88,6 @@ ADD_STRUCT = pa.struct(list(FILE_SCHEMA))
 CHECKPOINT_REMOVE_FIELDS = [f for f in REMOVE_SCHEMA if f.name not in ("stats", "tags")]
 REMOVE_STRUCT = pa.struct(CHECKPOINT_REMOVE_FIELDS)
 CHECKPOINT_METADATA_STRUCT = pa.struct([("version", pa.int64()), ("tags", STRING_MAP)])
-SIDECAR_STRUCT = pa.struct(
-    [("path", pa.string()), ("sizeInBytes", pa.int64()), ("modificationTime", pa.int64()), ("tags", STRING_MAP)]
-)
 
 CHECKPOINT_SCHEMA = pa.schema(
     [
@@ -326,9 +323,20 @@ def _conform(values: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Arra
     return values.cast(target)
 
 
+def _valid_rows(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """The non-null rows; a zero-copy slice when they are one block (as writers lay them out)."""
+    count = len(column) - column.null_count
+    if count == 0:
+        return column.slice(0, 0)
+    mask = pc.is_valid(column)
+    first = pc.index(mask, True).as_py()
+    block = column.slice(first, count)
+    return block if block.null_count == 0 else column.filter(mask)
+
+
 def _flatten(column: pa.ChunkedArray, schema: pa.Schema) -> pa.Table:
     """Non-null rows of a struct column as a table with ``schema``'s columns."""
-    present = column.filter(pc.is_valid(column))
+    present = _valid_rows(column)
     if not len(present):
         return schema.empty_table()
     names = {present.type.field(i).name for i in range(present.type.num_fields)}
@@ -477,9 +485,7 @@ def read_checkpoint(store: LogStore, files: list[LogFile]) -> CheckpointState:
         for sidecar in collected.sidecars:
             current = f"sidecar {sidecar.get('path')!r} of {names[0]}"
             _read_parquet(store, sidecar_path(store, str(sidecar["path"])), collected, with_small=False)
-    except CorruptCheckpointError:
-        raise
-    except (OSError, pa.ArrowException, ValueError, KeyError, TypeError, orjson.JSONDecodeError) as exc:
+    except (OSError, pa.ArrowException, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise CorruptCheckpointError(f"checkpoint {current} of version {version} is unreadable: {exc}") from None
     return _state(version, names, collected)
 

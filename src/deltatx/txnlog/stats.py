@@ -369,8 +369,8 @@ def _read_lines(data: pa.Buffer | bytes, json_schema: pa.Schema) -> pa.Table:
 
 def _joined_lines(stats: pa.Array) -> pa.Buffer:
     """The strings as one newline-separated buffer, without a Python string per row."""
-    lines = pc.binary_join_element_wise(stats, pa.scalar("\n", pa.large_string()), "")
-    lines = pc.cast(lines, pa.large_string())
+    big = pa.large_string()
+    lines = pc.binary_join_element_wise(pc.cast(stats, big), pa.scalar("\n", big), pa.scalar("", big))
     if isinstance(lines, pa.ChunkedArray):
         lines = lines.combine_chunks()
     _, offsets, data = lines.buffers()
@@ -383,7 +383,7 @@ def _read_tolerant(stats: pa.Array, json_schema: pa.Schema) -> pa.Table:
     """Parse all lines; if some line is malformed, parse in slices and null only the bad ones."""
     try:
         return _read_lines(_joined_lines(stats), json_schema)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+    except pa.ArrowInvalid:
         if len(stats) == 1:
             return _read_lines(b"{}\n", json_schema)
     half = len(stats) // 2

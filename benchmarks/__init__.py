@@ -1,0 +1,33 @@
+"""deltatx benchmarks, each run beside deltalake (delta-rs) on the same workload in the same run.
+
+``python -m benchmarks`` runs all of them (each in its own process); ``python -m benchmarks P1 P6``
+runs a selection; ``--quick`` uses small sizes (what the smoke test runs). Results are printed
+and written to ``benchmarks/results/<id>.json``.
+
+Each benchmark module exposes ``ID``, ``TITLE`` and ``run(quick: bool = False) -> BenchResult``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+#: benchmark id -> module, in the order they run
+BENCHMARKS: dict[str, str] = {
+    "P1": "benchmarks.p1_sequential_appends",
+    "P2": "benchmarks.p2_open_long_log",
+    "P3": "benchmarks.p3_open_checkpoint",
+    "P4": "benchmarks.p4_concurrent_appends",
+    "P5": "benchmarks.p5_delete_vs_append",
+    "P6": "benchmarks.p6_bulk_write",
+    "P7": "benchmarks.p7_merge_upsert",
+    "P9": "benchmarks.p9_conflict_check",
+}
+
+
+def load(bench_id: str) -> ModuleType:
+    """The module of one benchmark by id (case-insensitive)."""
+    key = bench_id.upper()
+    if key not in BENCHMARKS:
+        raise KeyError(f"unknown benchmark {bench_id!r}; choose from {', '.join(BENCHMARKS)}")
+    return importlib.import_module(BENCHMARKS[key])

@@ -1,0 +1,211 @@
+"""Binding: resolve an expression's columns against a schema and type its literals.
+
+Owns name resolution (case-insensitive like Spark; the result uses the schema's spelling) and
+literal typing, so that ``part = 3`` compares int32 with int32, ``d = '2024-01-01'`` compares
+dates, and pruning can put literals next to statistics of the column's own type. Unknown columns
+and type errors surface here, early, as :class:`~deltatx.errors.PredicateError` naming the column
+and listing the available ones.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Mapping
+
+import pyarrow as pa
+
+from ..errors import PredicateError
+from .model import Arithmetic, Case, Column, Comparison, Expr, Func, In, Literal
+from .rows import evaluate
+from .values import convert_literal, plain_type
+
+#: functions whose arguments (or, for ``if``, whose last two) share one type
+_SAME_TYPE_ARGS = {"coalesce": 0, "greatest": 0, "least": 0, "if": 1}
+
+
+def _find_field(fields: list[pa.Field], name: str, where: str) -> pa.Field | None:
+    for f in fields:
+        if f.name == name:
+            return f
+    low = name.lower()
+    hits = [f for f in fields if f.name.lower() == low]
+    if len(hits) > 1:
+        raise PredicateError(
+            f"column {name!r} is ambiguous in {where}: {', '.join(f.name for f in hits)} differ only in case"
+        )
+    return hits[0] if hits else None
+
+
+def _resolve_path(top: pa.Field, path: tuple[str, ...], shown: str) -> tuple[str, ...]:
+    out = []
+    t = top.type
+    for part in path:
+        if not pa.types.is_struct(t):
+            raise PredicateError(f"column {shown}: {top.name} has no field {part!r} (type {t})")
+        f = _find_field(list(t), part, shown)
+        if f is None:
+            names = ", ".join(x.name for x in t)
+            raise PredicateError(f"column {shown}: no field {part!r} in {top.name}; fields: {names}")
+        out.append(f.name)
+        t = f.type
+    return tuple(out)
+
+
+class _Binder:
+    def __init__(self, schema: pa.Schema, aliases: Mapping[str, pa.Schema] | None):
+        self.schema = schema
+        self.aliases = dict(aliases or {})
+        fields = list(schema)
+        for alias, s in self.aliases.items():
+            fields += [pa.field(f"{alias}.{f.name}", f.type) for f in s]
+        self.empty = pa.schema(_unique(fields)).empty_table()
+
+    def available(self) -> str:
+        names = list(self.schema.names)
+        for alias, s in self.aliases.items():
+            names += [f"{alias}.{n}" for n in s.names]
+        return ", ".join(names) or "(none)"
+
+    def resolve(self, c: Column, root: Expr) -> Column:
+        if c.qualifier is not None:
+            alias = _find_alias(self.aliases, c.qualifier)
+            if alias is not None:
+                return self._in_schema(self.aliases[alias], c, alias, root)
+            struct = _find_field(list(self.schema), c.qualifier, str(c))
+            if struct is not None and pa.types.is_struct(struct.type):
+                nested = Column(struct.name, None, (c.name, *c.path))
+                return Column(struct.name, None, _resolve_path(struct, nested.path, str(c)))
+            known = f"; known aliases: {', '.join(self.aliases)}" if self.aliases else ""
+            raise PredicateError(
+                f"column {c} in {root} is qualified by {c.qualifier!r}, which is neither a table alias "
+                f"nor a struct column{known}. Available columns: {self.available()}"
+            )
+        f = _find_field(list(self.schema), c.name, str(root))
+        if f is not None:
+            return Column(f.name, None, _resolve_path(f, c.path, str(c)))
+        hits = []
+        for alias, s in self.aliases.items():
+            g = _find_field(list(s), c.name, str(root))
+            if g is not None:
+                hits.append((alias, g))
+        if len(hits) == 1:
+            alias, g = hits[0]
+            return Column(g.name, alias, _resolve_path(g, c.path, str(c)))
+        if len(hits) > 1:
+            raise PredicateError(
+                f"column {c} in {root} is ambiguous: it exists in {', '.join(a for a, _ in hits)}; "
+                f"qualify it (e.g. {hits[0][0]}.{c.name})"
+            )
+        raise PredicateError(f"unknown column {c.name!r} in {root}; available columns: {self.available()}")
+
+    def _in_schema(self, s: pa.Schema, c: Column, alias: str, root: Expr) -> Column:
+        f = _find_field(list(s), c.name, str(root))
+        if f is None:
+            raise PredicateError(
+                f"unknown column {c} in {root}; columns of {alias}: {', '.join(s.names) or '(none)'}"
+            )
+        return Column(f.name, alias, _resolve_path(f, c.path, str(c)))
+
+    def type_of(self, e: Expr) -> pa.DataType:
+        return plain_type(evaluate(e, self.empty).type)
+
+    def coerce(self, e: Expr) -> Expr:
+        if isinstance(e, Comparison):
+            left, right = e.left, e.right
+            if isinstance(right, Literal) and not isinstance(left, Literal):
+                right = convert_literal(right, self.type_of(left), context=str(e))
+            elif isinstance(left, Literal) and not isinstance(right, Literal):
+                left = convert_literal(left, self.type_of(right), context=str(e))
+            return Comparison(e.op, left, right)
+        if isinstance(e, In) and not isinstance(e.operand, Literal):
+            t = self.type_of(e.operand)
+            values = tuple(
+                convert_literal(v, t, context=str(e)) if isinstance(v, Literal) else v for v in e.values
+            )
+            return In(e.operand, values, e.negated)
+        if isinstance(e, Arithmetic):
+            return self._coerce_arithmetic(e)
+        if isinstance(e, Func) and e.name in _SAME_TYPE_ARGS:
+            start = _SAME_TYPE_ARGS[e.name]
+            args = list(e.args)
+            args[start:] = self._unify(args[start:], str(e))
+            return Func(e.name, tuple(args))
+        if isinstance(e, Case):
+            values = [v for _, v in e.whens] + ([e.default] if e.default is not None else [])
+            unified = self._unify(values, str(e))
+            whens = tuple((c, unified[i]) for i, (c, _) in enumerate(e.whens))
+            return Case(whens, unified[len(e.whens)] if e.default is not None else None)
+        return e
+
+    def _coerce_arithmetic(self, e: Arithmetic) -> Expr:
+        left, right = e.left, e.right
+        for lit_side, other in ((right, left), (left, right)):
+            if isinstance(lit_side, Literal) and not isinstance(other, Literal):
+                t = self.type_of(other)
+                if isinstance(lit_side.value, Decimal) and (pa.types.is_floating(t) or pa.types.is_integer(t)):
+                    new = Literal(float(lit_side.value), pa.float64())
+                elif lit_side.value is None or isinstance(lit_side.value, str) or pa.types.is_floating(t):
+                    new = convert_literal(lit_side, t, context=str(e))
+                elif _is_int(lit_side) and pa.types.is_integer(t) and lit_side.type is None:
+                    # Spark: an integer literal is INT when it fits, so int + 1 stays int and
+                    # tinyint * 1000 widens to int instead of overflowing
+                    fits = -(2**31) <= lit_side.value < 2**31
+                    new = Literal(lit_side.value, pa.int32()) if fits else lit_side
+                else:
+                    new = lit_side
+                if lit_side is right:
+                    right = new
+                else:
+                    left = new
+        return Arithmetic(e.op, left, right)
+
+    def _unify(self, items: list[Expr], context: str) -> list[Expr]:
+        typed = [x for x in items if not isinstance(x, Literal)]
+        if not typed:
+            return items
+        t = self.type_of(typed[0])
+        return [convert_literal(x, t, context=context, strict=False) if isinstance(x, Literal) else x for x in items]
+
+
+def _is_int(lit: Literal) -> bool:
+    return isinstance(lit.value, int) and not isinstance(lit.value, bool)
+
+
+def _unique(fields: list[pa.Field]) -> list[pa.Field]:
+    seen: set[str] = set()
+    out = []
+    for f in fields:
+        if f.name not in seen:
+            seen.add(f.name)
+            out.append(f)
+    return out
+
+
+def _find_alias(aliases: Mapping[str, pa.Schema], qualifier: str) -> str | None:
+    if qualifier in aliases:
+        return qualifier
+    hits = [a for a in aliases if a.lower() == qualifier.lower()]
+    return hits[0] if len(hits) == 1 else None
+
+
+def bind(expr: Expr, schema: pa.Schema, *, aliases: Mapping[str, pa.Schema] | None = None) -> Expr:
+    """Resolve ``expr``'s columns in ``schema`` and type its literals; check it type-checks.
+
+    ``aliases`` (MERGE) maps a table alias to its schema: ``t.id`` resolves in ``aliases["t"]`` and
+    stays qualified; an unqualified name not in ``schema`` is looked up in the aliases and gets the
+    alias of the one that has it. Idempotent: binding a bound expression changes nothing.
+    """
+    binder = _Binder(schema, aliases)
+    resolved = expr.transform(lambda n: binder.resolve(n, expr) if isinstance(n, Column) else n)
+    bound = resolved.transform(binder.coerce)
+    binder.type_of(bound)  # raises PredicateError naming the expression if kernels do not fit
+    return bound
+
+
+def bind_predicate(expr: Expr, schema: pa.Schema, *, aliases: Mapping[str, pa.Schema] | None = None) -> Expr:
+    """:func:`bind`, and require a boolean result (a WHERE/ON/replaceWhere condition)."""
+    bound = bind(expr, schema, aliases=aliases)
+    t = _Binder(schema, aliases).type_of(bound)
+    if not (pa.types.is_boolean(t) or pa.types.is_null(t)):
+        raise PredicateError(f"{expr} is not a condition: it evaluates to {t}, not boolean")
+    return bound

@@ -1,0 +1,655 @@
+"""The expression model: small immutable trees for predicates and value expressions.
+
+Owns the vocabulary every other layer speaks (DELETE/UPDATE/MERGE conditions, replaceWhere, scan
+filters, conflict detection): nodes are frozen dataclasses, so they hash, compare and can be used as
+dict keys; ``str()`` gives SQL text (Spark dialect) that :func:`deltatx.expr.parse_expression`
+reads back. Nothing here knows about Arrow compute or files: see ``rows`` and ``pruning``.
+
+Columns may carry a ``qualifier`` (``t.id`` in a MERGE condition) and a nested ``path``
+(``s.a`` -> ``Column("s", path=("a",))`` once bound to a schema with a struct ``s``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import logging
+import re
+from dataclasses import dataclass, replace
+from decimal import Decimal
+from typing import Any, Callable, Iterable
+
+import pyarrow as pa
+import sqlglot
+from sqlglot.dialects.spark import Spark
+from sqlglot.errors import SqlglotError
+
+COMPARISON_OPS = ("=", "!=", "<", "<=", ">", ">=", "<=>")
+ARITHMETIC_OPS = ("+", "-", "*", "/", "%")
+
+#: ``a op b`` == ``b FLIPPED[op] a``
+FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<=", "<=>": "<=>"}
+#: ``NOT (a op b)`` == ``a NEGATED[op] b`` whenever ``a op b`` is not NULL (and no NaN involved)
+NEGATED = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+_PRECEDENCE = {"OR": 1, "AND": 2, "NOT": 3, "CMP": 4, "+": 5, "-": 5, "*": 6, "/": 6, "%": 6, "ATOM": 9}
+_KEYWORDS = frozenset(k for k in Spark.Tokenizer.KEYWORDS if k.isidentifier())
+_PLAIN_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class Expr:
+    """Base of every node. Subclasses are frozen dataclasses."""
+
+    def columns(self) -> frozenset[str]:
+        """Names of the top-level columns referenced (``t.id`` for a column qualified by ``t``)."""
+        out: set[str] = set()
+        for node in self.walk():
+            if isinstance(node, Column):
+                out.add(node.ref)
+        return frozenset(out)
+
+    def children(self) -> tuple["Expr", ...]:
+        return ()
+
+    def with_children(self, children: tuple["Expr", ...]) -> "Expr":
+        return self
+
+    def walk(self) -> Iterable["Expr"]:
+        """This node and all below it, depth first."""
+        yield self
+        for child in self.children():
+            yield from child.walk()
+
+    def transform(self, fn: Callable[["Expr"], "Expr"]) -> "Expr":
+        """Rebuild bottom-up, applying ``fn`` to every node after its children."""
+        kids = self.children()
+        node = self.with_children(tuple(k.transform(fn) for k in kids)) if kids else self
+        return fn(node)
+
+    # SQL text -------------------------------------------------------------------------------
+    def _prec(self) -> int:
+        return _PRECEDENCE["ATOM"]
+
+    def _sql(self) -> str:  # pragma: no cover - every node overrides
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return self._sql()
+
+
+def _wrap(child: Expr, parent_prec: int, strict: bool = False) -> str:
+    p = child._prec()
+    if p < parent_prec or (strict and p == parent_prec):
+        return f"({child._sql()})"
+    return child._sql()
+
+
+class _Quiet(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return False
+
+
+@functools.lru_cache(maxsize=4096)
+def _reads_as_column(name: str) -> bool:
+    """Whether a keyword-like bare word still parses as a column (``date = 1`` does)."""
+    logger = logging.getLogger("sqlglot")
+    quiet = _Quiet()
+    logger.addFilter(quiet)  # sqlglot logs when it falls back to a generic command
+    try:
+        node = sqlglot.parse_one(f"{name} = 1", read="spark")
+    except SqlglotError:
+        return False
+    finally:
+        logger.removeFilter(quiet)
+    left = node.this if isinstance(node, sqlglot.exp.EQ) else None
+    return isinstance(left, sqlglot.exp.Column) and left.name == name and not left.table
+
+
+def quote_identifier(name: str) -> str:
+    """``name`` as a Spark SQL identifier (backticks when needed)."""
+    if _PLAIN_IDENTIFIER.match(name):
+        if name.upper() not in _KEYWORDS and name.lower() != "if":
+            return name
+        if _reads_as_column(name):
+            return name
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _as_expr(value: Any) -> Expr:
+    return value if isinstance(value, Expr) else Literal(value)
+
+
+# --------------------------------------------------------------------------------------------
+# Leaves
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Column(Expr):
+    """A column reference; ``path`` walks into struct fields, ``qualifier`` is a table alias."""
+
+    name: str
+    qualifier: str | None = None
+    path: tuple[str, ...] = ()
+
+    @property
+    def ref(self) -> str:
+        """The top-level name, qualified (``t.id``) when a qualifier is set."""
+        return f"{self.qualifier}.{self.name}" if self.qualifier else self.name
+
+    def _sql(self) -> str:
+        parts = ([self.qualifier] if self.qualifier else []) + [self.name, *self.path]
+        return ".".join(quote_identifier(p) for p in parts)
+
+
+def _literal_key(value: Any) -> Any:
+    # 1 == True == 1.0 in Python; literals of different kinds must not compare equal
+    return (type(value).__name__, value)
+
+
+def infer_literal_type(value: Any) -> pa.DataType:
+    """The Arrow type of an untyped Python literal."""
+    if value is None:
+        return pa.null()
+    if isinstance(value, bool):
+        return pa.bool_()
+    if isinstance(value, int):
+        return pa.int64()
+    if isinstance(value, float):
+        return pa.float64()
+    if isinstance(value, Decimal):
+        return pa.scalar(value).type
+    if isinstance(value, str):
+        return pa.string()
+    if isinstance(value, bytes):
+        return pa.binary()
+    if isinstance(value, _dt.datetime):
+        return pa.timestamp("us", tz="UTC" if value.tzinfo is not None else None)
+    if isinstance(value, _dt.date):
+        return pa.date32()
+    raise TypeError(f"unsupported literal value {value!r} ({type(value).__name__})")
+
+
+@dataclass(frozen=True, eq=False)
+class Literal(Expr):
+    """A constant. ``type`` None means inferred from the Python value (int -> int64, ...)."""
+
+    value: Any
+    type: pa.DataType | None = None
+
+    def __post_init__(self) -> None:
+        inferred = infer_literal_type(self.value)  # also rejects unsupported values early
+        if self.type is not None and self.value is not None and self.type.equals(inferred):
+            object.__setattr__(self, "type", None)  # the type is what the value says: keep one form
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Literal):
+            return NotImplemented
+        return _literal_key(self.value) == _literal_key(other.value) and (
+            self.type == other.type if self.type is not None and other.type is not None
+            else self.type is other.type
+        )
+
+    def __hash__(self) -> int:
+        return hash((_literal_key(self.value), str(self.type)))
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        return self.type if self.type is not None else infer_literal_type(self.value)
+
+    def to_scalar(self) -> pa.Scalar:
+        return pa.scalar(self.value, type=self.arrow_type)
+
+    def _sql(self) -> str:
+        return literal_sql(self.value, self.type)
+
+
+def _string_sql(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n").replace("\r", "\\r")
+    return f"'{escaped}'"
+
+
+def literal_sql(value: Any, t: pa.DataType | None = None) -> str:
+    """SQL text of a constant (Spark syntax)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            name = "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+            return f"CAST('{name}' AS DOUBLE)"
+        text = repr(value)
+        return text if ("e" in text or "E" in text) else f"{text}E0"
+    if isinstance(value, Decimal):
+        text = format(value, "f")
+        return text if "." in text else text + ".0"  # a dot keeps it a decimal, not an integer
+    if isinstance(value, str):
+        return _string_sql(value)
+    if isinstance(value, bytes):
+        return f"X'{value.hex().upper()}'"
+    if isinstance(value, _dt.datetime):
+        if value.tzinfo is not None:
+            utc = value.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+            return f"TIMESTAMP '{utc.isoformat(sep=' ')}Z'"
+        return f"TIMESTAMP_NTZ '{value.isoformat(sep=' ')}'"
+    if isinstance(value, _dt.date):
+        return f"DATE '{value.isoformat()}'"
+    return _string_sql(str(value))
+
+
+TRUE = Literal(True)
+FALSE = Literal(False)
+NULL = Literal(None)
+
+
+# --------------------------------------------------------------------------------------------
+# Predicates
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Comparison(Expr):
+    """``left op right`` with op in ``= != < <= > >= <=>`` (``<=>`` is null-safe equality)."""
+
+    op: str
+    left: Expr
+    right: Expr
+
+    def __post_init__(self) -> None:
+        op = {"==": "=", "<>": "!="}.get(self.op, self.op)
+        if op not in COMPARISON_OPS:
+            raise ValueError(f"unknown comparison operator {self.op!r}")
+        object.__setattr__(self, "op", op)
+        object.__setattr__(self, "left", _as_expr(self.left))
+        object.__setattr__(self, "right", _as_expr(self.right))
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.left, self.right)
+
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        return replace(self, left=children[0], right=children[1])
+
+    def _prec(self) -> int:
+        return _PRECEDENCE["CMP"]
+
+    def _sql(self) -> str:
+        p = self._prec()
+        return f"{_wrap(self.left, p, strict=True)} {self.op} {_wrap(self.right, p, strict=True)}"
+
+
+@dataclass(frozen=True)
+class And(Expr):
+    left: Expr
+    right: Expr
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.left, self.right)
+
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        return And(children[0], children[1])
+
+    def _prec(self) -> int:
+        return _PRECEDENCE["AND"]
+
+    def _sql(self) -> str:
+        p = self._prec()
+        return f"{_wrap(self.left, p)} AND {_wrap(self.right, p, strict=True)}"
+
+
+@dataclass(frozen=True)
+class Or(Expr):
+    left: Expr
+    right: Expr
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.left, self.right)
+
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        return Or(children[0], children[1])
+
+    def _prec(self) -> int:
+        return _PRECEDENCE["OR"]
+
+    def _sql(self) -> str:
+        p = self._prec()
+        return f"{_wrap(self.left, p)} OR {_wrap(self.right, p, strict=True)}"
+
+
+@dataclass(frozen=True)
+class Not(Expr):
+    operand: Expr
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.operand,)
+
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        return Not(children[0])
+
+    def _prec(self) -> int:
+        return _PRECEDENCE["NOT"]
+
+    def _sql(self) -> str:
+        return f"NOT {_wrap(self.operand, _PRECEDENCE['ATOM'])}"
+
+
+@dataclass(frozen=True)
+class In(Expr):
+    """``operand [NOT] IN (values...)`` with SQL NULL semantics."""
+
+    operand: Expr
+    values: tuple[Expr, ...]
+    negated: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "operand", _as_expr(self.operand))
+        object.__setattr__(self, "values", tuple(_as_expr(v) for v in self.values))
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.operand, *self.values)
+
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        return replace(self, operand=children[0], values=tuple(children[1:]))
+
+    def _prec(self) -> int:
+        return _PRECEDENCE["CMP"]
+
+    def _sql(self) -> str:
+        items = ", ".join(v._sql() for v in self.values)
+        kw = "NOT IN" if self.negated else "IN"
+        return f"{_wrap(self.operand, self._prec(), strict=True)} {kw} ({items})"
+
+
+@dataclass(frozen=True)
+class IsNull(Expr):
+    operand: Expr
+    negated: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "operand", _as_expr(self.operand))
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.operand,)
+
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        return replace(self, operand=children[0])
+
+    def _prec(self) -> int:
+        return _PRECEDENCE["CMP"]
+
+    def _sql(self) -> str:
+        kw = "IS NOT NULL" if self.negated else "IS NULL"
+        return f"{_wrap(self.operand, self._prec(), strict=True)} {kw}"
+
+
+@dataclass(frozen=True)
+class Like(Expr):
+    """``operand [NOT] LIKE|ILIKE pattern``; ``%`` any run, ``_`` one char, ``\\`` escapes."""
+
+    operand: Expr
+    pattern: str
+    negated: bool = False
+    case_insensitive: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "operand", _as_expr(self.operand))
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.operand,)
+
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        return replace(self, operand=children[0])
+
+    def _prec(self) -> int:
+        return _PRECEDENCE["CMP"]
+
+    def like_prefix(self) -> str | None:
+        """The literal prefix when the pattern is ``prefix%`` (case-sensitive, no other wildcard)."""
+        if self.case_insensitive:
+            return None
+        out: list[str] = []
+        i = 0
+        pat = self.pattern
+        while i < len(pat):
+            ch = pat[i]
+            if ch == "\\" and i + 1 < len(pat):
+                out.append(pat[i + 1])
+                i += 2
+                continue
+            if ch == "_":
+                return None
+            if ch == "%":
+                return "".join(out) if set(pat[i:]) == {"%"} else None
+            out.append(ch)
+            i += 1
+        return None  # no trailing %: an exact match, not a prefix
+
+    def _sql(self) -> str:
+        kw = ("NOT " if self.negated else "") + ("ILIKE" if self.case_insensitive else "LIKE")
+        return f"{_wrap(self.operand, self._prec(), strict=True)} {kw} {_string_sql(self.pattern)}"
+
+
+# --------------------------------------------------------------------------------------------
+# Value expressions
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Arithmetic(Expr):
+    """``left op right`` with op in ``+ - * / %`` (``/`` is floating-point division)."""
+
+    op: str
+    left: Expr
+    right: Expr
+
+    def __post_init__(self) -> None:
+        if self.op not in ARITHMETIC_OPS:
+            raise ValueError(f"unknown arithmetic operator {self.op!r}")
+        object.__setattr__(self, "left", _as_expr(self.left))
+        object.__setattr__(self, "right", _as_expr(self.right))
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.left, self.right)
+
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        return replace(self, left=children[0], right=children[1])
+
+    def _prec(self) -> int:
+        return _PRECEDENCE[self.op]
+
+    def _sql(self) -> str:
+        p = self._prec()
+        return f"{_wrap(self.left, p)} {self.op} {_wrap(self.right, p, strict=True)}"
+
+
+@dataclass(frozen=True)
+class Func(Expr):
+    """A named function call; the supported names are ``rows.FUNCTIONS``."""
+
+    name: str
+    args: tuple[Expr, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", self.name.lower())
+        object.__setattr__(self, "args", tuple(_as_expr(a) for a in self.args))
+
+    def children(self) -> tuple[Expr, ...]:
+        return self.args
+
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        return replace(self, args=tuple(children))
+
+    def _prec(self) -> int:
+        return 7 if self.name == "negative" else _PRECEDENCE["ATOM"]
+
+    def _sql(self) -> str:
+        if self.name == "negative" and len(self.args) == 1:
+            return f"-{_wrap(self.args[0], _PRECEDENCE['ATOM'])}"
+        return f"{self.name}({', '.join(a._sql() for a in self.args)})"
+
+
+@dataclass(frozen=True)
+class Cast(Expr):
+    """``CAST(operand AS to)``."""
+
+    operand: Expr
+    to: pa.DataType
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "operand", _as_expr(self.operand))
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.operand,)
+
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        return replace(self, operand=children[0])
+
+    def _sql(self) -> str:
+        return f"CAST({self.operand._sql()} AS {type_sql(self.to)})"
+
+
+@dataclass(frozen=True)
+class Case(Expr):
+    """``CASE WHEN c1 THEN v1 ... [ELSE default] END`` (a NULL condition counts as false)."""
+
+    whens: tuple[tuple[Expr, Expr], ...]
+    default: Expr | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "whens", tuple((_as_expr(c), _as_expr(v)) for c, v in self.whens)
+        )
+        if self.default is not None:
+            object.__setattr__(self, "default", _as_expr(self.default))
+
+    def children(self) -> tuple[Expr, ...]:
+        flat = [e for pair in self.whens for e in pair]
+        return tuple(flat) + ((self.default,) if self.default is not None else ())
+
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        n = len(self.whens)
+        whens = tuple((children[2 * i], children[2 * i + 1]) for i in range(n))
+        default = children[2 * n] if self.default is not None else None
+        return Case(whens, default)
+
+    def _sql(self) -> str:
+        parts = ["CASE"]
+        for cond, value in self.whens:
+            parts.append(f"WHEN {cond._sql()} THEN {value._sql()}")
+        if self.default is not None:
+            parts.append(f"ELSE {self.default._sql()}")
+        parts.append("END")
+        return " ".join(parts)
+
+
+def type_sql(t: pa.DataType) -> str:
+    """Spark SQL name of an Arrow type (for CAST text)."""
+    simple = {
+        pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INT", pa.int64(): "BIGINT",
+        pa.float32(): "FLOAT", pa.float64(): "DOUBLE", pa.string(): "STRING", pa.large_string(): "STRING",
+        pa.bool_(): "BOOLEAN", pa.binary(): "BINARY", pa.date32(): "DATE",
+    }
+    if t in simple:
+        return simple[t]
+    if pa.types.is_decimal(t):
+        return f"DECIMAL({t.precision},{t.scale})"
+    if pa.types.is_timestamp(t):
+        return "TIMESTAMP" if t.tz is not None else "TIMESTAMP_NTZ"
+    return str(t).upper()
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers on trees
+# --------------------------------------------------------------------------------------------
+
+
+def col(name: str, qualifier: str | None = None) -> Column:
+    return Column(name, qualifier)
+
+
+def lit(value: Any, type: pa.DataType | None = None) -> Literal:  # noqa: A002 - SQL word
+    return Literal(value, type)
+
+
+def conjuncts(expr: Expr) -> list[Expr]:
+    """The AND-ed parts of ``expr`` (flattened; ``TRUE`` alone gives ``[]``)."""
+    if isinstance(expr, And):
+        return conjuncts(expr.left) + conjuncts(expr.right)
+    if expr == TRUE:
+        return []
+    return [expr]
+
+
+def disjuncts(expr: Expr) -> list[Expr]:
+    if isinstance(expr, Or):
+        return disjuncts(expr.left) + disjuncts(expr.right)
+    return [expr]
+
+
+def and_all(exprs: Iterable[Expr]) -> Expr:
+    """AND of the given predicates, ``TRUE`` for none (``TRUE`` operands dropped)."""
+    parts = [e for e in exprs if e != TRUE]
+    if not parts:
+        return TRUE
+    out = parts[0]
+    for e in parts[1:]:
+        out = And(out, e)
+    return out
+
+
+def or_all(exprs: Iterable[Expr]) -> Expr:
+    """OR of the given predicates, ``FALSE`` for none."""
+    parts = list(exprs)
+    if not parts:
+        return FALSE
+    out = parts[0]
+    for e in parts[1:]:
+        out = Or(out, e)
+    return out
+
+
+def map_columns(expr: Expr, fn: Callable[[Column], Expr]) -> Expr:
+    """Replace every column reference by ``fn(column)``."""
+    return expr.transform(lambda node: fn(node) if isinstance(node, Column) else node)
+
+
+def strip_alias(expr: Expr, alias: str) -> Expr:
+    """Drop the qualifier ``alias`` (case-insensitive): ``t.id`` -> ``id`` when alias is ``t``."""
+    low = alias.lower()
+    return map_columns(
+        expr,
+        lambda c: replace(c, qualifier=None) if c.qualifier and c.qualifier.lower() == low else c,
+    )
+
+
+def qualify(expr: Expr, alias: str) -> Expr:
+    """Qualify every unqualified column with ``alias``: ``id`` -> ``t.id``."""
+    return map_columns(expr, lambda c: c if c.qualifier else replace(c, qualifier=alias))
+
+
+def qualifiers(expr: Expr) -> frozenset[str]:
+    """The aliases that qualify columns in ``expr`` (``None`` not included)."""
+    return frozenset(n.qualifier for n in expr.walk() if isinstance(n, Column) and n.qualifier)
+
+
+def references_only(expr: Expr, names: Iterable[str]) -> bool:
+    """Whether every column of ``expr`` is one of ``names`` (case-insensitive, unqualified)."""
+    allowed = {n.lower() for n in names}
+    return all(
+        n.qualifier is None and n.name.lower() in allowed
+        for n in expr.walk()
+        if isinstance(n, Column)
+    )
+
+
+def partition_predicate(expr: Expr, partition_columns: Iterable[str]) -> Expr:
+    """AND of the conjuncts of ``expr`` that reference only partition columns; ``TRUE`` if none.
+
+    Delta's rule for what a transaction "read" of a partitioned table: data-column conjuncts
+    widen to TRUE. A conjunct with no column at all (a constant) counts as a partition filter.
+    """
+    cols = list(partition_columns)
+    return and_all(c for c in conjuncts(expr) if references_only(c, cols))
+

@@ -1,0 +1,384 @@
+"""SQL text -> :mod:`deltatx.expr.model`, through sqlglot's Spark dialect.
+
+Owns the mapping from sqlglot's AST to our model, node type by node type. Anything not mapped is
+refused with a :class:`~deltatx.errors.PredicateError` that names the construct and quotes the
+fragment ("unsupported SQL in predicate: subquery (SELECT ...)"), because a predicate we do not
+fully understand must never silently select the wrong rows.
+
+Constant folding done here: negative numbers, ``DATE '...'``/``TIMESTAMP '...'`` and other casts
+of constants become typed literals; ``BETWEEN`` becomes two comparisons; ``x NOT IN``/``IS NOT
+NULL`` become the negated node forms.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from ..errors import PredicateError
+from .model import (
+    FALSE,
+    TRUE,
+    And,
+    Arithmetic,
+    Case,
+    Cast,
+    Column,
+    Comparison,
+    Expr,
+    Func,
+    In,
+    IsNull,
+    Like,
+    Literal,
+    Not,
+    Or,
+)
+from .rows import FUNCTIONS
+from .values import convert_literal
+
+_COMPARISONS: dict[type, str] = {
+    exp.EQ: "=",
+    exp.NEQ: "!=",
+    exp.LT: "<",
+    exp.LTE: "<=",
+    exp.GT: ">",
+    exp.GTE: ">=",
+    exp.NullSafeEQ: "<=>",
+}
+_ARITHMETIC: dict[type, str] = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
+
+# sqlglot function node -> our function name (arguments in sqlglot's order: this, expressions)
+_FUNCTION_NODES: dict[type, str] = {
+    exp.Upper: "upper",
+    exp.Lower: "lower",
+    exp.Length: "length",
+    exp.Abs: "abs",
+    exp.Year: "year",
+    exp.Month: "month",
+    exp.Day: "day",
+    exp.Coalesce: "coalesce",
+    exp.Greatest: "greatest",
+    exp.Least: "least",
+    exp.StartsWith: "startswith",
+    exp.EndsWith: "endswith",
+    exp.Contains: "contains",
+    exp.Round: "round",
+}
+_OPTIONAL = {"hour": "Hour", "minute": "Minute", "second": "Second"}
+for _name, _cls in _OPTIONAL.items():
+    if hasattr(exp, _cls):
+        _FUNCTION_NODES[getattr(exp, _cls)] = _name
+
+_UNSUPPORTED_NAMES: dict[type, str] = {
+    exp.Subquery: "subquery",
+    exp.Select: "subquery",
+    exp.Exists: "EXISTS subquery",
+    exp.Placeholder: "parameter placeholder",
+    exp.Interval: "INTERVAL",
+    exp.Window: "window function",
+    exp.AggFunc: "aggregate function",
+    exp.RegexpLike: "RLIKE / REGEXP",
+}
+
+_SQL_TYPES: dict[str, pa.DataType] = {
+    "TINYINT": pa.int8(),
+    "SMALLINT": pa.int16(),
+    "INT": pa.int32(),
+    "BIGINT": pa.int64(),
+    "FLOAT": pa.float32(),
+    "DOUBLE": pa.float64(),
+    "TEXT": pa.string(),
+    "VARCHAR": pa.string(),
+    "CHAR": pa.string(),
+    "NCHAR": pa.string(),
+    "NVARCHAR": pa.string(),
+    "BOOLEAN": pa.bool_(),
+    "DATE": pa.date32(),
+    "TIMESTAMP": pa.timestamp("us", tz="UTC"),
+    "TIMESTAMPTZ": pa.timestamp("us", tz="UTC"),
+    "TIMESTAMPLTZ": pa.timestamp("us", tz="UTC"),
+    "TIMESTAMPNTZ": pa.timestamp("us"),
+    "DATETIME": pa.timestamp("us"),
+    "BINARY": pa.binary(),
+    "VARBINARY": pa.binary(),
+}
+
+
+def _fragment(node: exp.Expression) -> str:
+    try:
+        text = node.sql(dialect="spark")
+    except Exception:  # sqlglot cannot always print what it parsed; the class name will do
+        text = type(node).__name__
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _unsupported(node: exp.Expression, what: str | None = None) -> PredicateError:
+    if what is None:
+        for cls, name in _UNSUPPORTED_NAMES.items():
+            if isinstance(node, cls):
+                what = name
+                break
+        else:
+            what = type(node).__name__
+    return PredicateError(f"unsupported SQL in predicate: {what} ({_fragment(node)})")
+
+
+def arrow_type_from_sql(dt: exp.DataType) -> pa.DataType:
+    """A sqlglot data type as Arrow (Spark's type names; DECIMAL defaults to (10,0))."""
+    name = dt.this.name
+    if name == "DECIMAL":
+        params = [int(p.this.this) if isinstance(p, exp.DataTypeParam) else int(p.this) for p in dt.expressions]
+        precision = params[0] if params else 10
+        scale = params[1] if len(params) > 1 else 0
+        return pa.decimal128(precision, scale)
+    if name in _SQL_TYPES:
+        return _SQL_TYPES[name]
+    raise PredicateError(f"unsupported SQL in predicate: type {_fragment(dt)} in CAST")
+
+
+def _number(text: str) -> Any:
+    lowered = text.lower()
+    try:
+        if "e" in lowered:
+            return float(text)
+        if "." in text:
+            return Decimal(text)
+        return int(text)
+    except (ValueError, InvalidOperation):
+        raise PredicateError(f"unsupported SQL in predicate: number literal {text!r}") from None
+
+
+def _column(node: exp.Column) -> Column:
+    parts = [p.name for p in node.parts]
+    if len(parts) == 1:
+        return Column(parts[0])
+    return Column(parts[1], qualifier=parts[0], path=tuple(parts[2:]))
+
+
+def _negate(e: Expr) -> Expr:
+    if isinstance(e, In):
+        return In(e.operand, e.values, negated=not e.negated)
+    if isinstance(e, IsNull):
+        return IsNull(e.operand, negated=not e.negated)
+    if isinstance(e, Like):
+        return Like(e.operand, e.pattern, negated=not e.negated, case_insensitive=e.case_insensitive)
+    return Not(e)
+
+
+def _convert(node: exp.Expression) -> Expr:
+    out = _convert_node(node)
+    # sqlglot marks some negated forms (x NOT LIKE ..) with a flag instead of a Not node
+    if node.args.get("negate") is True and not isinstance(node, exp.Escape):
+        return _negate(out)
+    return out
+
+
+def _convert_node(node: exp.Expression) -> Expr:  # noqa: C901 - one branch per SQL construct
+    if isinstance(node, exp.Paren):
+        return _convert(node.this)
+    if isinstance(node, exp.Column):
+        return _column(node)
+    if isinstance(node, exp.Dot):
+        base = _convert(node.this)
+        if not isinstance(base, Column):
+            raise _unsupported(node, "field access on a non-column")
+        if base.qualifier is None:
+            return Column(base.name, path=base.path + (node.name,))
+        return Column(base.name, qualifier=base.qualifier, path=base.path + (node.name,))
+    if isinstance(node, exp.Literal):
+        return Literal(node.this if node.is_string else _number(node.this))
+    if isinstance(node, exp.Boolean):
+        return TRUE if node.this else FALSE
+    if isinstance(node, exp.Null):
+        return Literal(None)
+    if isinstance(node, exp.HexString):
+        try:
+            return Literal(bytes.fromhex(node.this))
+        except ValueError:
+            raise _unsupported(node, "hex literal") from None
+    if isinstance(node, exp.Neg):
+        inner = _convert(node.this)
+        if isinstance(inner, Literal) and isinstance(inner.value, (int, float, Decimal)) and not isinstance(inner.value, bool):
+            return Literal(-inner.value, inner.type)
+        return Func("negative", (inner,))
+    if isinstance(node, exp.And):
+        return And(_convert(node.this), _convert(node.expression))
+    if isinstance(node, exp.Or):
+        return Or(_convert(node.this), _convert(node.expression))
+    if isinstance(node, exp.Not):
+        return _negate(_convert(node.this))
+    if type(node) in _COMPARISONS:
+        return Comparison(_COMPARISONS[type(node)], _convert(node.this), _convert(node.expression))
+    if isinstance(node, exp.NullSafeNEQ):
+        return Not(Comparison("<=>", _convert(node.this), _convert(node.expression)))
+    if type(node) in _ARITHMETIC:
+        return Arithmetic(_ARITHMETIC[type(node)], _convert(node.this), _convert(node.expression))
+    if isinstance(node, exp.Between):
+        operand = _convert(node.this)
+        return And(
+            Comparison(">=", operand, _convert(node.args["low"])),
+            Comparison("<=", operand, _convert(node.args["high"])),
+        )
+    if isinstance(node, exp.In):
+        if node.args.get("query") is not None:
+            raise _unsupported(node, "subquery")
+        if node.args.get("unnest") is not None or node.args.get("field") is not None:
+            raise _unsupported(node)
+        return In(_convert(node.this), tuple(_convert(v) for v in node.expressions))
+    if isinstance(node, exp.Is):
+        return _convert_is(node)
+    if isinstance(node, exp.Escape):
+        return _convert_like(node.this, escape=node.expression)
+    if isinstance(node, (exp.Like, exp.ILike)):
+        return _convert_like(node)
+    if isinstance(node, (exp.Cast, exp.TryCast)):
+        return _convert_cast(node)
+    if isinstance(node, exp.Case):
+        return _convert_case(node)
+    if isinstance(node, exp.If):
+        return Func("if", (_convert(node.this), _convert(node.args["true"]), _convert_or_null(node.args.get("false"))))
+    if isinstance(node, exp.TsOrDsToDate) and not node.args.get("format"):
+        return _convert(node.this)  # sqlglot wraps year(d)'s argument; a no-op for dates
+    if isinstance(node, exp.Concat):
+        return Func("concat", tuple(_convert(a) for a in node.expressions))
+    if isinstance(node, exp.Trim):
+        return _convert_trim(node)
+    if isinstance(node, exp.Substring):
+        args = [node.this, node.args.get("start"), node.args.get("length")]
+        return Func("substring", tuple(_convert(a) for a in args if a is not None))
+    if type(node) in _FUNCTION_NODES:
+        args = [node.this] if node.this is not None and isinstance(node.this, exp.Expression) else []
+        args += [a for a in node.expressions]
+        for key in ("expression", "decimals"):
+            extra = node.args.get(key)
+            if isinstance(extra, exp.Expression):
+                args.append(extra)
+        return Func(_FUNCTION_NODES[type(node)], tuple(_convert(a) for a in args))
+    if isinstance(node, exp.Anonymous):
+        name = str(node.this).lower()
+        aliases = {"substr": "substring", "nvl": "coalesce", "ifnull": "coalesce", "char_length": "length"}
+        name = aliases.get(name, name)
+        if name not in FUNCTIONS:
+            raise _unsupported(node, f"function {name}() (supported: {', '.join(sorted(FUNCTIONS))})")
+        return Func(name, tuple(_convert(a) for a in node.expressions))
+    if isinstance(node, exp.Func) and not isinstance(node, tuple(_UNSUPPORTED_NAMES)):
+        name = node.sql_name().lower() if hasattr(node, "sql_name") else type(node).__name__.lower()
+        raise _unsupported(node, f"function {name}() (supported: {', '.join(sorted(FUNCTIONS))})")
+    raise _unsupported(node)
+
+
+def _convert_or_null(node: exp.Expression | None) -> Expr:
+    return Literal(None) if node is None else _convert(node)
+
+
+def _convert_is(node: exp.Is) -> Expr:
+    operand = _convert(node.this)
+    target = node.expression
+    if isinstance(target, exp.Null):
+        return IsNull(operand)
+    if isinstance(target, exp.Boolean):
+        # x IS TRUE: TRUE only when x is TRUE, never NULL
+        base: Expr = operand if target.this else Not(operand)
+        return Func("coalesce", (base, FALSE))
+    raise _unsupported(node, "IS with something other than NULL/TRUE/FALSE")
+
+
+def _convert_like(node: exp.Expression, escape: exp.Expression | None = None) -> Expr:
+    if not isinstance(node, (exp.Like, exp.ILike)):
+        raise _unsupported(node, "ESCAPE outside LIKE")
+    pattern = node.expression
+    if not (isinstance(pattern, exp.Literal) and pattern.is_string):
+        raise _unsupported(node, "LIKE with a non-constant pattern")
+    text = pattern.this
+    if escape is not None:
+        if not (isinstance(escape, exp.Literal) and escape.is_string and len(escape.this) == 1):
+            raise _unsupported(node, "LIKE ESCAPE that is not a single character")
+        text = _reescape(text, escape.this)
+    out = Like(_convert(node.this), text, case_insensitive=isinstance(node, exp.ILike))
+    return _negate(out) if escape is not None and node.args.get("negate") is True else out
+
+
+def _reescape(pattern: str, escape: str) -> str:
+    """Rewrite a pattern using ``escape`` into the backslash-escaped form Arrow understands."""
+    if escape == "\\":
+        return pattern
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == escape and i + 1 < len(pattern):
+            out.append("\\" + pattern[i + 1])
+            i += 2
+            continue
+        out.append("\\\\" if ch == "\\" else ch)
+        i += 1
+    return "".join(out)
+
+
+def _convert_trim(node: exp.Trim) -> Expr:
+    if node.expression is not None:
+        raise _unsupported(node, "TRIM with explicit characters")
+    position = str(node.args.get("position") or "").upper()
+    name = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(position, "trim")
+    return Func(name, (_convert(node.this),))
+
+
+def _convert_cast(node: exp.Cast) -> Expr:
+    target = arrow_type_from_sql(node.args["to"])
+    operand = _convert(node.this)
+    if isinstance(operand, Literal):
+        return convert_literal(operand, target, context=_fragment(node))
+    return Cast(operand, target)
+
+
+def _convert_case(node: exp.Case) -> Expr:
+    subject = node.this
+    whens = []
+    for branch in node.args.get("ifs") or []:
+        cond = _convert(branch.this)
+        if subject is not None:
+            cond = Comparison("=", _convert(subject), cond)
+        whens.append((cond, _convert(branch.args["true"])))
+    default = node.args.get("default")
+    return Case(tuple(whens), _convert(default) if default is not None else None)
+
+
+def _parse(sql: str, what: str) -> exp.Expression:
+    if not isinstance(sql, str) or not sql.strip():
+        raise PredicateError(f"empty {what}: give SQL text such as \"id > 10\"")
+    try:
+        statements = sqlglot.parse(sql, read="spark")
+    except SqlglotError as exc:
+        details = getattr(exc, "errors", None) or []
+        reason = "; ".join(
+            f"{d.get('description')} (line {d.get('line')}, column {d.get('col')})" for d in details
+        ) or str(exc)
+        raise PredicateError(f"cannot parse {what} {sql!r}: {reason}") from None
+    statements = [s for s in statements if s is not None]
+    if len(statements) != 1:
+        raise PredicateError(f"cannot parse {what} {sql!r}: expected one expression, got {len(statements)}")
+    node = statements[0]
+    if isinstance(node, (exp.Select, exp.Union, exp.Insert, exp.Delete, exp.Update, exp.Merge, exp.Create, exp.Drop)):
+        raise PredicateError(f"unsupported SQL in {what}: a {node.key.upper()} statement ({_fragment(node)}); give only the condition")
+    if isinstance(node, exp.Command):
+        raise PredicateError(f"cannot parse {what} {sql!r}: it reads as a SQL command, not an expression")
+    if isinstance(node, exp.Alias):
+        raise _unsupported(node, "alias (AS)")
+    return node
+
+
+def parse_expression(sql: str) -> Expr:
+    """Parse a value expression such as ``value * 2``, ``'x'`` or ``upper(name)``."""
+    return _convert(_parse(sql, "expression"))
+
+
+def parse_predicate(sql: str) -> Expr:
+    """Parse a boolean condition such as ``part = 3 AND id > 10`` (Spark SQL syntax)."""
+    return _convert(_parse(sql, "predicate"))

@@ -1,0 +1,377 @@
+"""Row-level evaluation: an :class:`~deltatx.expr.model.Expr` as Arrow compute.
+
+Owns SQL semantics over rows. One lowering serves two back ends: :func:`to_arrow` builds a lazy
+``pyarrow.compute.Expression`` (for ``Table.filter`` and datasets), :func:`evaluate` computes values
+eagerly over a table (UPDATE ``SET`` values, MERGE conditions, partition-value evaluation in
+pruning). Semantics are SQL's three-valued logic: comparisons with NULL are NULL, ``AND``/``OR`` are
+Kleene, ``IN`` with a NULL in the list is NULL when nothing matches; a WHERE keeps only TRUE rows
+(:func:`matches`), and DELETE keeps ``NOT coalesce(pred, false)`` (:func:`rows_to_keep`).
+
+Arithmetic follows Spark's ANSI mode where Arrow can: ``+ - *`` raise on overflow, ``/`` is
+floating-point division, ``%`` takes the sign of the dividend, and a zero divisor gives NULL.
+Float comparisons follow IEEE (NaN compares false), not Spark's NaN-is-largest ordering.
+A column qualified as ``t.id`` that is still qualified when evaluated names the flat column
+``"t.id"`` (the convention for a joined table of aliased inputs).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import PredicateError
+from .model import (
+    And,
+    Arithmetic,
+    Case,
+    Cast,
+    Column,
+    Comparison,
+    Expr,
+    Func,
+    In,
+    IsNull,
+    Like,
+    Literal,
+    Not,
+    Or,
+)
+
+_COMPARE = {
+    "=": "equal",
+    "!=": "not_equal",
+    "<": "less",
+    "<=": "less_equal",
+    ">": "greater",
+    ">=": "greater_equal",
+}
+_ARITH = {"+": "add_checked", "-": "subtract_checked", "*": "multiply_checked"}
+_NULL_BOOL = pa.scalar(None, pa.bool_())
+
+
+class _Backend:
+    """How leaves and calls are built: lazily (Expression) or eagerly (arrays)."""
+
+    def column(self, c: Column) -> Any:
+        raise NotImplementedError
+
+    def scalar(self, value: pa.Scalar) -> Any:
+        raise NotImplementedError
+
+    def call(self, name: str, args: Sequence[Any], options: pc.FunctionOptions | None = None) -> Any:
+        raise NotImplementedError
+
+
+def flat_name(c: Column) -> str:
+    """The table column a (possibly qualified) column reference reads."""
+    return c.ref
+
+
+class _Lazy(_Backend):
+    def column(self, c: Column) -> Any:
+        return pc.field(flat_name(c), *c.path) if c.path else pc.field(flat_name(c))
+
+    def scalar(self, value: pa.Scalar) -> Any:
+        return pc.scalar(value)
+
+    def call(self, name: str, args: Sequence[Any], options: pc.FunctionOptions | None = None) -> Any:
+        return pc.Expression._call(name, list(args), options)
+
+
+class _Eager(_Backend):
+    def __init__(self, table: pa.Table):
+        self.table = table
+        self._lower_names: dict[str, str] | None = None
+
+    def column(self, c: Column) -> Any:
+        name = flat_name(c)
+        if name not in self.table.column_names:
+            raise PredicateError(
+                f"unknown column {c} in expression; available columns: "
+                f"{', '.join(self.table.column_names) or '(none)'}"
+            )
+        arr = self.table.column(name)
+        for part in c.path:
+            t = arr.type
+            if not pa.types.is_struct(t) or t.get_field_index(part) < 0:
+                raise PredicateError(f"column {c}: {part!r} is not a field of {t}")
+            arr = pc.struct_field(arr, [t.get_field_index(part)])
+        return arr
+
+    def scalar(self, value: pa.Scalar) -> Any:
+        return value
+
+    def call(self, name: str, args: Sequence[Any], options: pc.FunctionOptions | None = None) -> Any:
+        return pc.call_function(name, list(args), options)
+
+
+# --------------------------------------------------------------------------------------------
+# Functions
+# --------------------------------------------------------------------------------------------
+
+
+def _literal_arg(fn: str, args: tuple[Expr, ...], i: int, kind: type | tuple[type, ...]) -> Any:
+    arg = args[i]
+    if not isinstance(arg, Literal) or not isinstance(arg.value, kind) or isinstance(arg.value, bool) and kind is int:
+        raise PredicateError(f"{fn}(): argument {i + 1} must be a constant, got {arg}")
+    return arg.value
+
+
+def _substring(b: _Backend, low: list[Any], raw: tuple[Expr, ...]) -> Any:
+    pos = _literal_arg("substring", raw, 1, int)
+    length = _literal_arg("substring", raw, 2, int) if len(raw) > 2 else None
+    start = pos - 1 if pos > 0 else pos  # Spark: 1-based, 0 behaves like 1, negative from the end
+    if length is not None and length <= 0:
+        return b.call("utf8_slice_codeunits", [low[0]], pc.SliceOptions(0, 0))
+    stop = None if length is None else start + length
+    if stop is not None and start < 0 and stop >= 0:
+        stop = None
+    return b.call("utf8_slice_codeunits", [low[0]], pc.SliceOptions(start, stop))
+
+
+def _pattern_fn(kernel: str) -> Callable[[_Backend, list[Any], tuple[Expr, ...]], Any]:
+    def lower(b: _Backend, low: list[Any], raw: tuple[Expr, ...]) -> Any:
+        pattern = _literal_arg(kernel, raw, 1, str)
+        return b.call(kernel, [low[0]], pc.MatchSubstringOptions(pattern))
+
+    return lower
+
+
+def _as_int32(kernel: str) -> Callable[[_Backend, list[Any], tuple[Expr, ...]], Any]:
+    def lower(b: _Backend, low: list[Any], raw: tuple[Expr, ...]) -> Any:
+        return b.call("cast", [b.call(kernel, low)], pc.CastOptions(pa.int32()))
+
+    return lower
+
+
+def _simple(kernel: str, options: pc.FunctionOptions | None = None):
+    return lambda b, low, raw: b.call(kernel, low, options)
+
+
+def _concat(b: _Backend, low: list[Any], raw: tuple[Expr, ...]) -> Any:
+    strings = [b.call("cast", [a], pc.CastOptions(pa.string())) for a in low]
+    return b.call("binary_join_element_wise", [*strings, b.scalar(pa.scalar(""))])
+
+
+def _if(b: _Backend, low: list[Any], raw: tuple[Expr, ...]) -> Any:
+    cond = b.call("make_struct", [low[0]], pc.MakeStructOptions(["c0"]))
+    return b.call("case_when", [cond, low[1], low[2]])
+
+
+def _round(b: _Backend, low: list[Any], raw: tuple[Expr, ...]) -> Any:
+    digits = _literal_arg("round", raw, 1, int) if len(raw) > 1 else 0
+    return b.call("round", [low[0]], pc.RoundOptions(digits, "half_towards_infinity"))
+
+
+#: name -> (min args, max args, lowering)
+FUNCTIONS: dict[str, tuple[int, int, Callable[[_Backend, list[Any], tuple[Expr, ...]], Any]]] = {
+    "upper": (1, 1, _simple("utf8_upper")),
+    "lower": (1, 1, _simple("utf8_lower")),
+    "length": (1, 1, _simple("utf8_length")),
+    "trim": (1, 1, _simple("utf8_trim", pc.TrimOptions(" "))),
+    "ltrim": (1, 1, _simple("utf8_ltrim", pc.TrimOptions(" "))),
+    "rtrim": (1, 1, _simple("utf8_rtrim", pc.TrimOptions(" "))),
+    "concat": (1, 255, _concat),
+    "coalesce": (1, 255, _simple("coalesce")),
+    "abs": (1, 1, _simple("abs_checked")),
+    "negative": (1, 1, _simple("negate_checked")),
+    "year": (1, 1, _as_int32("year")),
+    "month": (1, 1, _as_int32("month")),
+    "day": (1, 1, _as_int32("day")),
+    "hour": (1, 1, _as_int32("hour")),
+    "minute": (1, 1, _as_int32("minute")),
+    "second": (1, 1, _as_int32("second")),
+    "substring": (2, 3, _substring),
+    "startswith": (2, 2, _pattern_fn("starts_with")),
+    "endswith": (2, 2, _pattern_fn("ends_with")),
+    "contains": (2, 2, _pattern_fn("match_substring")),
+    "if": (3, 3, _if),
+    "greatest": (1, 255, _simple("max_element_wise", pc.ElementWiseAggregateOptions(skip_nulls=True))),
+    "least": (1, 255, _simple("min_element_wise", pc.ElementWiseAggregateOptions(skip_nulls=True))),
+    "round": (1, 2, _round),
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Lowering
+# --------------------------------------------------------------------------------------------
+
+
+def _is_untyped_null(e: Expr) -> bool:
+    return isinstance(e, Literal) and e.value is None and e.type is None
+
+
+def _lower(e: Expr, b: _Backend, boolean: bool = False) -> Any:
+    if isinstance(e, Column):
+        return b.column(e)
+    if isinstance(e, Literal):
+        if _is_untyped_null(e):
+            return b.scalar(_NULL_BOOL if boolean else pa.scalar(None))
+        return b.scalar(e.to_scalar())
+    if isinstance(e, Comparison):
+        return _lower_comparison(e, b)
+    if isinstance(e, And):
+        return b.call("and_kleene", [_lower(e.left, b, True), _lower(e.right, b, True)])
+    if isinstance(e, Or):
+        return b.call("or_kleene", [_lower(e.left, b, True), _lower(e.right, b, True)])
+    if isinstance(e, Not):
+        return b.call("invert", [_lower(e.operand, b, True)])
+    if isinstance(e, In):
+        out = _lower_in(e, b)
+        return b.call("invert", [out]) if e.negated else out
+    if isinstance(e, IsNull):
+        return b.call("is_valid" if e.negated else "is_null", [_lower(e.operand, b)])
+    if isinstance(e, Like):
+        opts = pc.MatchSubstringOptions(e.pattern, ignore_case=e.case_insensitive)
+        out = b.call("match_like", [_lower(e.operand, b)], opts)
+        return b.call("invert", [out]) if e.negated else out
+    if isinstance(e, Arithmetic):
+        return _lower_arithmetic(e, b)
+    if isinstance(e, Func):
+        spec = FUNCTIONS.get(e.name)
+        if spec is None:
+            raise PredicateError(
+                f"unsupported function {e.name}(); supported: {', '.join(sorted(FUNCTIONS))}"
+            )
+        lo, hi, lower = spec
+        if not lo <= len(e.args) <= hi:
+            raise PredicateError(f"{e.name}() takes {lo}..{hi} arguments, got {len(e.args)}")
+        return lower(b, [_lower(a, b, e.name == "if" and i == 0) for i, a in enumerate(e.args)], e.args)
+    if isinstance(e, Cast):
+        return b.call("cast", [_lower(e.operand, b)], pc.CastOptions(e.to))
+    if isinstance(e, Case):
+        if not e.whens:
+            return _lower(e.default, b) if e.default is not None else b.scalar(pa.scalar(None))
+        names = [f"c{i}" for i in range(len(e.whens))]
+        conds = b.call("make_struct", [_lower(c, b, True) for c, _ in e.whens], pc.MakeStructOptions(names))
+        values = [_lower(v, b) for _, v in e.whens]
+        if e.default is not None:
+            values.append(_lower(e.default, b))
+        return b.call("case_when", [conds, *values])
+    raise PredicateError(f"cannot evaluate expression node {type(e).__name__}: {e}")
+
+
+def _lower_comparison(e: Comparison, b: _Backend) -> Any:
+    if e.op == "<=>":
+        left, right = _lower(e.left, b), _lower(e.right, b)
+        both_null = b.call("and", [b.call("is_null", [left]), b.call("is_null", [right])])
+        if _is_untyped_null(e.left) or _is_untyped_null(e.right):
+            return both_null
+        equal = b.call("coalesce", [b.call("equal", [left, right]), b.scalar(pa.scalar(False))])
+        return b.call("or", [equal, both_null])
+    if _is_untyped_null(e.left) or _is_untyped_null(e.right):
+        return b.scalar(_NULL_BOOL)
+    return b.call(_COMPARE[e.op], [_lower(e.left, b), _lower(e.right, b)])
+
+
+def _value_set(values: list[Literal]) -> pa.Array:
+    types = {v.arrow_type for v in values}
+    if len(types) == 1:
+        return pa.array([v.value for v in values], type=types.pop())
+    return pa.array([v.value for v in values])
+
+
+def _lower_in(e: In, b: _Backend) -> Any:
+    if not e.values:
+        return b.scalar(pa.scalar(False))
+    operand = _lower(e.operand, b)
+    if all(isinstance(v, Literal) for v in e.values):
+        present = [v for v in e.values if v.value is not None]  # type: ignore[union-attr]
+        has_null = len(present) < len(e.values)
+        if not present:
+            return b.scalar(_NULL_BOOL)
+        opts = pc.SetLookupOptions(_value_set(present), skip_nulls=True)  # type: ignore[arg-type]
+        found = b.call("is_in", [operand], opts)
+        if has_null:  # no match but a NULL in the list: unknown
+            found = b.call("if_else", [found, b.scalar(pa.scalar(True)), b.scalar(_NULL_BOOL)])
+        return b.call("if_else", [b.call("is_null", [operand]), b.scalar(_NULL_BOOL), found])
+    out = None
+    for v in e.values:
+        eq = _lower_comparison(Comparison("=", e.operand, v), b)
+        out = eq if out is None else b.call("or_kleene", [out, eq])
+    return out
+
+
+def _lower_arithmetic(e: Arithmetic, b: _Backend) -> Any:
+    left, right = _lower(e.left, b), _lower(e.right, b)
+    if e.op in _ARITH:
+        return b.call(_ARITH[e.op], [left, right])
+    null = b.scalar(pa.scalar(None))
+    if e.op == "/":
+        f64 = pc.CastOptions(pa.float64())
+        left, right = b.call("cast", [left], f64), b.call("cast", [right], f64)
+        zero = b.call("equal", [right, b.scalar(pa.scalar(0.0))])
+        return b.call("divide", [left, b.call("if_else", [zero, null, right])])
+    # '%': Java/Spark remainder, sign of the dividend
+    zero = b.call("equal", [right, b.scalar(pa.scalar(0))])
+    divisor = b.call("if_else", [zero, null, right])
+    magnitude = b.call("modulo", [b.call("abs", [left]), b.call("abs", [divisor])])
+    return b.call("multiply", [b.call("sign", [left]), magnitude])
+
+
+# --------------------------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------------------------
+
+
+def to_arrow(expr: Expr) -> pc.Expression:
+    """``expr`` as a lazy Arrow expression (SQL semantics; NULL where SQL gives NULL)."""
+    try:
+        out = _lower(expr, _Lazy())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise PredicateError(f"cannot translate {expr} to Arrow: {exc}") from None
+    return out if isinstance(out, pc.Expression) else pc.scalar(out)
+
+
+def to_arrow_filter(expr: Expr) -> pc.Expression:
+    """A filter keeping rows where ``expr`` is TRUE (NULL -> dropped), for datasets/Table.filter."""
+    return pc.Expression._call("coalesce", [to_arrow(expr), pc.scalar(False)])
+
+
+def to_arrow_keep(expr: Expr) -> pc.Expression:
+    """DELETE's complement as a filter: keep rows where ``NOT coalesce(expr, false)``."""
+    return pc.Expression._call("invert", [to_arrow_filter(expr)])
+
+
+def evaluate(expr: Expr, table: pa.Table) -> pa.Array | pa.ChunkedArray:
+    """Values of ``expr`` for each row of ``table`` (constants are repeated to the row count)."""
+    try:
+        out = _lower(expr, _Eager(table))
+    except PredicateError:
+        raise
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise PredicateError(f"cannot evaluate {expr}: {exc}") from None
+    if isinstance(out, pa.Scalar):
+        return pa.repeat(out, table.num_rows)
+    return out
+
+
+def _require_boolean(expr: Expr, values: pa.Array | pa.ChunkedArray) -> None:
+    if not pa.types.is_boolean(values.type) and not pa.types.is_null(values.type):
+        raise PredicateError(f"predicate {expr} is of type {values.type}, not boolean")
+
+
+def matches(expr: Expr, table: pa.Table) -> pa.ChunkedArray | pa.Array:
+    """Boolean mask, no nulls: TRUE where ``expr`` is TRUE (a WHERE clause's rows)."""
+    values = evaluate(expr, table)
+    _require_boolean(expr, values)
+    if pa.types.is_null(values.type):
+        return pa.repeat(pa.scalar(False), table.num_rows)
+    return pc.fill_null(values, False)
+
+
+def rows_to_keep(expr: Expr, table: pa.Table) -> pa.ChunkedArray | pa.Array:
+    """DELETE's mask: TRUE for rows that stay, i.e. ``NOT coalesce(expr, false)``."""
+    return pc.invert(matches(expr, table))
+
+
+def filter_table(table: pa.Table, expr: Expr) -> pa.Table:
+    """The rows of ``table`` where ``expr`` is TRUE."""
+    return table.filter(matches(expr, table))
+
+
+def result_type(expr: Expr, schema: pa.Schema) -> pa.DataType:
+    """The Arrow type ``expr`` evaluates to over a table of ``schema``."""
+    return evaluate(expr, schema.empty_table()).type

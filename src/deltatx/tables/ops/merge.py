@@ -1,0 +1,293 @@
+"""MERGE INTO: the builder users call, and the binding of its clauses (what each one means).
+
+::
+
+    table.merge(source, on="t.id = s.id")            MergeBuilder collects WHEN clauses
+         .when_matched_update_all()
+         .when_not_matched_insert_all()
+         .execute()  ─► plan_merge: bind ON and every clause (t.* / s.* scopes, Delta's rules),
+                        split ON into target-only / source-only / equi-key / residual conjuncts
+                     ─► merge_rows.execute_merge: prune, join, rewrite, insert, stage (columnar)
+
+Semantics are Delta's (and Spark SQL's): clauses run in order and the first whose condition is
+TRUE applies (``WHEN MATCHED``, ``WHEN NOT MATCHED [BY TARGET]``, ``WHEN NOT MATCHED BY SOURCE``);
+only the last clause of each kind may omit its condition. Matched conditions and SET expressions
+see ``t.*`` and ``s.*``; NOT MATCHED clauses only the source; NOT MATCHED BY SOURCE only the
+target. ``UPDATE SET *`` / ``INSERT *`` pair columns by name (case-insensitive); a target column
+the source lacks is kept (update) or NULL (insert).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from ...errors import DeltaTxError, PredicateError, SchemaMismatchError
+from ...expr import (
+    Column,
+    Comparison,
+    Expr,
+    bind,
+    bind_predicate,
+    conjuncts,
+    parse_expression,
+    parse_predicate,
+    qualifiers,
+)
+from ..data import to_reader
+
+if TYPE_CHECKING:
+    from ..transaction import CommitResult, Transaction
+
+MATCHED = "matched"
+NOT_MATCHED = "notMatched"
+NOT_MATCHED_BY_SOURCE = "notMatchedBySource"
+
+_NO_COLUMNS = pa.schema([])
+
+
+@dataclass(frozen=True)
+class MergeClause:
+    """One WHEN clause as the user wrote it (``assignments`` None means ``*``)."""
+
+    kind: str
+    action: str  # "update" | "delete" | "insert"
+    condition: str | Expr | None = None
+    assignments: dict[str, str | Expr] | None = None
+
+
+@dataclass(frozen=True)
+class BoundClause:
+    """A clause bound to the MERGE's scopes: columns resolved, literals typed."""
+
+    kind: str
+    action: str
+    condition: Expr | None
+    assignments: dict[str, Expr]
+
+    def describe(self) -> dict[str, str]:
+        out = {"actionType": self.action}
+        if self.condition is not None:
+            out["predicate"] = str(self.condition)
+        return out
+
+
+class MergeBuilder:
+    """Collects WHEN clauses; :meth:`execute` runs the MERGE.
+
+    Built by ``Table.merge`` (``execute()`` commits one transaction and returns its
+    :class:`CommitResult`) or ``Transaction.merge`` (``execute()`` only stages, returns metrics).
+    """
+
+    def __init__(self, tx: "Transaction | None", source: Any, on: str, source_alias: str = "s",
+                 target_alias: str = "t", table: Any = None):
+        if tx is None and table is None:
+            raise ValueError("MergeBuilder needs a transaction or a table")
+        if source_alias.lower() == target_alias.lower():
+            raise PredicateError(f"MERGE source and target aliases must differ, both are {source_alias!r}")
+        self._tx, self._table = tx, table
+        self._source, self._on = source, on
+        self._source_alias, self._target_alias = source_alias, target_alias
+        self._clauses: list[MergeClause] = []
+        self._executed = False
+
+    def _add(self, clause: MergeClause) -> "MergeBuilder":
+        self._clauses.append(clause)
+        return self
+
+    def when_matched_update(self, set: dict[str, str], condition: str | None = None) -> "MergeBuilder":  # noqa: A002
+        if not set:
+            raise ValueError("when_matched_update needs set={'column': 'expression', ...}")
+        return self._add(MergeClause(MATCHED, "update", condition, dict(set)))
+
+    def when_matched_update_all(self, condition: str | None = None) -> "MergeBuilder":
+        return self._add(MergeClause(MATCHED, "update", condition, None))
+
+    def when_matched_delete(self, condition: str | None = None) -> "MergeBuilder":
+        return self._add(MergeClause(MATCHED, "delete", condition, {}))
+
+    def when_not_matched_insert(self, values: dict[str, str], condition: str | None = None) -> "MergeBuilder":
+        if not values:
+            raise ValueError("when_not_matched_insert needs values={'column': 'expression', ...}")
+        return self._add(MergeClause(NOT_MATCHED, "insert", condition, dict(values)))
+
+    def when_not_matched_insert_all(self, condition: str | None = None) -> "MergeBuilder":
+        return self._add(MergeClause(NOT_MATCHED, "insert", condition, None))
+
+    def when_not_matched_by_source_update(self, set: dict[str, str],  # noqa: A002
+                                          condition: str | None = None) -> "MergeBuilder":
+        if not set:
+            raise ValueError("when_not_matched_by_source_update needs set={'column': 'expression', ...}")
+        return self._add(MergeClause(NOT_MATCHED_BY_SOURCE, "update", condition, dict(set)))
+
+    def when_not_matched_by_source_delete(self, condition: str | None = None) -> "MergeBuilder":
+        return self._add(MergeClause(NOT_MATCHED_BY_SOURCE, "delete", condition, {}))
+
+    def execute(self) -> "CommitResult | dict[str, Any]":
+        if self._executed:
+            raise DeltaTxError("this MERGE was already executed; build a new one with merge(...)")
+        self._executed = True
+
+        def stage(tx: "Transaction") -> dict[str, Any]:
+            return stage_merge(tx, self._source, self._on, self._clauses,
+                               source_alias=self._source_alias, target_alias=self._target_alias)
+
+        if self._tx is not None:
+            return stage(self._tx)
+        return self._table._run(None, stage)
+
+
+# --------------------------------------------------------------------------------------------
+# Binding
+# --------------------------------------------------------------------------------------------
+
+
+def _source_table(source: Any) -> pa.Table:
+    from ...txnlog.schema import normalize_schema
+
+    table = to_reader(source).read_all()
+    try:
+        canonical = normalize_schema(table.schema)
+        if not canonical.equals(table.schema, check_metadata=False):
+            table = table.cast(canonical)
+    except (DeltaTxError, pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
+        pass  # types Delta has no name for: use them as they are
+    return table.combine_chunks()
+
+
+def _find_column(schema: pa.Schema, name: str) -> str | None:
+    if name in schema.names:
+        return name
+    hits = [n for n in schema.names if n.lower() == name.lower()]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _bind_clauses(clauses: list[MergeClause], target: pa.Schema, source: pa.Schema,
+                  ta: str, sa: str) -> list[BoundClause]:
+    if not clauses:
+        raise ValueError("a MERGE needs at least one when_matched_* / when_not_matched_* clause")
+    scopes = {MATCHED: {ta: target, sa: source}, NOT_MATCHED: {sa: source}, NOT_MATCHED_BY_SOURCE: {ta: target}}
+    for kind in scopes:
+        same = [c for c in clauses if c.kind == kind]
+        if any(c.condition is None for c in same[:-1]):
+            raise PredicateError(
+                f"only the last {_kind_sql(kind)} clause may omit its condition: a clause without "
+                f"one applies to every row, so the clauses after it could never run"
+            )
+    out = []
+    for c in clauses:
+        scope = scopes[c.kind]
+        cond = None
+        if c.condition is not None:
+            raw = parse_predicate(c.condition) if isinstance(c.condition, str) else c.condition
+            cond = bind_predicate(raw, _NO_COLUMNS, aliases=scope)
+        out.append(BoundClause(c.kind, c.action, cond, _bind_assignments(c, target, source, ta, sa, scope)))
+    return out
+
+
+def _bind_assignments(c: MergeClause, target: pa.Schema, source: pa.Schema, ta: str, sa: str,
+                      scope: dict[str, pa.Schema]) -> dict[str, Expr]:
+    if c.action == "delete":
+        return {}
+    if c.assignments is None:  # UPDATE SET * / INSERT *: target columns from same-named source ones
+        out = {}
+        for f in target:
+            name = _find_column(source, f.name)
+            if name is not None:
+                out[f.name] = Column(name, sa)
+            elif c.action == "insert" and not f.nullable:
+                raise SchemaMismatchError(f"INSERT * needs NOT NULL column {f.name!r}, which the source lacks")
+        if not out:
+            raise SchemaMismatchError(
+                f"{c.action.upper()} * found no source column named like a target column "
+                f"(target: {target.names}, source: {source.names})"
+            )
+        return out
+    out = {}
+    for key, sql in c.assignments.items():
+        name = key
+        prefix = f"{ta}."
+        if name.lower().startswith(prefix.lower()):
+            name = name[len(prefix):]
+        found = _find_column(target, name)
+        if found is None:
+            raise PredicateError(f"MERGE {c.action} sets unknown column {key!r}; target columns: {target.names}")
+        raw = parse_expression(sql) if isinstance(sql, str) else sql
+        out[found] = bind(raw, _NO_COLUMNS, aliases=scope)
+    return out
+
+
+def _kind_sql(kind: str) -> str:
+    return {MATCHED: "WHEN MATCHED", NOT_MATCHED: "WHEN NOT MATCHED",
+            NOT_MATCHED_BY_SOURCE: "WHEN NOT MATCHED BY SOURCE"}[kind]
+
+
+def _equi_key(e: Expr, ta: str, sa: str) -> tuple[str, str] | None:
+    """(target column, source column) of a conjunct ``t.a = s.b`` (either side order)."""
+    if not isinstance(e, Comparison) or e.op != "=":
+        return None
+    left, right = e.left, e.right
+    if not (isinstance(left, Column) and isinstance(right, Column)) or left.path or right.path:
+        return None
+    if left.qualifier == ta and right.qualifier == sa:
+        return left.name, right.name
+    if left.qualifier == sa and right.qualifier == ta:
+        return right.name, left.name
+    return None
+
+
+@dataclass
+class MergePlan:
+    """Everything the execution needs, bound and classified (see the module docstring)."""
+
+    source: pa.Table
+    on: Expr
+    target_alias: str
+    source_alias: str
+    matched: list[BoundClause]
+    not_matched: list[BoundClause]
+    by_source: list[BoundClause]
+    keys: list[tuple[str, str]]  # (target column, source column) of each ``t.a = s.b``
+    target_only: list[Expr]
+    source_only: list[Expr]
+    residual: list[Expr]
+
+
+def plan_merge(target: pa.Schema, source: Any, on: str | Expr, clauses: list[MergeClause],
+               source_alias: str = "s", target_alias: str = "t") -> MergePlan:
+    """Bind ON and the clauses against the target and source schemas."""
+    ta, sa = target_alias, source_alias
+    table = _source_table(source)
+    raw = parse_predicate(on) if isinstance(on, str) else on
+    bound_on = bind_predicate(raw, _NO_COLUMNS, aliases={ta: target, sa: table.schema})
+    bound = _bind_clauses(clauses, target, table.schema, ta, sa)
+    plan = MergePlan(
+        source=table, on=bound_on, target_alias=ta, source_alias=sa,
+        matched=[c for c in bound if c.kind == MATCHED],
+        not_matched=[c for c in bound if c.kind == NOT_MATCHED],
+        by_source=[c for c in bound if c.kind == NOT_MATCHED_BY_SOURCE],
+        keys=[], target_only=[], source_only=[], residual=[],
+    )
+    for part in conjuncts(bound_on):
+        key = _equi_key(part, ta, sa)
+        q = qualifiers(part)
+        if key is not None:
+            plan.keys.append(key)
+        elif q == {ta}:
+            plan.target_only.append(part)
+        elif q == {sa}:
+            plan.source_only.append(part)
+        else:
+            plan.residual.append(part)
+    return plan
+
+
+def stage_merge(tx: "Transaction", source: Any, on: str | Expr, clauses: list[MergeClause], *,
+                source_alias: str = "s", target_alias: str = "t") -> dict[str, Any]:
+    """Stage a MERGE into ``tx``; returns Delta's MERGE metrics."""
+    from .merge_rows import execute_merge
+
+    plan = plan_merge(tx.schema, source, on, clauses, source_alias=source_alias, target_alias=target_alias)
+    return execute_merge(tx, plan)

@@ -1,0 +1,417 @@
+"""MERGE execution: find the matches, rewrite the files holding them, insert the rest (columnar).
+
+::
+
+    read predicate = target-only conjuncts ∧ per key (k IN (source keys) | k BETWEEN min AND max)
+      │   tx.scan(): prunes files by partition values and stats; it is also the MERGE's read for
+      │   conflict detection, so MERGEs into disjoint partitions do not conflict
+      ▼
+    phase 1  read only the columns ON and the clause conditions need, file by file (parallel)
+             hash join on the equi-keys (pyarrow), residual conjuncts on the pairs
+             first matching clause per pair ─► cardinality check ─► clause code per target row
+    phase 2  read the other columns of the files holding a changed row; SET values are computed
+             on the changed rows only and scattered into the columns (replace_with_mask);
+             deleted rows are filtered out; untouched files are not read again
+    inserts  unmatched source rows, first matching NOT MATCHED clause
+    write    one write of rewritten + inserted rows; stage removes of the rewritten files
+
+No Python loop runs per row: numpy index arrays and Arrow kernels do the work. A MERGE whose
+only clauses insert removes no file.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ...errors import MergeCardinalityError, PredicateError, SchemaMismatchError
+from ...expr import TRUE, And, Column, Comparison, Expr, In, Literal, and_all, evaluate, matches, strip_alias
+from ...expr.values import plain_type
+from ...io.reader import read_files
+from .merge import NOT_MATCHED_BY_SOURCE, BoundClause, MergePlan
+from .rewrite import write_files
+
+if TYPE_CHECKING:
+    from ..transaction import Transaction
+
+#: a source key with at most this many distinct values prunes target files with an IN list
+IN_LIST_MAX = 64
+#: the same for a key that is a partition column (exact, and what keeps MERGEs into disjoint
+#: partitions from conflicting)
+PARTITION_IN_LIST_MAX = 4096
+#: an ON without any ``t.x = s.y`` is a nested-loop join; refuse beyond this many pairs
+CROSS_JOIN_MAX_PAIRS = 20_000_000
+
+_READ_WORKERS = 8
+_EMPTY = np.empty(0, np.int64)
+
+
+def execute_merge(tx: "Transaction", plan: MergePlan) -> dict[str, Any]:
+    """Stage the MERGE described by ``plan`` into ``tx``; returns Delta's MERGE metrics."""
+    return _Merge(tx, plan).run()
+
+
+def _names(exprs: list[Expr | None], alias: str) -> set[str]:
+    """Top-level column names that ``exprs`` read through ``alias``."""
+    prefix = f"{alias}."
+    return {ref[len(prefix):] for e in exprs if e is not None for ref in e.columns() if ref.startswith(prefix)}
+
+
+def _view(columns: dict[str, Any], n: int) -> pa.Table:
+    """A table to evaluate qualified expressions on (a placeholder column keeps the row count)."""
+    return pa.table(columns) if columns else pa.table({"__rows": pa.nulls(n, pa.null())})
+
+
+def _mask(expr: Expr | None, table: pa.Table) -> np.ndarray:
+    if expr is None:
+        return np.ones(table.num_rows, dtype=bool)
+    return np.asarray(matches(expr, table).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _valid(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    return np.asarray(pc.is_valid(values).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _first_clause(clauses: list[BoundClause], view: pa.Table, active: np.ndarray, first_code: int,
+                  codes: np.ndarray) -> None:
+    """codes[i] = first_code + j for the first clause j whose condition holds on active row i."""
+    remaining = active.copy()
+    for j, clause in enumerate(clauses):
+        if not remaining.any():
+            break
+        hit = remaining & _mask(clause.condition, view)
+        codes[hit] = first_code + j
+        remaining &= ~hit
+
+
+class _Merge:
+    def __init__(self, tx: "Transaction", plan: MergePlan):
+        self.started = time.perf_counter()
+        self.tx, self.plan = tx, plan
+        self.ta, self.sa = plan.target_alias, plan.source_alias
+        self.schema, self.partition_columns = tx.schema, tx.partition_columns
+        self.source = plan.source
+        self.clauses = plan.matched + plan.by_source  # codes 0.. of target-row actions
+        self.touched = _EMPTY  # indexes (among the candidate files) of the files rewritten
+        self.metrics: dict[str, Any] = {
+            "numSourceRows": self.source.num_rows,
+            "numTargetRowsInserted": 0, "numTargetRowsUpdated": 0, "numTargetRowsDeleted": 0,
+            "numTargetRowsMatchedUpdated": 0, "numTargetRowsMatchedDeleted": 0,
+            "numTargetRowsNotMatchedBySourceUpdated": 0, "numTargetRowsNotMatchedBySourceDeleted": 0,
+            "numTargetRowsCopied": 0, "numOutputRows": 0,
+            "numTargetFilesBeforeSkipping": tx.current_files().num_rows, "numTargetFilesAfterSkipping": 0,
+            "numTargetFilesAdded": 0, "numTargetFilesRemoved": 0,
+            "numTargetBytesAdded": 0, "numTargetBytesRemoved": 0,
+        }
+
+    # ---- which target files can hold a match -----------------------------------------------
+    def _eligible_source(self) -> np.ndarray:
+        """Source rows that can match at all: source-only conjuncts TRUE, no NULL key."""
+        ok = np.ones(self.source.num_rows, dtype=bool)
+        if self.plan.source_only:
+            names = sorted(_names(self.plan.source_only, self.sa))
+            view = _view({f"{self.sa}.{n}": self.source.column(n) for n in names}, self.source.num_rows)
+            ok &= _mask(and_all(self.plan.source_only), view)
+        for _, sname in self.plan.keys:
+            ok &= _valid(self.source.column(sname))
+        return ok
+
+    def _source_key(self, sname: str, tname: str, rows: np.ndarray) -> pa.Array:
+        """Source key values of ``rows``, as the target key's type (for joining and literals)."""
+        values = self.source.column(sname).take(pa.array(rows, pa.int64())).combine_chunks()
+        t = plain_type(self.schema.field(tname).type)
+        if values.type.equals(t):
+            return values
+        try:
+            return pc.cast(values, t, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise PredicateError(
+                f"MERGE key {self.sa}.{sname} ({values.type}) cannot be compared with {self.ta}.{tname} ({t}): {exc}"
+            ) from None
+
+    def _key_predicate(self, tname: str, keys: pa.Array) -> Expr:
+        t = plain_type(self.schema.field(tname).type)
+        distinct = pc.unique(keys)
+        limit = PARTITION_IN_LIST_MAX if tname in self.partition_columns else IN_LIST_MAX
+        if len(distinct) <= limit:
+            return In(Column(tname), tuple(Literal(v, t) for v in distinct.to_pylist()))
+        bounds = pc.min_max(keys)
+        return And(Comparison(">=", Column(tname), Literal(bounds["min"].as_py(), t)),
+                   Comparison("<=", Column(tname), Literal(bounds["max"].as_py(), t)))
+
+    def _candidates(self, eligible: np.ndarray) -> pa.Table | None:
+        """Scan (and record) the target files that may hold a match; None when none can."""
+        if self.plan.by_source:  # every target row may be "not matched by source"
+            return self.tx.scan(None)[1]
+        if self.plan.keys and not eligible.any():
+            return None
+        pieces = [strip_alias(c, self.ta) for c in self.plan.target_only]
+        rows = np.flatnonzero(eligible)
+        for tname, sname in self.plan.keys:
+            pieces.append(self._key_predicate(tname, self._source_key(sname, tname, rows)))
+        pred = and_all(pieces)
+        return self.tx.scan(None if pred == TRUE else pred)[1]
+
+    def _read_each(self, files: pa.Table, columns: list[str]) -> list[pa.Table]:
+        def one(i: int) -> pa.Table:
+            return read_files(self.tx.store, files.slice(i, 1), self.schema, self.partition_columns, columns=columns)
+
+        if files.num_rows == 1:
+            return [one(0)]
+        with ThreadPoolExecutor(max_workers=_READ_WORKERS) as pool:
+            return list(pool.map(one, range(files.num_rows)))
+
+    # ---- matching ----------------------------------------------------------------------------
+    def _pairs(self, target: pa.Table, eligible: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(target row, source row) of every pair for which ON is TRUE."""
+        plan, ta = self.plan, self.ta
+        ok = _mask(and_all(plan.target_only), target) if plan.target_only else np.ones(target.num_rows, dtype=bool)
+        for tname, _ in plan.keys:
+            ok &= _valid(target.column(f"{ta}.{tname}"))
+        t_rows, s_rows = np.flatnonzero(ok), np.flatnonzero(eligible)
+        if not len(t_rows) or not len(s_rows):
+            return _EMPTY, _EMPTY
+        if plan.keys:
+            take = pa.array(t_rows, pa.int64())
+            left = {f"k{i}": target.column(f"{ta}.{t}").take(take) for i, (t, _) in enumerate(plan.keys)}
+            right = {f"k{i}": self._source_key(s, t, s_rows) for i, (t, s) in enumerate(plan.keys)}
+            keys = list(right)
+            left["__t"], right["__s"] = take, pa.array(s_rows, pa.int64())
+            joined = pa.table(left).join(pa.table(right), keys=keys, join_type="inner", use_threads=True)
+            pt = joined.column("__t").to_numpy()
+            ps = joined.column("__s").to_numpy()
+        else:
+            if len(t_rows) * len(s_rows) > CROSS_JOIN_MAX_PAIRS:
+                raise PredicateError(
+                    f"MERGE ON {plan.on} has no equality between a {ta} and a {self.sa} column, so every target "
+                    f"row would be compared with every source row ({len(t_rows)} x {len(s_rows)} pairs). "
+                    f"Add a condition like {ta}.key = {self.sa}.key."
+                )
+            pt, ps = np.repeat(t_rows, len(s_rows)), np.tile(s_rows, len(t_rows))
+        if plan.residual and len(pt):
+            keep = _mask(and_all(plan.residual), self._pair_view(target, pt, ps, plan.residual))
+            pt, ps = pt[keep], ps[keep]
+        return pt, ps
+
+    def _pair_view(self, target: pa.Table, pt: np.ndarray, ps: np.ndarray, exprs: list[Expr | None]) -> pa.Table:
+        t_take, s_take = pa.array(pt, pa.int64()), pa.array(ps, pa.int64())
+        cols = {f"{self.ta}.{n}": target.column(f"{self.ta}.{n}").take(t_take) for n in sorted(_names(exprs, self.ta))}
+        cols.update({f"{self.sa}.{n}": self.source.column(n).take(s_take) for n in sorted(_names(exprs, self.sa))})
+        return _view(cols, len(pt))
+
+    def _resolve_matched(self, target: pa.Table, pt: np.ndarray, ps: np.ndarray, codes: np.ndarray,
+                         source_of: np.ndarray) -> None:
+        matched = self.plan.matched
+        pair_codes = np.full(len(pt), -1, dtype=np.int32)
+        view = self._pair_view(target, pt, ps, [c.condition for c in matched])
+        _first_clause(matched, view, np.ones(len(pt), dtype=bool), 0, pair_codes)
+        applied = pair_codes >= 0
+        a_pt, a_ps, a_codes = pt[applied], ps[applied], pair_codes[applied]
+        unique_targets, first = np.unique(a_pt, return_index=True)
+        if len(unique_targets) < len(a_pt):
+            lone_delete = len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None
+            if not lone_delete:
+                raise MergeCardinalityError(
+                    f"MERGE ON {self.plan.on}: {len(a_pt) - len(unique_targets)} target row(s) matched more than "
+                    f"one source row, so which source row updates or deletes them is ambiguous. Deduplicate the "
+                    f"source on the join key (or make ON more specific) and retry."
+                )
+            a_pt, a_ps, a_codes = a_pt[first], a_ps[first], a_codes[first]
+        codes[a_pt] = a_codes
+        source_of[a_pt] = a_ps
+
+    # ---- the whole MERGE -----------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        plan = self.plan
+        eligible = self._eligible_source()
+        files = self._candidates(eligible)
+        need = _names([plan.on] + [c.condition for c in self.clauses], self.ta)
+        columns = [n for n in self.schema.names if n in need] or self.schema.names[:1]
+        parts = self._read_each(files, columns) if files is not None and files.num_rows else []
+        counts = np.array([p.num_rows for p in parts], dtype=np.int64)
+        n_target = int(counts.sum())
+        target = pa.concat_tables(parts) if parts else pa.table({})
+        target = pa.table({f"{self.ta}.{n}": target.column(n) for n in columns}) if parts else target
+        self.metrics["numTargetFilesAfterSkipping"] = len(parts)
+        scanned = time.perf_counter()
+
+        pt, ps = self._pairs(target, eligible) if n_target else (_EMPTY, _EMPTY)
+        codes = np.full(n_target, -1, dtype=np.int32)  # index in self.clauses of the clause applied
+        source_of = np.full(n_target, -1, dtype=np.int64)
+        if plan.matched and len(pt):
+            self._resolve_matched(target, pt, ps, codes, source_of)
+        if plan.by_source and n_target:
+            unmatched = np.ones(n_target, dtype=bool)
+            unmatched[pt] = False
+            _first_clause(plan.by_source, target, unmatched, len(plan.matched), codes)
+
+        outputs = self._rewrite(files, parts, columns, counts, codes, source_of) if n_target else []
+        inserted = self._inserts(ps)
+        if inserted is not None:
+            outputs.append(inserted)
+        self._write(files, outputs)
+        now = time.perf_counter()
+        self.metrics["scanTimeMs"] = int((scanned - self.started) * 1000)
+        self.metrics["rewriteTimeMs"] = int((now - scanned) * 1000)
+        self.metrics["executionTimeMs"] = int((now - self.started) * 1000)
+        self.tx.note_operation("MERGE", self._parameters(), self.metrics)
+        return dict(self.metrics)
+
+    # ---- rewriting -----------------------------------------------------------------------------
+    def _rewrite(self, files: pa.Table, parts: list[pa.Table], read_columns: list[str], counts: np.ndarray,
+                 codes: np.ndarray, source_of: np.ndarray) -> list[pa.Table]:
+        """The rows of every file holding a changed row, after the change."""
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        touched = self.touched = np.unique(np.repeat(np.arange(len(counts)), counts)[codes >= 0])
+        if not len(touched):
+            return []
+        full = self._full_rows(files, parts, read_columns, touched)
+        rows = np.concatenate([np.arange(starts[f], starts[f] + counts[f]) for f in touched])
+        row_codes, row_source = codes[rows], source_of[rows]
+        deleted = np.zeros(len(rows), dtype=bool)
+        updates: dict[str, list[tuple[np.ndarray, pa.Array]]] = {}
+        for code, clause in enumerate(self.clauses):
+            positions = np.flatnonzero(row_codes == code)
+            if not len(positions):
+                continue
+            label = "NotMatchedBySource" if clause.kind == NOT_MATCHED_BY_SOURCE else "Matched"
+            verb = "Deleted" if clause.action == "delete" else "Updated"
+            self.metrics[f"numTargetRows{verb}"] += len(positions)
+            self.metrics[f"numTargetRows{label}{verb}"] += len(positions)
+            if clause.action == "delete":
+                deleted[positions] = True
+                continue
+            for name, values in self._set_values(clause, full, positions, row_source[positions]).items():
+                updates.setdefault(name, []).append((positions, values))
+        columns = [full.column(name) for name in self.schema.names]
+        for name, pieces in updates.items():
+            positions = np.concatenate([p for p, _ in pieces])
+            values = pa.concat_arrays([v for _, v in pieces])
+            if len(pieces) > 1:  # replace_with_mask takes replacements in row order
+                order = np.argsort(positions, kind="stable")
+                positions, values = positions[order], values.take(pa.array(order))
+            mask = np.zeros(len(rows), dtype=bool)
+            mask[positions] = True
+            i = self.schema.get_field_index(name)
+            columns[i] = pc.replace_with_mask(columns[i], pa.array(mask), values)
+        out = pa.Table.from_arrays(columns, schema=self.schema)
+        if deleted.any():
+            out = out.filter(pa.array(~deleted))
+        self.metrics["numTargetRowsCopied"] = len(rows) - int(deleted.sum()) - self.metrics["numTargetRowsUpdated"]
+        return [out]
+
+    def _full_rows(self, files: pa.Table, parts: list[pa.Table], read_columns: list[str],
+                   touched: np.ndarray) -> pa.Table:
+        """All columns of the touched files: phase 1's columns reused, the others read now."""
+        rest = [n for n in self.schema.names if n not in read_columns]
+        more = self._read_each(files.take(pa.array(touched, pa.int64())), rest) if rest else []
+        tables = []
+        for i, f in enumerate(touched):
+            cols = [parts[f].column(n) if n in read_columns else more[i].column(n) for n in self.schema.names]
+            tables.append(pa.Table.from_arrays(cols, schema=self.schema))
+        return pa.concat_tables(tables)
+
+    def _is_noop(self, name: str, expr: Expr) -> bool:
+        """``t.k = s.k`` on a join key, or ``t.c = t.c``: the value cannot change."""
+        if not isinstance(expr, Column) or expr.path:
+            return False
+        if expr.qualifier == self.ta:
+            return expr.name == name
+        return expr.qualifier == self.sa and (name, expr.name) in self.plan.keys
+
+    def _set_values(self, clause: BoundClause, full: pa.Table, positions: np.ndarray,
+                    source_rows: np.ndarray) -> dict[str, pa.Array]:
+        """New values of the columns ``clause`` assigns, for the rows at ``positions``."""
+        exprs = {n: e for n, e in clause.assignments.items() if not self._is_noop(n, e)}
+        if not exprs:
+            return {}
+        take_t = pa.array(positions, pa.int64())
+        cols = {f"{self.ta}.{n}": full.column(n).take(take_t) for n in sorted(_names(list(exprs.values()), self.ta))}
+        if clause.kind != NOT_MATCHED_BY_SOURCE:
+            take_s = pa.array(source_rows, pa.int64())
+            cols.update({f"{self.sa}.{n}": self.source.column(n).take(take_s)
+                         for n in sorted(_names(list(exprs.values()), self.sa))})
+        view = _view(cols, len(positions))
+        out = {}
+        for name, expr in exprs.items():
+            values = self._typed(expr, view, self.schema.field(name), clause)
+            out[name] = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+        return out
+
+    def _typed(self, expr: Expr, view: pa.Table, field: pa.Field, clause: BoundClause) -> pa.Array | pa.ChunkedArray:
+        values = evaluate(expr, view)
+        if not values.type.equals(field.type):
+            try:
+                values = pc.cast(values, field.type, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise SchemaMismatchError(
+                    f"MERGE {clause.action} value {expr} for column {field.name!r} cannot be converted to "
+                    f"{field.type}: {exc}"
+                ) from None
+        if not field.nullable and values.null_count:
+            raise SchemaMismatchError(f"MERGE {clause.action} would set NOT NULL column {field.name!r} to null")
+        return values
+
+    def _inserts(self, ps: np.ndarray) -> pa.Table | None:
+        not_matched = self.plan.not_matched
+        if not not_matched or not self.source.num_rows:
+            return None
+        unmatched = np.ones(self.source.num_rows, dtype=bool)
+        unmatched[ps] = False
+        if not unmatched.any():
+            return None
+        rows = self.source.filter(pa.array(unmatched))
+        view = pa.table({f"{self.sa}.{n}": rows.column(n) for n in rows.column_names})
+        codes = np.full(rows.num_rows, -1, dtype=np.int32)
+        _first_clause(not_matched, view, np.ones(rows.num_rows, dtype=bool), 0, codes)
+        out = []
+        for j, clause in enumerate(not_matched):
+            selected = codes == j
+            if selected.any():
+                chosen = view.filter(pa.array(selected))
+                columns = [
+                    self._typed(clause.assignments[f.name], chosen, f, clause) if f.name in clause.assignments
+                    else self._null_column(f, chosen.num_rows, clause)
+                    for f in self.schema
+                ]
+                out.append(pa.Table.from_arrays(columns, schema=self.schema))
+        if not out:
+            return None
+        inserted = pa.concat_tables(out)
+        self.metrics["numTargetRowsInserted"] = inserted.num_rows
+        return inserted
+
+    @staticmethod
+    def _null_column(field: pa.Field, n: int, clause: BoundClause) -> pa.Array:
+        if not field.nullable and n:
+            raise SchemaMismatchError(f"MERGE insert gives no value for NOT NULL column {field.name!r}")
+        return pa.nulls(n, field.type)
+
+    # ---- staging -------------------------------------------------------------------------------
+    def _write(self, files: pa.Table | None, outputs: list[pa.Table]) -> None:
+        data = [t for t in outputs if t.num_rows]
+        if data:
+            adds = write_files(self.tx, pa.concat_tables(data))
+            self.tx.stage_adds(adds)
+            self.metrics["numTargetFilesAdded"] = adds.num_rows
+            self.metrics["numTargetBytesAdded"] = int(pc.sum(adds["size"]).as_py() or 0)
+            self.metrics["numOutputRows"] = sum(t.num_rows for t in data)
+        if files is not None and len(self.touched):
+            removed = files.take(pa.array(self.touched, pa.int64()))
+            self.tx.stage_removes(removed)
+            self.metrics["numTargetFilesRemoved"] = removed.num_rows
+            self.metrics["numTargetBytesRemoved"] = int(pc.sum(removed["size"]).as_py() or 0)
+
+    def _parameters(self) -> dict[str, Any]:
+        plan = self.plan
+        return {
+            "predicate": [str(plan.on)],
+            "matchedPredicates": [c.describe() for c in plan.matched],
+            "notMatchedPredicates": [c.describe() for c in plan.not_matched],
+            "notMatchedBySourcePredicates": [c.describe() for c in plan.by_source],
+        }

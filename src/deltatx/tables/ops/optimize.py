@@ -1,0 +1,234 @@
+"""OPTIMIZE (bin-packing compaction) and the "which partitions need it" test of auto-compaction.
+
+::
+
+    files matching ``where`` (partition columns only, as Delta requires)
+      └─► small = size < target size
+            └─► per partition, sorted by size: running total // target ─► bins     (columnar)
+                  └─► bins with ≥ 2 files: read, write one file each (dataChange=false)
+
+The rows do not change, only their files: removes and adds carry ``dataChange=false`` and the
+operation is noted with ``changes_data=False``, so the commit downgrades to SnapshotIsolation
+and a concurrent blind append never conflicts with it. What it does depend on are the files it
+compacts: those are its read (a concurrent DELETE/UPDATE of one of them is a conflict).
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ...errors import PredicateError
+from ...expr import (
+    Column,
+    Comparison,
+    IsNull,
+    Literal,
+    and_all,
+    bind,
+    files_matching,
+    or_all,
+    parse_partition_values,
+    parse_predicate,
+)
+from ...expr.values import plain_type
+from ...io.grouping import group_codes
+from ...io.reader import read_files
+from ...io.writer import WriteOptions, write_data_files
+from .. import properties as props
+
+if TYPE_CHECKING:
+    from ...txnlog.snapshot import Snapshot
+    from ..transaction import Transaction
+
+#: target size of compacted files when ``delta.targetFileSize`` is not set
+DEFAULT_TARGET_SIZE = 256 * 1024 * 1024
+
+#: bins compacted at once (each holds about one target-size file of rows in memory)
+_PARALLEL_BINS = 2
+
+_HUGE = 1 << 62
+
+
+def target_file_size(properties: dict[str, str], target_size: int | None = None) -> int:
+    size = target_size if target_size is not None else props.int_property(
+        properties, props.TARGET_FILE_SIZE, DEFAULT_TARGET_SIZE
+    )
+    if int(size) < 1:
+        raise ValueError(f"target_size must be a positive number of bytes, got {target_size!r}")
+    return int(size)
+
+
+def _partition_strings(files: pa.Table, partition_columns: list[str]) -> list[pa.Array]:
+    pv = files["partitionValues"]
+    out = []
+    for col in partition_columns:
+        values = pc.map_lookup(pv, pa.scalar(col), "first")
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks() if values.num_chunks else pa.array([], pa.string())
+        out.append(values)
+    return out
+
+
+def _partition_codes(files: pa.Table, partition_columns: list[str]) -> np.ndarray:
+    if not partition_columns or not files.num_rows:
+        return np.zeros(files.num_rows, dtype=np.int64)
+    return group_codes(_partition_strings(files, partition_columns)).to_numpy(zero_copy_only=False)
+
+
+def plan_bins(files: pa.Table, partition_columns: list[str], target_size: int) -> pa.Table:
+    """The small files to compact, with a ``bin`` column (int64); bins of one file are dropped.
+
+    Within each partition, files sorted by size are cut wherever the running total crosses a
+    multiple of ``target_size``: every bin stays under ``target_size`` plus one file.
+    """
+    sizes = files["size"].to_numpy()
+    small = sizes < target_size
+    files = files.filter(pa.array(small))
+    if files.num_rows < 2:
+        return files.append_column("bin", pa.array([], pa.int64())).slice(0, 0)
+    sizes = files["size"].to_numpy()
+    codes = _partition_codes(files, partition_columns)
+    order = np.lexsort((sizes, codes))
+    codes, sizes = codes[order], sizes[order]
+    files = files.take(pa.array(order))
+    running = np.cumsum(sizes) - sizes  # bytes before this file, table-wide
+    first = np.r_[True, codes[1:] != codes[:-1]]
+    group_start = np.maximum.accumulate(np.where(first, np.arange(len(codes)), 0))
+    within = running - running[group_start]  # bytes before this file within its partition
+    bin_in_partition = within // target_size
+    bins = codes * (int(bin_in_partition.max()) + 1) + bin_in_partition
+    _, inverse, counts = np.unique(bins, return_inverse=True, return_counts=True)
+    keep = counts[inverse] >= 2
+    return files.append_column("bin", pa.array(inverse.astype(np.int64))).filter(pa.array(keep))
+
+
+def _write_options(tx: "Transaction") -> WriteOptions:
+    opts = WriteOptions(target_file_rows=_HUGE, target_file_bytes=_HUGE, max_workers=1)
+    opts.num_indexed_cols = props.int_property(tx.properties, props.NUM_INDEXED_COLS, opts.num_indexed_cols)
+    return opts
+
+
+def stage_optimize(tx: "Transaction", where: str | None = None, target_size: int | None = None) -> dict[str, Any]:
+    """Compact small files (optionally only in the partitions ``where`` selects); returns metrics."""
+    started = time.perf_counter()
+    schema, partition_columns = tx.schema, tx.partition_columns
+    target = target_file_size(tx.properties, target_size)
+    pred = None
+    files = tx.current_files()
+    if where is not None:
+        pred = bind(parse_predicate(where) if isinstance(where, str) else where, schema)
+        outside = sorted(pred.columns() - set(partition_columns))
+        if outside:
+            raise PredicateError(
+                f"OPTIMIZE where= may only name partition columns {partition_columns}; it names {outside}. "
+                f"Compaction works on whole files, so select partitions, not rows."
+            )
+        if files.num_rows:
+            files = files.filter(files_matching(pred, files, schema, partition_columns, use_stats=False))
+    considered = files.num_rows
+    planned = plan_bins(files, partition_columns, target)
+    compacted = planned.drop_columns(["bin"])
+    tx.record_read(pred, compacted)
+
+    adds = _compact(tx, planned)
+    if compacted.num_rows:
+        tx.stage_removes(compacted, data_change=False)
+        tx.stage_adds(adds)
+    removed_bytes = int(pc.sum(compacted["size"]).as_py() or 0) if compacted.num_rows else 0
+    added_bytes = int(pc.sum(adds["size"]).as_py() or 0) if adds.num_rows else 0
+    partitions = len(np.unique(_partition_codes(compacted, partition_columns))) if compacted.num_rows else 0
+    metrics = {
+        "numRemovedFiles": compacted.num_rows,
+        "numAddedFiles": adds.num_rows,
+        "numRemovedBytes": removed_bytes,
+        "numAddedBytes": added_bytes,
+        "numFilesRemoved": compacted.num_rows,
+        "numFilesAdded": adds.num_rows,
+        "partitionsOptimized": partitions,
+        "numBatches": len(pc.unique(planned["bin"])) if planned.num_rows else 0,
+        "totalConsideredFiles": considered,
+        "totalFilesSkipped": considered - compacted.num_rows,
+        "executionTimeMs": int((time.perf_counter() - started) * 1000),
+    }
+    params = {"predicate": [str(pred)] if pred is not None else [], "targetSize": target}
+    tx.note_operation("OPTIMIZE", params, metrics, changes_data=False)
+    return metrics
+
+
+def _compact(tx: "Transaction", planned: pa.Table) -> pa.Table:
+    """Read each bin and write it back as one file; add actions (dataChange=false)."""
+    from ...txnlog.actions import FILE_SCHEMA
+
+    if not planned.num_rows:
+        return FILE_SCHEMA.empty_table()
+    bin_ids = planned["bin"].to_numpy()
+    order = np.argsort(bin_ids, kind="stable")
+    bounds = np.flatnonzero(np.r_[True, bin_ids[order][1:] != bin_ids[order][:-1], True])
+    groups = [order[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1)]
+    schema, partition_columns, options = tx.schema, tx.partition_columns, _write_options(tx)
+
+    def one(rows_of_bin: np.ndarray) -> pa.Table:
+        files = planned.take(pa.array(rows_of_bin))
+        data = read_files(tx.store, files, schema, partition_columns)
+        return write_data_files(tx.store, data, schema, partition_columns, options, data_change=False)
+
+    with ThreadPoolExecutor(max_workers=_PARALLEL_BINS) as pool:
+        futures = [pool.submit(one, g) for g in groups]
+    written = [f.result() for f in futures if f.exception() is None]
+    failed = next((f.exception() for f in futures if f.exception() is not None), None)
+    if failed is not None:  # undo the bins already written: nothing references them
+        for adds in written:
+            tx.store.delete_files(_decoded_paths(adds))
+        raise failed
+    return pa.concat_tables(written) if written else FILE_SCHEMA.empty_table()
+
+
+def _decoded_paths(adds: pa.Table) -> list[str]:
+    from ...io.paths import decode_path
+
+    return [decode_path(p) for p in adds["path"].to_pylist()]
+
+
+# --------------------------------------------------------------------------------------------
+# Auto-compaction's trigger
+# --------------------------------------------------------------------------------------------
+
+
+def partitions_needing_compaction(snapshot: "Snapshot", min_files: int) -> str | None:
+    """A SQL predicate naming the partitions with more than ``min_files`` small files, or None.
+
+    ``"true"`` for an unpartitioned table that needs it; otherwise an OR of one conjunction of
+    partition values per partition (``part = 1 OR part = 3``).
+    """
+    files = snapshot.files
+    if files.num_rows <= min_files:
+        return None
+    target = target_file_size(snapshot.properties)
+    small = files.filter(pc.less(files["size"], target))
+    if small.num_rows <= min_files:
+        return None
+    partition_columns = snapshot.partition_columns
+    if not partition_columns:
+        return "true"
+    strings = _partition_strings(small, partition_columns)
+    names = [f"__p{i}" for i in range(len(partition_columns))]
+    counts = pa.table(dict(zip(names, strings))).group_by(names, use_threads=False).aggregate([([], "count_all")])
+    busy = counts.filter(pc.greater(counts["count_all"], min_files))
+    if not busy.num_rows:
+        return None
+    schema = snapshot.schema
+    conjunctions = []
+    for col, name in zip(partition_columns, names):
+        field = schema.field(col)
+        typed = parse_partition_values(busy[name], field.type, col).to_pylist()
+        conjunctions.append([
+            IsNull(Column(col)) if v is None else Comparison("=", Column(col), Literal(v, plain_type(field.type)))
+            for v in typed
+        ])
+    return str(or_all(and_all(terms) for terms in zip(*conjunctions)))

@@ -1,0 +1,100 @@
+"""RESTORE: make the table's live state equal to an older version's, as one new commit.
+
+Nothing is rewritten: the difference between the two file sets is staged (by path, columnar)::
+
+    old = load_snapshot(version | timestamp)        current = the transaction's files
+    remove  current − old   (dataChange=true)
+    re-add  old − current   (dataChange=true; their data files must still exist)
+    metaData of the old version when it differs (schema, partitioning, properties)
+
+The protocol is never downgraded (Delta keeps the newer protocol). A re-added file that VACUUM
+already deleted makes the restore fail with :class:`DataFileNotFoundError` before anything is
+committed. The whole current table is the read: a concurrent change to any file conflicts.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+
+from ...errors import DataFileNotFoundError, TimeTravelError
+from ...io.paths import data_file_path, decode_path
+from ...txnlog.snapshot import load_snapshot
+
+if TYPE_CHECKING:
+    from ..transaction import Transaction
+
+
+def _total_size(files: pa.Table) -> int:
+    return int(pc.sum(files["size"]).as_py() or 0) if files.num_rows else 0
+
+
+def missing_data_files(tx: "Transaction", files: pa.Table) -> list[str]:
+    """Decoded paths of ``files`` whose data file is gone (one batched stat call)."""
+    if not files.num_rows:
+        return []
+    store = tx.store
+    decoded = [decode_path(p) for p in files["path"].to_pylist()]
+    infos = store.arrow_fs.get_file_info([data_file_path(store, p) for p in decoded])
+    return [p for p, info in zip(decoded, infos) if info.type == pafs.FileType.NotFound]
+
+
+def stage_restore(tx: "Transaction", version: int | None = None, timestamp_ms: int | None = None) -> dict[str, Any]:
+    """Stage the actions that bring the table back to ``version`` (or the one at ``timestamp_ms``)."""
+    if (version is None) == (timestamp_ms is None):
+        raise TimeTravelError("restore needs exactly one of version= or timestamp=")
+    started = time.perf_counter()
+    if version is not None and version > tx.read_version:
+        raise TimeTravelError(
+            f"cannot restore to version {version}: the table's latest version is {tx.read_version}"
+        )
+    old = load_snapshot(tx.store, version=version, timestamp_ms=timestamp_ms)
+    _, current = tx.scan(None)  # RESTORE depends on the whole current table
+
+    old_files = old.files
+    in_old = pc.is_in(current["path"], value_set=old_files["path"].combine_chunks()) if current.num_rows else None
+    to_remove = current.filter(pc.invert(in_old)) if in_old is not None else current
+    if current.num_rows and old_files.num_rows:
+        in_current = pc.is_in(old_files["path"], value_set=current["path"].combine_chunks())
+        to_add = old_files.filter(pc.invert(in_current))
+    else:
+        to_add = old_files
+
+    missing = missing_data_files(tx, to_add)
+    if missing:
+        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+        raise DataFileNotFoundError(
+            f"cannot restore {tx.table.uri!r} to version {old.version}: data file {missing[0]!r}{more} "
+            f"of that version no longer exist(s), probably removed by VACUUM. Restore a newer version "
+            f"whose files are still retained."
+        )
+
+    if to_add.num_rows:
+        n = to_add.num_rows
+        to_add = to_add.set_column(
+            to_add.schema.get_field_index("dataChange"), "dataChange", pa.array([True] * n, pa.bool_())
+        )
+    tx.stage_removes(to_remove, data_change=True)
+    tx.stage_adds(to_add)
+    if old.metadata != tx.metadata:
+        tx.stage_metadata(old.metadata)
+
+    kept = current.num_rows - to_remove.num_rows
+    metrics = {
+        "numRestoredFiles": to_add.num_rows,
+        "numRemovedFiles": to_remove.num_rows,
+        "restoredFilesSize": _total_size(to_add),
+        "removedFilesSize": _total_size(to_remove),
+        "numOfFilesAfterRestore": kept + to_add.num_rows,
+        "tableSizeAfterRestore": _total_size(current) - _total_size(to_remove) + _total_size(to_add),
+        "executionTimeMs": int((time.perf_counter() - started) * 1000),
+    }
+    params: dict[str, Any] = {"version": old.version} if version is not None else {"timestamp": timestamp_ms}
+    if version is None:
+        params["version"] = old.version
+    tx.note_operation("RESTORE", params, metrics)
+    return metrics

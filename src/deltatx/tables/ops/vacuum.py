@@ -1,0 +1,140 @@
+"""VACUUM: delete data files no version within the retention period needs.
+
+::
+
+    listing of the table root (minus hidden entries)        ─┐
+    valid = live adds ∪ tombstones removed after the cutoff  ─┼─► delete listed − valid
+    cutoff = now − retention; only files older than cutoff   ─┘   whose mtime < cutoff
+
+What is *hidden* follows Delta: a path component starting with ``_`` or ``.`` is skipped
+(``_delta_log``, ``.crc`` and temp files, other tools' folders), except partition folders
+(``_p=1`` when ``_p`` is a partition column) and ``_change_data`` / ``_delta_index``. Files that
+were never committed (a writer crashed before its commit) are just unreferenced files: they go
+once older than the retention, like any other orphan — the retention is what keeps a running
+writer's not-yet-committed files safe.
+
+The retention defaults to ``delta.deletedFileRetentionDuration`` (1 week); a shorter one is refused
+unless ``enforce_retention_duration=False``, because it can delete files that concurrent readers,
+writers or time travel still need. VACUUM writes no commit (the log does not change).
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ...errors import DeltaTxError, VacuumRetentionError
+from ...io.paths import data_file_path, decode_path, escape_partition_value
+from ...txnlog.features import check_writable
+from .. import properties as props
+
+if TYPE_CHECKING:
+    from ...txnlog.store import LogStore
+    from ..table import Table
+
+#: folders starting with "_" that Delta still vacuums
+_VACUUMED_UNDERSCORE_DIRS = ("_change_data", "_delta_index")
+
+_DELETE_BATCH = 1000
+
+
+def vacuum(table: "Table", retention_hours: float | None = None, dry_run: bool = False,
+           enforce_retention_duration: bool = True) -> list[str]:
+    """Delete (or with ``dry_run`` only list) unreferenced files older than the retention.
+
+    Returns the deleted (or deletable) paths relative to the table root, sorted.
+    """
+    if table._pinned:
+        raise DeltaTxError(
+            f"this Table was opened at version {table.version} for time travel; VACUUM needs the latest "
+            f"version: open deltatx.Table({table.uri!r}) without version/timestamp"
+        )
+    snapshot = table.refresh().snapshot
+    check_writable(snapshot.protocol, snapshot.metadata)
+    table_retention = props.deleted_file_retention_hours(snapshot.properties)
+    hours = table_retention if retention_hours is None else float(retention_hours)
+    if hours < 0:
+        raise VacuumRetentionError(f"retention_hours must be ≥ 0, got {retention_hours!r}")
+    if enforce_retention_duration and hours < table_retention:
+        raise VacuumRetentionError(
+            f"VACUUM retention of {hours:g} hour(s) is shorter than the table's "
+            f"{props.DELETED_FILE_RETENTION} ({table_retention:g} hours). Files removed more recently "
+            f"may still be read by concurrent readers, writers or time travel, and uncommitted files of "
+            f"running writers could be deleted. If you are sure, pass enforce_retention_duration=False, "
+            f"or lower {props.DELETED_FILE_RETENTION} with set_properties()."
+        )
+    store = table._store
+    cutoff_ms = int(now_ms() - hours * 3600 * 1000)
+
+    listing = store.list_files_recursive()
+    if not listing:
+        return []
+    paths = pa.array([entry[0] for entry in listing], pa.string())
+    mtimes = pa.array([entry[2] for entry in listing], pa.int64())
+    candidates = pc.and_(_visible(paths, snapshot.partition_columns), pc.less(mtimes, cutoff_ms))
+    paths = paths.filter(candidates)
+    if not len(paths):
+        return []
+
+    tombstones = snapshot.tombstones
+    recent = tombstones.filter(pc.greater_equal(pc.fill_null(tombstones["deletionTimestamp"], 0), cutoff_ms)) \
+        if tombstones.num_rows else tombstones
+    valid = pa.concat_arrays([
+        relative_paths(store, snapshot.files["path"]),
+        relative_paths(store, recent["path"]),
+    ])
+    doomed = paths.filter(pc.invert(pc.is_in(paths, value_set=valid)))
+    result = sorted(doomed.to_pylist())
+    if not dry_run and result:
+        _delete(store, result)
+    return result
+
+
+def now_ms() -> float:
+    """The clock VACUUM measures file ages against (one place, so tests can move it)."""
+    return time.time() * 1000
+
+
+def relative_paths(store: "LogStore", add_paths: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """Paths (relative to the table root, decoded) of add/remove ``path`` values.
+
+    Plain relative paths (the common case) pass through untouched; only URI-encoded or absolute
+    ones are decoded one by one.
+    """
+    arr = add_paths.combine_chunks() if isinstance(add_paths, pa.ChunkedArray) else add_paths
+    arr = arr.cast(pa.string())
+    if not len(arr):
+        return arr
+    needs_work = pc.match_substring_regex(arr, r"%|^[A-Za-z][A-Za-z0-9+.\-]+:")
+    if not pc.any(needs_work).as_py():
+        return arr
+    prefix = store.root.rstrip("/") + "/"
+    out = arr.to_pylist()
+    for i in pc.indices_nonzero(needs_work).to_pylist():
+        decoded = decode_path(out[i])
+        full = data_file_path(store, decoded)
+        out[i] = full[len(prefix):] if full.startswith(prefix) else decoded
+    return pa.array(out, pa.string())
+
+
+def _visible(paths: pa.Array, partition_columns: list[str]) -> pa.Array:
+    """False for paths with a hidden component (Delta's rule, see the module docstring)."""
+    maybe_hidden = pc.match_substring_regex(paths, r"(^|/)[._]")
+    if not pc.any(maybe_hidden).as_py():
+        return pc.invert(maybe_hidden)
+    allowed = tuple(_VACUUMED_UNDERSCORE_DIRS) + tuple(f"{escape_partition_value(c)}=" for c in partition_columns)
+    visible = pc.invert(maybe_hidden).to_pylist()
+    for i in pc.indices_nonzero(maybe_hidden).to_pylist():
+        parts = paths[i].as_py().split("/")
+        visible[i] = not any(p[:1] in "._" and not p.startswith(allowed) for p in parts if p)
+    return pa.array(visible, pa.bool_())
+
+
+def _delete(store: "LogStore", relative: list[str]) -> None:
+    batches = [relative[i:i + _DELETE_BATCH] for i in range(0, len(relative), _DELETE_BATCH)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(store.delete_files, batches))

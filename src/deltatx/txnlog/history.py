@@ -1,0 +1,185 @@
+"""Commit history and commit timestamps: DESCRIBE HISTORY and time travel by timestamp.
+
+Owns Delta's rule for *when* a version was committed:
+
+- with in-commit timestamps (``delta.enableInCommitTimestamps=true``, from
+  ``delta.inCommitTimestampEnablementVersion`` on), the commit's ``commitInfo.inCommitTimestamp``;
+- otherwise the commit file's modification time made monotonic: a commit's timestamp is
+  ``max(its mtime, previous commit's timestamp + 1)``, so clock skew or a copied log never
+  makes a later version look older.
+
+Only the commits that can still be rebuilt count ("retained"): from version 0 when commit 0
+exists, else from the oldest complete checkpoint.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import TYPE_CHECKING, Any, Sequence
+
+import orjson
+
+from ..errors import CorruptLogError, TableNotFoundError, TimeTravelError
+from .checkpoint import complete_checkpoints
+from .replay import read_commit_bytes
+from .store import LogFile, LogStore
+
+if TYPE_CHECKING:
+    from .snapshot import Snapshot
+
+ICT_ENABLED = "delta.enableInCommitTimestamps"
+ICT_ENABLEMENT_VERSION = "delta.inCommitTimestampEnablementVersion"
+
+
+def ict_enablement_version(configuration: dict[str, str]) -> int | None:
+    """First version carrying in-commit timestamps, or None when they are off."""
+    if configuration.get(ICT_ENABLED, "false").strip().lower() != "true":
+        return None
+    raw = configuration.get(ICT_ENABLEMENT_VERSION)
+    try:
+        return int(raw) if raw is not None else 0
+    except ValueError:
+        return 0
+
+
+def monotonic_mtimes(commits: Sequence[LogFile], previous: int | None = None) -> list[int]:
+    """Each commit's ``max(mtime, previous + 1)``, in the given (version) order."""
+    out = []
+    last = previous
+    for f in commits:
+        ts = f.mtime_ms if last is None or f.mtime_ms > last else last + 1
+        out.append(ts)
+        last = ts
+    return out
+
+
+def commit_info_from_bytes(data: bytes, version: int) -> dict[str, Any] | None:
+    """The ``commitInfo`` of a commit file, found without parsing the other actions."""
+    marker = b'{"commitInfo"'
+    if data.startswith(marker):
+        start = 0
+    else:
+        found = data.find(b"\n" + marker)
+        start = found + 1 if found >= 0 else -1
+    if start >= 0:
+        end = data.find(b"\n", start)
+        candidates = [data[start:] if end < 0 else data[start:end]]
+    else:  # unusual formatting (spaces, other key order): look at every line that mentions it
+        candidates = [line for line in data.split(b"\n") if b'"commitInfo"' in line]
+    for line in candidates:
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            raise CorruptLogError(
+                f"commit {version}: its commitInfo line is not valid JSON; the commit file is corrupt",
+                version=version,
+            ) from None
+        if isinstance(obj, dict) and isinstance(obj.get("commitInfo"), dict):
+            return obj["commitInfo"]
+    return None
+
+
+def earliest_recoverable_version(listing: Sequence[LogFile]) -> int | None:
+    """0 if commit 0 exists, else the oldest complete checkpoint's version, else None."""
+    if any(f.kind == "commit" and f.version == 0 for f in listing):
+        return 0
+    checkpoints = complete_checkpoints(listing)
+    return min(checkpoints) if checkpoints else None
+
+
+def retained_commits(listing: Sequence[LogFile]) -> list[LogFile]:
+    """Commit files of the versions that can still be rebuilt, oldest first."""
+    earliest = earliest_recoverable_version(listing)
+    if earliest is None:
+        return []
+    return [f for f in listing if f.kind == "commit" and f.version >= earliest]
+
+
+class CommitTimeline(Sequence[int]):
+    """Commit timestamps of ``commits``, read lazily where in-commit timestamps apply.
+
+    A bisect over it reads only O(log n) commit files even when every timestamp is in-commit.
+    """
+
+    def __init__(self, store: LogStore, commits: Sequence[LogFile], ict_from: int | None):
+        self.store = store
+        self.commits = list(commits)
+        self.versions = [f.version for f in self.commits]
+        self._mtimes = monotonic_mtimes(self.commits)
+        self._ict_from = ict_from
+        self._cache: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.commits)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        f = self.commits[i]
+        if self._ict_from is None or f.version < self._ict_from:
+            return self._mtimes[i]
+        if f.version not in self._cache:
+            info = commit_info_from_bytes(self.store.read_log_file(f.name), f.version) or {}
+            ict = info.get("inCommitTimestamp")
+            self._cache[f.version] = int(ict) if isinstance(ict, int) else self._mtimes[i]
+        return self._cache[f.version]
+
+
+def version_at_timestamp(store: LogStore, listing: Sequence[LogFile], timestamp_ms: int,
+                         ict_from: int | None) -> int:
+    """The latest retained version committed at or before ``timestamp_ms``."""
+    commits = retained_commits(listing)
+    if not commits:
+        raise TimeTravelError(f"table {store.uri!r} has no retained commits to time travel to")
+    timeline = CommitTimeline(store, commits, ict_from)
+    index = bisect.bisect_right(timeline, timestamp_ms) - 1
+    if index < 0:
+        raise TimeTravelError(
+            f"timestamp {timestamp_ms} is before the earliest retained commit of {store.uri!r} "
+            f"(version {commits[0].version} at {timeline[0]}); history before it was cleaned up or "
+            f"never existed"
+        )
+    return timeline.versions[index]
+
+
+def commit_timestamps(store: LogStore, snapshot: "Snapshot | None" = None) -> list[tuple[int, int]]:
+    """(version, commit timestamp ms) of every retained commit, oldest first.
+
+    ``snapshot`` (the latest) tells whether in-commit timestamps are on; it is loaded when not given.
+    """
+    if snapshot is None:
+        from .snapshot import load_snapshot
+
+        snapshot = load_snapshot(store)
+    listing = store.list_log()
+    timeline = CommitTimeline(store, retained_commits(listing), ict_enablement_version(snapshot.properties))
+    return list(zip(timeline.versions, timeline[:]))
+
+
+def read_history(store: LogStore, limit: int | None = None) -> list[dict[str, Any]]:
+    """``commitInfo`` of each retained version, newest first, with ``version`` and ``timestamp``.
+
+    ``timestamp`` is the commit timestamp (in-commit timestamp when the commit has one, else the
+    monotonic file time), replacing the writer's own clock as Delta's DESCRIBE HISTORY does. Only
+    the newest ``limit`` commit files are read.
+    """
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be ≥ 0, got {limit}")
+    listing = store.list_log()
+    if not listing:
+        raise TableNotFoundError(f"no Delta table at {store.uri!r}: _delta_log has no commits")
+    commits = retained_commits(listing) or [f for f in listing if f.kind == "commit"]
+    mtimes = monotonic_mtimes(commits)
+    chosen = list(range(len(commits)))[::-1]
+    if limit is not None:
+        chosen = chosen[:limit]
+    blobs = read_commit_bytes(store, [commits[i] for i in chosen])
+    history = []
+    for i, data in zip(chosen, blobs):
+        version = commits[i].version
+        info = dict(commit_info_from_bytes(data, version) or {})
+        ict = info.get("inCommitTimestamp")
+        info["version"] = version
+        info["timestamp"] = int(ict) if isinstance(ict, int) else mtimes[i]
+        history.append(info)
+    return history

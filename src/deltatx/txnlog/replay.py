@@ -1,0 +1,269 @@
+"""Log replay: fold commits onto a base state, keeping file state columnar.
+
+Owns PROTOCOL.md's action reconciliation and nothing about *which* files to read (snapshot.py
+picks the checkpoint and the commit range):
+
+- protocol / metaData: the latest wins;
+- txn: the latest per ``appId``; domainMetadata: the latest per domain, ``removed=true`` drops it;
+- files: keyed by ``(path, deletionVector uniqueId)``; the newest reference (add or remove) wins,
+  also inside one commit (``CommitActions.file_order``); live adds and tombstones stay disjoint.
+
+How the file part stays cheap (a checkpoint may hold millions of adds, a JSON tail a few)::
+
+    tail adds + removes ──► keys, global positions ──► newest per key (sort + index_in)
+    base files/tombstones ──► drop rows whose key the tail touched (pc.is_in) ──► concat winners
+
+Only the JSON tail being parsed is ever held as Python dicts.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import CorruptLogError
+from .actions import (
+    FILE_SCHEMA,
+    REMOVE_SCHEMA,
+    CommitActions,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    Txn,
+    file_actions_table,
+    parse_commit,
+)
+from .store import LocalLogStore, LogFile, LogStore, MemoryLogStore
+
+#: a commit's actions get positions ``commit_index << _POSITION_BITS | line_index``
+_POSITION_BITS = 32
+#: tables with more chunks than this are compacted after a replay step (keeps compute fast)
+_MAX_CHUNKS = 64
+#: parallel reads of commit files on remote stores
+_REMOTE_READ_THREADS = 16
+
+_KEY_SEPARATOR = "\x00"
+
+
+# --------------------------------------------------------------------------------------------
+# Reading commit files
+# --------------------------------------------------------------------------------------------
+
+
+def require_contiguous(versions: Sequence[int], first: int, last: int) -> None:
+    """Raise CorruptLogError naming the first missing version of ``first..last``."""
+    expected = first
+    for v in versions:
+        if v != expected:
+            break
+        expected += 1
+    if expected <= last:
+        raise CorruptLogError(
+            f"the log has a gap: commit {expected} is missing (needed to build version {last} from "
+            f"version {first}); the _delta_log is incomplete or was cleaned up too aggressively",
+            version=expected,
+        )
+
+
+def read_commit_bytes(store: LogStore, files: Sequence[LogFile]) -> list[bytes]:
+    """Raw bytes of commit files, in the given order (in parallel on remote stores)."""
+
+    def fetch(f: LogFile) -> bytes:
+        try:
+            return store.read_log_file(f.name)
+        except FileNotFoundError:
+            raise CorruptLogError(
+                f"commit {f.version} was listed but is gone ({f.name}); it may have been deleted by "
+                f"log cleanup while reading — reload the table",
+                version=f.version,
+            ) from None
+
+    if isinstance(store, (LocalLogStore, MemoryLogStore)) or len(files) < 2:
+        return [fetch(f) for f in files]
+    with ThreadPoolExecutor(max_workers=min(_REMOTE_READ_THREADS, len(files))) as pool:
+        return list(pool.map(fetch, files))
+
+
+def read_commits(store: LogStore, files: Sequence[LogFile]) -> list[CommitActions]:
+    """Read and parse commit files, in the given order."""
+    return [parse_commit(data, f.version) for f, data in zip(files, read_commit_bytes(store, files))]
+
+
+# --------------------------------------------------------------------------------------------
+# Non-file actions
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class TableActions:
+    """The reconciled non-file actions of a table at one version."""
+
+    protocol: Protocol | None
+    metadata: Metadata | None
+    txns: dict[str, Txn]
+    domains: dict[str, DomainMetadata]
+
+    def fold(self, commits: Iterable[CommitActions]) -> "TableActions":
+        protocol, metadata = self.protocol, self.metadata
+        txns, domains = dict(self.txns), dict(self.domains)
+        for c in commits:
+            if c.protocol is not None:
+                protocol = c.protocol
+            if c.metadata is not None:
+                metadata = c.metadata
+            for t in c.txns:
+                txns[t.app_id] = t
+            for d in c.domains:
+                if d.removed:
+                    domains.pop(d.domain, None)
+                else:
+                    domains[d.domain] = d
+        return TableActions(protocol, metadata, txns, domains)
+
+
+# --------------------------------------------------------------------------------------------
+# File actions, columnar
+# --------------------------------------------------------------------------------------------
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with exactly ``schema``'s columns (missing ones null, types cast)."""
+    if table.schema.equals(schema):
+        return table
+    arrays = []
+    for f in schema:
+        if f.name in table.column_names:
+            col = table.column(f.name)
+            arrays.append(col if col.type.equals(f.type) else col.cast(f.type))
+        else:
+            arrays.append(pa.nulls(table.num_rows, f.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def file_keys(table: pa.Table) -> pa.ChunkedArray:
+    """The logical-file key per row: path, or path + NUL + deletion-vector uniqueId."""
+    path = table.column("path")
+    dv = table.column("deletionVector")
+    if dv.null_count == len(dv):
+        return path
+    storage = pc.fill_null(pc.struct_field(dv, "storageType"), "")
+    location = pc.fill_null(pc.struct_field(dv, "pathOrInlineDv"), "")
+    offset = pc.cast(pc.struct_field(dv, "offset"), pa.string())
+    at_offset = pc.fill_null(pc.binary_join_element_wise("@", offset, ""), "")
+    unique_id = pc.binary_join_element_wise(storage, location, at_offset, "")
+    with_dv = pc.binary_join_element_wise(path, unique_id, _KEY_SEPARATOR)
+    return pc.if_else(pc.is_null(dv), path, with_dv)
+
+
+def _local_positions(commit: CommitActions, n_adds: int, n_removes: int) -> tuple[list[int], list[int]]:
+    """Line order of adds and removes inside one commit (removes first when unknown)."""
+    order = commit.file_order
+    if len(order) == n_adds + n_removes and order:
+        add_pos = [0] * n_adds
+        remove_pos = [0] * n_removes
+        for position, (kind, index) in enumerate(order):
+            if kind == "add":
+                add_pos[index] = position
+            else:
+                remove_pos[index] = position
+        return add_pos, remove_pos
+    return list(range(n_removes, n_removes + n_adds)), list(range(n_removes))
+
+
+class FileTail:
+    """File actions of consecutive commits, gathered before one columnar reconciliation."""
+
+    def __init__(self) -> None:
+        self._add_rows: list[dict[str, Any]] = []
+        self._add_pos: list[int] = []
+        self._remove_rows: list[dict[str, Any]] = []
+        self._remove_pos: list[int] = []
+        self._add_tables: list[tuple[pa.Table, list[int]]] = []
+        self._remove_tables: list[tuple[pa.Table, list[int]]] = []
+        self._count = 0
+
+    def add_commit(self, commit: CommitActions) -> None:
+        base = self._count << _POSITION_BITS
+        self._count += 1
+        if commit.add_rows or commit.remove_rows:  # parsed JSON: keep the dicts until the end
+            add_pos, remove_pos = _local_positions(commit, len(commit.add_rows), len(commit.remove_rows))
+            self._add_rows += commit.add_rows
+            self._add_pos += [base + p for p in add_pos]
+            self._remove_rows += commit.remove_rows
+            self._remove_pos += [base + p for p in remove_pos]
+            return
+        adds, removes = commit.adds, commit.removes  # built by a writer: already columnar
+        if not adds.num_rows and not removes.num_rows:
+            return
+        add_pos, remove_pos = _local_positions(commit, adds.num_rows, removes.num_rows)
+        if adds.num_rows:
+            self._add_tables.append((conform(adds, FILE_SCHEMA), [base + p for p in add_pos]))
+        if removes.num_rows:
+            self._remove_tables.append((conform(removes, REMOVE_SCHEMA), [base + p for p in remove_pos]))
+
+    @staticmethod
+    def _gather(rows: list[dict[str, Any]], pos: list[int], tables: list[tuple[pa.Table, list[int]]],
+                schema: pa.Schema) -> tuple[pa.Table, list[int]]:
+        parts = [file_actions_table(rows, schema)] if rows else []
+        positions = list(pos)
+        for table, table_pos in tables:
+            parts.append(table)
+            positions += table_pos
+        return (pa.concat_tables(parts) if parts else schema.empty_table()), positions
+
+    def apply(self, files: pa.Table, tombstones: pa.Table) -> tuple[pa.Table, pa.Table]:
+        """Reconcile the gathered actions onto ``files`` / ``tombstones`` (both columnar)."""
+        adds, add_pos = self._gather(self._add_rows, self._add_pos, self._add_tables, FILE_SCHEMA)
+        removes, remove_pos = self._gather(self._remove_rows, self._remove_pos, self._remove_tables, REMOVE_SCHEMA)
+        return reconcile(files, tombstones, adds, add_pos, removes, remove_pos)
+
+
+def _drop_keys(table: pa.Table, touched: pa.Array) -> pa.Table:
+    if table.num_rows == 0:
+        return table
+    return table.filter(pc.invert(pc.is_in(file_keys(table), value_set=touched)))
+
+
+def _compact(table: pa.Table) -> pa.Table:
+    return table.combine_chunks() if table.column(0).num_chunks > _MAX_CHUNKS else table
+
+
+def reconcile(
+    files: pa.Table,
+    tombstones: pa.Table,
+    adds: pa.Table,
+    add_pos: Sequence[int],
+    removes: pa.Table,
+    remove_pos: Sequence[int],
+) -> tuple[pa.Table, pa.Table]:
+    """Newest reference per logical file wins; returns the new (files, tombstones).
+
+    ``add_pos`` / ``remove_pos`` order the new actions (higher = newer); everything in
+    ``files`` / ``tombstones`` is older than all of them.
+    """
+    n_adds, n_removes = adds.num_rows, removes.num_rows
+    if n_adds + n_removes == 0:
+        return files, tombstones
+    keys = pa.chunked_array(file_keys(adds).chunks + file_keys(removes).chunks, type=pa.string())
+    unique = pc.unique(keys)
+    if len(unique) == len(keys):  # no logical file referenced twice: every action wins
+        new_adds, new_removes = adds, removes
+    else:
+        positions = pa.array(list(add_pos) + list(remove_pos), pa.int64())
+        newest_first = pc.array_sort_indices(positions, order="descending")
+        first_seen = pc.index_in(unique, value_set=keys.take(newest_first))
+        winners = pc.array_sort_indices(newest_first.take(first_seen))
+        winners = newest_first.take(first_seen).take(winners)
+        is_add = pc.less(winners, n_adds)
+        new_adds = adds.take(winners.filter(is_add))
+        new_removes = removes.take(pc.subtract(winners.filter(pc.invert(is_add)), n_adds))
+    kept_files = _drop_keys(files, unique)
+    kept_tombstones = _drop_keys(tombstones, unique)
+    return (
+        _compact(pa.concat_tables([kept_files, new_adds])),
+        _compact(pa.concat_tables([kept_tombstones, new_removes])),
+    )

@@ -1,0 +1,324 @@
+"""Snapshots: the table at one version, built by log replay; time travel; incremental refresh.
+
+Owns *which* log files make a version and the immutable :class:`Snapshot` value. Reconciliation
+rules live in replay.py, checkpoint files in checkpoint.py, commit timestamps in history.py::
+
+    load_snapshot(store, version | timestamp_ms)
+        _last_checkpoint (a hint only) ─► list_log(from hint) ─► newest complete checkpoint ≤ target
+            │ missing / stale / corrupt hint or checkpoint: list from 0, try older checkpoints,
+            │ then full replay from commit 0; CorruptCheckpointError only when nothing works
+            ▼
+        checkpoint state (columnar) + JSON commits checkpoint+1 .. target (contiguous, else
+        CorruptLogError) ─► replay.reconcile ─► check_readable ─► Snapshot
+
+    snapshot.apply(commit)    next version from a commit this process just wrote (no I/O)
+    snapshot.refresh(store)   lists from version+1 and replays only the new commits
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Sequence
+
+import pyarrow as pa
+
+from ..errors import (
+    CorruptCheckpointError,
+    CorruptLogError,
+    TableNotFoundError,
+    TimeTravelError,
+)
+from .actions import FILE_SCHEMA, REMOVE_SCHEMA, CommitActions, DomainMetadata, Metadata, Protocol, Txn
+from .checkpoint import CheckpointState, complete_checkpoints, read_checkpoint, read_last_checkpoint_hint
+from .features import check_readable
+from .history import commit_info_from_bytes, ict_enablement_version, monotonic_mtimes, version_at_timestamp
+from .replay import FileTail, TableActions, read_commits, require_contiguous
+from .schema import schema_from_json
+from .store import LogFile, LogStore
+
+#: refresh() reloads from a newer checkpoint instead of replaying more commits than this
+REFRESH_RELOAD_COMMITS = 1000
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Snapshot:
+    """The state of a table at ``version``. Immutable: apply/refresh return new snapshots.
+
+    ``files`` (columns ``actions.FILE_SCHEMA``) are the live add actions; ``tombstones``
+    (``REMOVE_SCHEMA``) the removes replay still holds (a checkpoint drops expired ones), for
+    VACUUM. ``timestamp_ms`` is the commit timestamp of ``version`` (see history.py).
+    """
+
+    version: int
+    protocol: Protocol
+    metadata: Metadata
+    files: pa.Table
+    tombstones: pa.Table
+    app_txns: dict[str, Txn]
+    domains: dict[str, DomainMetadata]
+    timestamp_ms: int
+
+    def __repr__(self) -> str:
+        return (
+            f"Snapshot(version={self.version}, files={self.files.num_rows}, "
+            f"tombstones={self.tombstones.num_rows}, protocol=({self.protocol.min_reader_version}, "
+            f"{self.protocol.min_writer_version}), partition_columns={self.partition_columns})"
+        )
+
+    @cached_property
+    def schema(self) -> pa.Schema:
+        return schema_from_json(self.metadata.schema_string)
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return list(self.metadata.partition_columns)
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return self.metadata.configuration
+
+    def partition_schema(self) -> pa.Schema:
+        """The partition columns' fields, in partitionColumns order."""
+        schema = self.schema
+        return pa.schema([schema.field(name) for name in self.metadata.partition_columns])
+
+    @property
+    def num_files(self) -> int:
+        return self.files.num_rows
+
+    # ------------------------------------------------------------------ moving forward
+    def apply(self, commit: CommitActions) -> "Snapshot":
+        """The next version, from a commit just written (its clock gives the timestamp; no I/O)."""
+        if commit.version != self.version + 1:
+            raise CorruptLogError(
+                f"commit {commit.version} cannot be applied to the snapshot at version {self.version}; "
+                f"commits apply in order (expected {self.version + 1})",
+                version=commit.version,
+            )
+        return _advance(self, [commit], mtimes=None)
+
+    def refresh(self, store: LogStore) -> "Snapshot":
+        """The latest version: replays only commits after ``self.version``; ``self`` if none."""
+        listing = store.list_log(self.version + 1)
+        commits = [f for f in listing if f.kind == "commit"]
+        if not commits:
+            return self
+        if commits[0].version != self.version + 1 or (
+            len(commits) > REFRESH_RELOAD_COMMITS and complete_checkpoints(listing)
+        ):
+            return load_snapshot(store)  # the commits we need were cleaned up, or a checkpoint is cheaper
+        require_contiguous([f.version for f in commits], self.version + 1, commits[-1].version)
+        parsed = read_commits(store, commits)
+        return _advance(self, parsed, mtimes=[f.mtime_ms for f in commits])
+
+
+def _commit_timestamp(commit: CommitActions, metadata: Metadata, previous: int, mtime: int | None) -> int:
+    """In-commit timestamp when on; else max(file mtime or the writer's clock, previous + 1)."""
+    info = commit.commit_info or {}
+    ict_from = ict_enablement_version(metadata.configuration)
+    if ict_from is not None and commit.version >= ict_from and isinstance(info.get("inCommitTimestamp"), int):
+        return int(info["inCommitTimestamp"])
+    candidate = mtime if mtime is not None else info.get("timestamp")
+    if not isinstance(candidate, int):
+        return previous + 1
+    return max(candidate, previous + 1)
+
+
+def _advance(base: Snapshot, commits: Sequence[CommitActions], mtimes: Sequence[int] | None) -> Snapshot:
+    actions = TableActions(base.protocol, base.metadata, base.app_txns, base.domains).fold(commits)
+    assert actions.protocol is not None and actions.metadata is not None
+    if actions.protocol is not base.protocol or actions.metadata is not base.metadata:
+        check_readable(actions.protocol, actions.metadata)  # a new protocol may need a feature we lack
+    tail = FileTail()
+    for commit in commits:
+        tail.add_commit(commit)
+    files, tombstones = tail.apply(base.files, base.tombstones)
+    timestamp = base.timestamp_ms
+    metadata = base.metadata
+    for i, commit in enumerate(commits):
+        metadata = commit.metadata or metadata
+        timestamp = _commit_timestamp(commit, metadata, timestamp, None if mtimes is None else mtimes[i])
+    return Snapshot(
+        version=commits[-1].version,
+        protocol=actions.protocol,
+        metadata=actions.metadata,
+        files=files,
+        tombstones=tombstones,
+        app_txns=actions.txns,
+        domains=actions.domains,
+        timestamp_ms=timestamp,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------------
+
+
+def load_snapshot(store: LogStore, version: int | None = None, timestamp_ms: int | None = None) -> Snapshot:
+    """The table at ``version``, at ``timestamp_ms`` (latest commit at or before it), or latest.
+
+    Raises TableNotFoundError (no log), TimeTravelError (outside the retained log),
+    CorruptLogError (bad commit, gap in versions), CorruptCheckpointError (a checkpoint is
+    unreadable and nothing older can replace it), UnsupportedFeatureError (unknown reader feature).
+    """
+    if version is not None and timestamp_ms is not None:
+        raise TimeTravelError("time travel takes a version or a timestamp, not both")
+    if version is not None:
+        try:
+            version = operator.index(version)  # ints, numpy ints; not floats or strings
+        except TypeError:
+            raise TimeTravelError(f"version must be an integer, got {version!r}") from None
+        if version < 0:
+            raise TimeTravelError(f"version must be ≥ 0, got {version}")
+    if timestamp_ms is not None:
+        return _load_at_timestamp(store, int(timestamp_ms))
+    failed: dict[str, CorruptCheckpointError] = {}
+    hint = read_last_checkpoint_hint(store)
+    if hint is not None and (version is None or hint <= version):
+        snapshot = _load_from_listing(store, store.list_log(hint), version, failed, partial=True)
+        if snapshot is not None:
+            return snapshot
+    snapshot = _load_from_listing(store, store.list_log(0), version, failed, partial=False)
+    assert snapshot is not None
+    return snapshot
+
+
+def _load_at_timestamp(store: LogStore, timestamp_ms: int) -> Snapshot:
+    latest = load_snapshot(store)
+    ict_from = ict_enablement_version(latest.properties)
+    version = version_at_timestamp(store, store.list_log(0), timestamp_ms, ict_from)
+    return latest if version == latest.version else load_snapshot(store, version=version)
+
+
+def _load_from_listing(
+    store: LogStore,
+    listing: list[LogFile],
+    target: int | None,
+    failed: dict[str, CorruptCheckpointError],
+    *,
+    partial: bool,
+) -> Snapshot | None:
+    """Build ``target`` from a listing; with ``partial`` (listed from the hint) None means "list all"."""
+    commits = {f.version: f for f in listing if f.kind == "commit"}
+    checkpoints = complete_checkpoints(listing)
+    if not commits and not checkpoints:
+        if partial:
+            return None
+        raise TableNotFoundError(f"no Delta table at {store.uri!r}: _delta_log holds no commits")
+    latest = max(max(commits, default=-1), max(checkpoints, default=-1))
+    if target is None:
+        target = latest
+    elif target > latest:
+        if partial:
+            return None
+        raise TimeTravelError(f"version {target} of {store.uri!r} does not exist; the latest version is {latest}")
+    for checkpoint_version in sorted((v for v in checkpoints if v <= target), reverse=True):
+        for fileset in checkpoints[checkpoint_version]:
+            if fileset[0].name in failed:
+                continue
+            try:
+                state = read_checkpoint(store, fileset)
+            except CorruptCheckpointError as exc:
+                failed[fileset[0].name] = exc
+                continue
+            return _from_checkpoint(store, state, commits, target, fileset[0].mtime_ms)
+    if 0 in commits:
+        return _full_replay(store, commits, target)
+    if partial:
+        return None
+    if failed:
+        names = ", ".join(failed)
+        first = next(iter(failed.values()))
+        raise CorruptCheckpointError(
+            f"cannot build version {target} of {store.uri!r}: checkpoint(s) {names} are unreadable and "
+            f"there is no older checkpoint or commit 0 to replay from ({first})"
+        )
+    if checkpoints:
+        raise TimeTravelError(
+            f"version {target} of {store.uri!r} is no longer in the log; the earliest version that can be "
+            f"rebuilt is {min(checkpoints)}"
+        )
+    raise CorruptLogError(
+        f"the log of {store.uri!r} starts at commit {min(commits)} with no checkpoint: commit 0 is missing",
+        version=0,
+    )
+
+
+def _tail_files(commits: dict[int, LogFile], first: int, target: int) -> list[LogFile]:
+    require_contiguous(sorted(v for v in commits if first <= v <= target), first, target)
+    return [commits[v] for v in range(first, target + 1)]
+
+
+def _from_checkpoint(store: LogStore, state: CheckpointState, commits: dict[int, LogFile], target: int,
+                     checkpoint_mtime: int) -> Snapshot:
+    tail = _tail_files(commits, state.version + 1, target)
+    base_ts = _base_timestamp(store, state, commits, checkpoint_mtime)
+    base = Snapshot(
+        version=state.version,
+        protocol=state.protocol,
+        metadata=state.metadata,
+        files=state.files,
+        tombstones=state.tombstones,
+        app_txns=state.txns,
+        domains=state.domains,
+        timestamp_ms=base_ts,
+    )
+    if not tail:
+        check_readable(base.protocol, base.metadata)
+        return base
+    snapshot = _advance(base, read_commits(store, tail), _tail_mtimes(commits, tail, state.version))
+    check_readable(snapshot.protocol, snapshot.metadata)  # the target's protocol is what counts
+    return snapshot
+
+
+def _base_timestamp(store: LogStore, state: CheckpointState, commits: dict[int, LogFile], checkpoint_mtime: int) -> int:
+    """Commit timestamp of a checkpoint's version (its commit file; else the checkpoint file)."""
+    own = commits.get(state.version)
+    ict_from = ict_enablement_version(state.metadata.configuration)
+    if own is not None and ict_from is not None and state.version >= ict_from:
+        info = commit_info_from_bytes(store.read_log_file(own.name), state.version) or {}
+        if isinstance(info.get("inCommitTimestamp"), int):
+            return int(info["inCommitTimestamp"])
+    if own is not None:
+        return _monotonic_at(commits, state.version)
+    return checkpoint_mtime
+
+
+def _monotonic_at(commits: dict[int, LogFile], version: int) -> int:
+    listed = [commits[v] for v in sorted(commits) if v <= version]
+    return monotonic_mtimes(listed)[-1]
+
+
+def _tail_mtimes(commits: dict[int, LogFile], tail: list[LogFile], base_version: int) -> list[int]:
+    """Monotonic mtimes of the tail, continuing from the commits listed before it."""
+    before = [commits[v] for v in sorted(commits) if v <= base_version]
+    previous = monotonic_mtimes(before)[-1] if before else None
+    return monotonic_mtimes(tail, previous)
+
+
+def _full_replay(store: LogStore, commits: dict[int, LogFile], target: int) -> Snapshot:
+    tail = _tail_files(commits, 0, target)
+    parsed = read_commits(store, tail)
+    actions = TableActions(None, None, {}, {}).fold(parsed)
+    if actions.protocol is None or actions.metadata is None:
+        missing = "protocol" if actions.protocol is None else "metaData"
+        raise CorruptLogError(
+            f"the log of {store.uri!r} has no {missing} action up to version {target}; commit 0 must "
+            f"create the table with both",
+            version=0,
+        )
+    check_readable(actions.protocol, actions.metadata)
+    empty = Snapshot(
+        version=-1,
+        protocol=actions.protocol,
+        metadata=actions.metadata,
+        files=FILE_SCHEMA.empty_table(),
+        tombstones=REMOVE_SCHEMA.empty_table(),
+        app_txns={},
+        domains={},
+        timestamp_ms=-1,
+    )
+    return _advance(empty, parsed, monotonic_mtimes(tail))

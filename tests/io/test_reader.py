@@ -1,0 +1,250 @@
+"""Reading data files (deltatx.io.reader): typing, evolution, filters, errors, interop."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from decimal import Decimal
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from deltatx.errors import (
+    DataFileNotFoundError,
+    InvalidTableError,
+    PredicateError,
+    SchemaMismatchError,
+    UnsupportedFeatureError,
+)
+from deltatx.io import (
+    iter_batches,
+    parse_partition_value,
+    partition_values_table,
+    read_files,
+    write_data_files,
+)
+from deltatx.txnlog.actions import FILE_SCHEMA, file_actions_table
+from deltatx.txnlog.store import open_store
+
+UTC = dt.timezone.utc
+
+
+def _adds(rows: list[dict]) -> pa.Table:
+    """Hand-made add rows (path, partitionValues, ...), the rest filled in."""
+    full = [{"size": 1, "modificationTime": 0, "dataChange": True, "partitionValues": {}, **r} for r in rows]
+    return file_actions_table(full, FILE_SCHEMA)
+
+
+def _write_parquet(root: str, relative: str, table: pa.Table) -> None:
+    path = os.path.join(root, relative)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    pq.write_table(table, path)
+
+
+def test_empty_file_list_gives_an_empty_table_with_the_schema(table_uri):
+    schema = pa.schema([("a", pa.int64()), ("p", pa.string())])
+    store = open_store(table_uri)
+    out = read_files(store, FILE_SCHEMA.empty_table(), schema, ["p"])
+    assert out.num_rows == 0 and out.schema.equals(schema)
+    assert list(iter_batches(store, FILE_SCHEMA.empty_table(), schema, ["p"])) == []
+
+
+def test_schema_evolution_fills_missing_columns_and_casts_types(table_uri):
+    store = open_store(table_uri)
+    root = store.root
+    # an "old" file: no column c, b as large_string, timestamps in ns (µs-exact)
+    _write_parquet(root, "old.parquet", pa.table({
+        "a": pa.array([1, 2], pa.int64()),
+        "b": pa.array(["x", "y"], pa.large_string()),
+        "t": pa.array([1_000, 2_000], pa.timestamp("ns")),
+    }))
+    _write_parquet(root, "new.parquet", pa.table({
+        "a": pa.array([3], pa.int64()),
+        "b": pa.array(["z"]),
+        "t": pa.array([3], pa.timestamp("us", "UTC")),
+        "c": pa.array([1.5]),
+    }))
+    schema = pa.schema([("a", pa.int64()), ("b", pa.string()), ("t", pa.timestamp("us", "UTC")), ("c", pa.float64())])
+    files = _adds([{"path": "old.parquet"}, {"path": "new.parquet"}])
+    out = read_files(store, files, schema, [])
+    assert out.schema.equals(schema)
+    assert out.sort_by("a").to_pydict() == {
+        "a": [1, 2, 3],
+        "b": ["x", "y", "z"],
+        "t": [dt.datetime(1970, 1, 1, 0, 0, 0, us, tzinfo=UTC) for us in (1, 2, 3)],
+        "c": [None, None, 1.5],
+    }
+    assert read_files(store, files, schema, [], columns=["c", "a"]).column_names == ["c", "a"]
+
+
+def test_nanosecond_timestamps_are_truncated_to_microseconds(table_uri):
+    store = open_store(table_uri)
+    _write_parquet(store.root, "ns.parquet", pa.table({"t": pa.array([1_999, 5_000_001], pa.timestamp("ns"))}))
+    schema = pa.schema([("t", pa.timestamp("us", "UTC"))])
+    files = _adds([{"path": "ns.parquet"}])
+    out = read_files(store, files, schema, [])
+    assert out.schema.equals(schema)
+    assert out["t"].cast(pa.int64()).to_pylist() == [1, 5_000]
+    streamed = pa.Table.from_batches(list(iter_batches(store, files, schema, [])), schema)
+    assert streamed.equals(out)
+
+
+def test_partition_columns_come_from_partition_values(table_uri):
+    store = open_store(table_uri)
+    _write_parquet(store.root, "p=1/a.parquet", pa.table({"id": [1, 2]}))
+    _write_parquet(store.root, "p=__HIVE_DEFAULT_PARTITION__/b.parquet", pa.table({"id": [3]}))
+    _write_parquet(store.root, "c.parquet", pa.table({"id": [4]}))
+    files = _adds([
+        {"path": "p=1/a.parquet", "partitionValues": {"p": "1", "d": "2024-05-06"}},
+        {"path": "p=__HIVE_DEFAULT_PARTITION__/b.parquet", "partitionValues": {"p": None, "d": ""}},
+        {"path": "c.parquet", "partitionValues": {}},  # missing keys read as null too
+    ])
+    schema = pa.schema([("id", pa.int64()), ("p", pa.int32()), ("d", pa.date32())])
+    out = read_files(store, files, schema, ["p", "d"]).sort_by("id")
+    assert out.to_pydict() == {"id": [1, 2, 3, 4], "p": [1, 1, None, None], "d": [dt.date(2024, 5, 6)] * 2 + [None, None]}
+
+
+def test_filters_on_partition_and_data_columns(table_uri):
+    store = open_store(table_uri)
+    data = pa.table({"id": pa.array(range(100), pa.int64()), "part": pa.array([i % 4 for i in range(100)], pa.int32())})
+    adds = write_data_files(store, data, data.schema, ["part"])
+    out = read_files(store, adds, data.schema, ["part"], filter=(pc.field("part") == 2) & (pc.field("id") < 50))
+    assert sorted(out["id"].to_pylist()) == [i for i in range(50) if i % 4 == 2]
+    assert set(out["part"].to_pylist()) == {2}
+    only_id = read_files(store, adds, data.schema, ["part"], columns=["id"], filter=pc.field("part").is_null())
+    assert only_id.num_rows == 0 and only_id.column_names == ["id"]
+
+
+def test_iter_batches_streams_the_same_rows(table_uri):
+    store = open_store(table_uri)
+    data = pa.table({"id": pa.array(range(5_000), pa.int64()), "p": [f"v{i % 3}" for i in range(5_000)]})
+    adds = write_data_files(store, data, data.schema, ["p"])
+    batches = list(iter_batches(store, adds, data.schema, ["p"], columns=["p", "id"]))
+    assert all(b.schema.names == ["p", "id"] for b in batches)
+    assert pa.Table.from_batches(batches).sort_by("id").equals(data.select(["p", "id"]))
+
+
+def test_missing_file_raises_data_file_not_found_naming_it(table_uri):
+    store = open_store(table_uri)
+    _write_parquet(store.root, "here.parquet", pa.table({"a": [1]}))
+    files = _adds([{"path": "here.parquet"}, {"path": "gone%20away.parquet"}])
+    schema = pa.schema([("a", pa.int64())])
+    with pytest.raises(DataFileNotFoundError, match="gone away.parquet"):
+        read_files(store, files, schema, [])
+    with pytest.raises(DataFileNotFoundError, match="gone away.parquet"):
+        list(iter_batches(store, files, schema, []))
+
+
+def test_missing_file_in_memory_store(memory_uri):
+    store = open_store(memory_uri)
+    files = _adds([{"path": "nope.parquet"}])
+    with pytest.raises(DataFileNotFoundError, match="nope.parquet"):
+        read_files(store, files, pa.schema([("a", pa.int64())]), [])
+
+
+def test_deletion_vectors_are_refused(table_uri):
+    store = open_store(table_uri)
+    files = _adds([{
+        "path": "x.parquet",
+        "deletionVector": {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^", "offset": 4,
+                           "sizeInBytes": 40, "cardinality": 2},
+    }])
+    with pytest.raises(UnsupportedFeatureError, match="deletion vectors") as info:
+        read_files(store, files, pa.schema([("a", pa.int64())]), [])
+    assert info.value.feature == "deletionVectors" and info.value.kind == "reader"
+
+
+def test_absolute_file_uri_paths_are_read(tmp_path):
+    store = open_store(str(tmp_path / "t"))
+    elsewhere = tmp_path / "elsewhere dir"
+    elsewhere.mkdir()
+    pq.write_table(pa.table({"a": [7]}), str(elsewhere / "f.parquet"))
+    files = _adds([{"path": "file://" + str(elsewhere / "f.parquet").replace(" ", "%20")}])
+    assert read_files(store, files, pa.schema([("a", pa.int64())]), [])["a"].to_pylist() == [7]
+
+
+def test_unknown_requested_column_is_a_schema_error(table_uri):
+    store = open_store(table_uri)
+    with pytest.raises(SchemaMismatchError, match="nope"):
+        read_files(store, _adds([{"path": "x.parquet"}]), pa.schema([("a", pa.int64())]), [], columns=["nope"])
+
+
+# --------------------------------------------------------------------------------------------
+# partition_values_table / parse_partition_value
+# --------------------------------------------------------------------------------------------
+
+
+def test_partition_values_table_is_typed_per_column():
+    files = _adds([
+        {"path": "1", "partitionValues": {"i": "1", "ts": "2024-01-02 03:04:05.000006", "dec": "1.50", "b": "true", "s": "x"}},
+        {"path": "2", "partitionValues": {"i": "", "ts": "2024-01-02T03:04:05Z", "dec": "-2", "b": "false", "s": ""}},
+        {"path": "3", "partitionValues": {"i": "1", "ts": None, "f": "NaN"}},
+    ])
+    schema = pa.schema([
+        ("i", pa.int64()), ("ts", pa.timestamp("us", "UTC")), ("dec", pa.decimal128(5, 2)),
+        ("b", pa.bool_()), ("s", pa.string()), ("f", pa.float64()), ("data", pa.int64()),
+    ])
+    out = partition_values_table(files, schema, ["i", "ts", "dec", "b", "s", "f"])
+    assert out.schema.equals(pa.schema([schema.field(n) for n in ["i", "ts", "dec", "b", "s", "f"]]))
+    rows = out.to_pylist()
+    assert rows[0] == {"i": 1, "ts": dt.datetime(2024, 1, 2, 3, 4, 5, 6, tzinfo=UTC), "dec": Decimal("1.50"),
+                       "b": True, "s": "x", "f": None}
+    assert rows[1]["i"] is None and rows[1]["s"] is None and rows[1]["dec"] == Decimal("-2.00")
+    assert rows[1]["ts"] == dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
+    assert rows[2]["ts"] is None and rows[2]["f"] != rows[2]["f"]  # NaN
+
+
+def test_bad_partition_value_is_an_invalid_table_error():
+    with pytest.raises(InvalidTableError, match="not a valid"):
+        parse_partition_value("twelve", pa.int32())
+    files = _adds([{"path": "1", "partitionValues": {"d": "not-a-date"}}])
+    with pytest.raises(InvalidTableError, match="not-a-date"):
+        partition_values_table(files, pa.schema([("d", pa.date32())]), ["d"])
+
+
+# --------------------------------------------------------------------------------------------
+# Interop: files another Delta writer produced
+# --------------------------------------------------------------------------------------------
+
+
+def test_reads_a_partitioned_table_written_by_deltalake(tmp_path):
+    deltalake = pytest.importorskip("deltalake")
+    uri = str(tmp_path / "dl")
+    data = pa.table({
+        "id": pa.array(range(8), pa.int64()),
+        "p": ["a b", "x/y=z:%", None, "ü", "a b", "x/y=z:%", None, "ü"],
+    })
+    deltalake.write_deltalake(uri, data, partition_by=["p"])
+    log = os.path.join(uri, "_delta_log", "00000000000000000000.json")
+    with open(log, "rb") as fh:
+        adds = [orjson.loads(line)["add"] for line in fh if b'"add"' in line]
+    files = file_actions_table(adds, FILE_SCHEMA)
+    out = read_files(open_store(uri), files, data.schema, ["p"])
+    assert out.sort_by("id").equals(data)
+
+
+def test_read_errors_are_named(table_uri):
+    store = open_store(table_uri)
+    _write_parquet(store.root, "s.parquet", pa.table({"a": pa.array([{"x": 1}])}))
+    files = _adds([{"path": "s.parquet"}])
+    schema = pa.schema([("a", pa.int64())])
+    with pytest.raises(PredicateError, match="nope"):
+        read_files(store, files, schema, [], filter=pc.field("nope") == 1)
+    with pytest.raises(SchemaMismatchError, match="cannot be read as the table schema"):
+        read_files(store, files, schema, [])
+
+
+def test_not_null_columns_read_back_with_their_flag(table_uri):
+    store = open_store(table_uri)
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("p", pa.string())])
+    data = pa.table({"id": pa.array([1, 2], pa.int64()), "p": ["a", "b"]}, schema=schema)
+    adds = write_data_files(store, data, schema, ["p"])
+    out = read_files(store, adds, schema, ["p"])
+    assert out.schema.equals(schema) and out.sort_by("id").equals(data)
+    # a file from before a NOT NULL column existed still reads (nulls kept, flag relaxed)
+    wide = pa.schema([*schema, pa.field("n", pa.int32(), nullable=False)])
+    old = read_files(store, adds, wide, ["p"])
+    assert old["n"].null_count == 2

@@ -1,0 +1,136 @@
+"""RESTORE by version and by timestamp: data, metadata, the commit it writes, and a restore
+whose files VACUUM already deleted."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import orjson
+import pyarrow as pa
+import pytest
+
+import deltatx
+from deltatx import errors
+
+SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.int32())])
+
+
+def rows(ids: list[int], part: int) -> pa.Table:
+    return pa.table({"id": ids, "part": [part] * len(ids)}, schema=SCHEMA)
+
+
+def ids(t: deltatx.Table) -> list[int]:
+    return sorted(t.to_arrow()["id"].to_pylist())
+
+
+def commit_actions(uri: str, version: int) -> list[dict]:
+    with open(os.path.join(uri, "_delta_log", f"{version:020d}.json"), "rb") as fh:
+        return [orjson.loads(line) for line in fh.read().splitlines() if line.strip()]
+
+
+@pytest.fixture
+def history(table_uri):
+    """v1: parts 1+2, v2: more in part 2, v3: delete part 1, v4: update ids of part 2."""
+    t = deltatx.create_table(table_uri, SCHEMA, partition_by=["part"])
+    t.append(pa.concat_tables([rows([1, 2], 1), rows([3], 2)]))
+    t.append(rows([4, 5], 2))
+    t.delete("part = 1")
+    t.update("part = 2", {"id": "id * 10"})
+    assert ids(t) == [30, 40, 50]
+    return t
+
+
+def test_restore_by_version(history, table_uri):
+    t = history
+    before = t.version
+    result = t.restore(version=1)
+    assert result.version == before + 1
+    assert result.operation == "RESTORE"
+    assert ids(t) == [1, 2, 3]
+    assert ids(deltatx.Table(table_uri)) == [1, 2, 3]
+    assert set(t.files()["path"].to_pylist()) == set(deltatx.Table(table_uri, version=1).files()["path"].to_pylist())
+    m = result.metrics
+    assert m["numRestoredFiles"] == 2 and m["numOfFilesAfterRestore"] == 2
+    assert m["numRemovedFiles"] == 1, "the file the update wrote"
+    assert m["tableSizeAfterRestore"] == sum(t.files()["size"].to_pylist())
+
+    actions = commit_actions(table_uri, result.version)
+    info = actions[0]["commitInfo"]
+    assert info["operation"] == "RESTORE"
+    assert orjson.loads(info["operationParameters"]["version"]) == 1
+    adds = [a["add"] for a in actions if "add" in a]
+    removes = [a["remove"] for a in actions if "remove" in a]
+    assert adds and removes
+    assert all(a["dataChange"] for a in adds) and all(r["dataChange"] for r in removes)
+    # time travel to the versions in between still works
+    assert ids(deltatx.Table(table_uri, version=3)) == [3, 4, 5]
+
+
+def test_restore_by_timestamp(history, table_uri):
+    t = history
+    ts = deltatx.Table(table_uri, version=2).snapshot.timestamp_ms
+    result = t.restore(timestamp=ts)
+    assert ids(t) == [1, 2, 3, 4, 5]
+    info = commit_actions(table_uri, result.version)[0]["commitInfo"]
+    assert orjson.loads(info["operationParameters"]["timestamp"]) == ts
+    assert orjson.loads(info["operationParameters"]["version"]) == 2
+
+
+def test_restore_brings_back_metadata(table_uri):
+    t = deltatx.create_table(table_uri, SCHEMA)
+    t.append(rows([1], 0))
+    t.set_properties({"delta.appendOnly": "false", "custom.key": "x"})
+    wide = pa.table({"id": pa.array([2], pa.int64()), "part": pa.array([0], pa.int32()), "extra": ["e"]})
+    t.append(wide, schema_mode="merge")
+    assert "extra" in t.schema.names
+    t.restore(version=1)
+    assert t.schema.names == ["id", "part"]
+    assert "custom.key" not in t.properties
+    assert ids(t) == [1]
+    assert t.to_arrow().column_names == ["id", "part"]
+
+
+def test_restore_current_version_is_a_no_op(history):
+    t = history
+    before = t.version
+    result = t.restore(version=before)
+    assert result.version == before
+    assert t.version == before
+
+
+def test_restore_after_vacuum_raises_typed_error(history, table_uri):
+    t = history
+    when = time.time() - 30 * 24 * 3600
+    for dirpath, dirnames, filenames in os.walk(table_uri):
+        dirnames[:] = [d for d in dirnames if d != "_delta_log"]
+        for fn in filenames:
+            os.utime(os.path.join(dirpath, fn), (when, when))
+    deleted = t.vacuum(retention_hours=0, enforce_retention_duration=False)
+    assert deleted
+    before = t.version
+    with pytest.raises(errors.DataFileNotFoundError, match="VACUUM"):
+        t.restore(version=1)
+    assert deltatx.Table(table_uri).version == before, "nothing was committed"
+    assert ids(t) == [30, 40, 50]
+
+
+def test_restore_bad_arguments(history):
+    t = history
+    with pytest.raises(errors.TimeTravelError):
+        t.restore()
+    with pytest.raises(errors.TimeTravelError):
+        t.restore(version=t.version + 5)
+    with pytest.raises(errors.TimeTravelError):
+        t.restore(version=1, timestamp=123)
+
+
+def test_restore_in_a_transaction_conflicts_with_concurrent_delete(history, table_uri):
+    from deltatx.tables.ops.restore import stage_restore
+
+    t = history
+    tx = t.transaction()
+    stage_restore(tx, version=1)
+    deltatx.Table(table_uri).delete("id = 30")
+    with pytest.raises(errors.ConcurrentModificationException):
+        tx.commit()

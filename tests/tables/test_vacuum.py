@@ -1,0 +1,191 @@
+"""VACUUM on real local tables: dry run vs real run, the retention check, recent tombstones,
+orphans of failed writes, hidden entries, and the protocol check.
+
+File ages are set with ``os.utime`` (no sleeping): a file is "old" when its mtime is in the past.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import deltatx
+from deltatx import errors
+
+SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.int32())])
+HOUR = 3600
+
+
+def rows(ids: list[int], part: int) -> pa.Table:
+    return pa.table({"id": ids, "part": [part] * len(ids)}, schema=SCHEMA)
+
+
+def data_files(uri: str) -> set[str]:
+    out = set()
+    for dirpath, dirnames, filenames in os.walk(uri):
+        if "_delta_log" in dirnames:
+            dirnames.remove("_delta_log")
+        for fn in filenames:
+            out.add(os.path.relpath(os.path.join(dirpath, fn), uri).replace(os.sep, "/"))
+    return out
+
+
+def age(uri: str, relative: list[str] | set[str], hours: float) -> None:
+    """Make files look ``hours`` old."""
+    when = time.time() - hours * HOUR
+    for rel in relative:
+        os.utime(os.path.join(uri, rel), (when, when))
+
+
+def live_paths(t: deltatx.Table) -> set[str]:
+    return set(t.files()["path"].to_pylist())
+
+
+@pytest.fixture
+def rewritten(table_uri):
+    """A table whose first two files were replaced by an overwrite (their tombstones are fresh)."""
+    t = deltatx.create_table(table_uri, SCHEMA, partition_by=["part"])
+    t.append(rows([1, 2], 1))
+    t.append(rows([3], 2))
+    old = live_paths(t)
+    t.overwrite(rows([10, 11], 1))
+    return t, old
+
+
+def test_dry_run_lists_and_real_run_deletes(rewritten, table_uri):
+    t, old = rewritten
+    age(table_uri, data_files(table_uri), 10)
+    listed = t.vacuum(retention_hours=0, dry_run=True, enforce_retention_duration=False)
+    assert set(listed) == old
+    assert listed == sorted(listed)
+    assert old <= data_files(table_uri), "a dry run deletes nothing"
+
+    deleted = t.vacuum(retention_hours=0, enforce_retention_duration=False)
+    assert deleted == listed
+    assert data_files(table_uri) == live_paths(t)
+    assert sorted(t.to_arrow()["id"].to_pylist()) == [10, 11]
+    assert t.vacuum(retention_hours=0, enforce_retention_duration=False) == []
+
+
+def test_recent_tombstones_keep_old_files(rewritten, table_uri):
+    """A file written long ago but removed a moment ago is still needed for time travel."""
+    t, old = rewritten
+    age(table_uri, data_files(table_uri), 100)
+    assert t.vacuum(retention_hours=1, enforce_retention_duration=False) == []
+    assert old <= data_files(table_uri)
+    assert sorted(deltatx.Table(table_uri, version=2).to_arrow()["id"].to_pylist()) == [1, 2, 3]
+
+
+def test_young_unreferenced_files_are_kept(rewritten, table_uri):
+    t, old = rewritten
+    assert t.vacuum(retention_hours=1, enforce_retention_duration=False) == []
+    assert old <= data_files(table_uri)
+
+
+def test_retention_shorter_than_table_setting_is_refused(rewritten, table_uri):
+    t, old = rewritten
+    with pytest.raises(errors.VacuumRetentionError, match="enforce_retention_duration=False"):
+        t.vacuum(retention_hours=1)
+    with pytest.raises(errors.VacuumRetentionError):
+        t.vacuum(retention_hours=-1, enforce_retention_duration=False)
+    age(table_uri, old, 200)
+    assert t.vacuum(dry_run=True) == [], "tombstones are younger than the default week"
+
+
+def test_table_retention_property_is_the_default(table_uri):
+    t = deltatx.create_table(table_uri, SCHEMA, properties={"delta.deletedFileRetentionDuration": "interval 1 hours"})
+    t.append(rows([1], 0))
+    first = live_paths(t)
+    t.overwrite(rows([2], 0))
+    age(table_uri, data_files(table_uri), 5)
+    assert t.vacuum(dry_run=True) == [], "the tombstone is younger than 1 hour"
+    # a retention ≥ the table's is accepted without the override
+    assert t.vacuum(retention_hours=2, dry_run=True) == []
+    orphan = "part-99999-orphan-c000.snappy.parquet"
+    pq.write_table(pa.table({"id": [5]}), os.path.join(table_uri, orphan))
+    age(table_uri, [orphan], 5)
+    assert t.vacuum() == [orphan]
+    assert first <= data_files(table_uri)
+
+
+def test_orphans_of_failed_writes_are_removed_once_old(table_uri):
+    t = deltatx.create_table(table_uri, SCHEMA, partition_by=["part"])
+    t.append(rows([1, 2, 3], 1))
+    # a writer that crashed before its commit left data files behind
+    os.makedirs(os.path.join(table_uri, "part=1"), exist_ok=True)
+    os.makedirs(os.path.join(table_uri, "part=7"), exist_ok=True)
+    stale = ["part=1/part-00000-crashed-c000.snappy.parquet", "part=7/part-00000-crashed-c000.snappy.parquet"]
+    fresh = "part=1/part-00001-running-c000.snappy.parquet"
+    for rel in stale + [fresh]:
+        pq.write_table(pa.table({"id": [0]}), os.path.join(table_uri, rel))
+    age(table_uri, stale, 200)
+    age(table_uri, live_paths(t), 200)
+    deleted = t.vacuum()
+    assert deleted == sorted(stale)
+    remaining = data_files(table_uri)
+    assert fresh in remaining and not (set(stale) & remaining)
+    assert live_paths(t) <= remaining
+    assert sorted(t.to_arrow()["id"].to_pylist()) == [1, 2, 3]
+
+
+def test_hidden_entries_are_never_touched(table_uri):
+    t = deltatx.create_table(table_uri, SCHEMA, partition_by=["part"])
+    t.append(rows([1], 1))
+    hidden = ["_tmp/stale.parquet", ".hidden.parquet", "part=1/.part-0.crc", "part=1/_SUCCESS"]
+    vacuumed = ["_change_data/cdc-00000.snappy.parquet"]
+    for rel in hidden + vacuumed:
+        os.makedirs(os.path.dirname(os.path.join(table_uri, rel)), exist_ok=True)
+        with open(os.path.join(table_uri, rel), "wb") as fh:
+            fh.write(b"x")
+    age(table_uri, hidden + vacuumed, 1000)
+    assert t.vacuum() == vacuumed
+    assert set(hidden) <= data_files(table_uri)
+    assert os.listdir(os.path.join(table_uri, "_delta_log")), "the log is never vacuumed"
+
+
+def test_underscore_partition_folders_are_vacuumed(table_uri):
+    schema = pa.schema([("id", pa.int64()), ("_p", pa.string())])
+    t = deltatx.create_table(table_uri, schema, partition_by=["_p"])
+    t.append(pa.table({"id": [1], "_p": ["a"]}, schema=schema))
+    first = live_paths(t)
+    t.overwrite(pa.table({"id": [2], "_p": ["a"]}, schema=schema))
+    age(table_uri, data_files(table_uri), 10)
+    assert set(t.vacuum(retention_hours=0, enforce_retention_duration=False)) == first
+    assert [r["id"] for r in t.to_arrow().to_pylist()] == [2]
+
+
+def test_vacuum_refuses_unsupported_writer_features(table_uri):
+    t = deltatx.create_table(table_uri, SCHEMA)
+    t.append(rows([1], 0))
+    protocol = {"protocol": {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["someFutureFeature"]}}
+    info = {"commitInfo": {"timestamp": int(time.time() * 1000), "operation": "UPGRADE PROTOCOL"}}
+    with open(os.path.join(table_uri, "_delta_log", f"{2:020d}.json"), "wb") as fh:
+        fh.write(orjson.dumps(info) + b"\n" + orjson.dumps(protocol) + b"\n")
+    t.refresh()
+    with pytest.raises(errors.UnsupportedFeatureError):
+        t.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=True)
+
+
+def test_time_travel_table_cannot_vacuum(rewritten, table_uri):
+    t, _ = rewritten
+    with pytest.raises(errors.DeltaTxError, match="latest version"):
+        deltatx.Table(table_uri, version=1).vacuum()
+
+
+def test_vacuum_in_memory_store(memory_uri, monkeypatch):
+    from deltatx.tables.ops import vacuum as vacuum_module
+
+    t = deltatx.create_table(memory_uri, SCHEMA)
+    t.append(rows([1], 0))
+    first = live_paths(t)
+    t.overwrite(rows([2], 0))
+    assert t.vacuum(retention_hours=1, enforce_retention_duration=False) == []
+    real_now = vacuum_module.now_ms
+    monkeypatch.setattr(vacuum_module, "now_ms", lambda: real_now() + 2 * HOUR * 1000)
+    assert t.vacuum(retention_hours=1, enforce_retention_duration=False) == sorted(first)
+    assert [r["id"] for r in t.to_arrow().to_pylist()] == [2]

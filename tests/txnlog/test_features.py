@@ -1,0 +1,151 @@
+"""Protocol features: what deltatx refuses to read or write, and the protocol a table needs."""
+
+from __future__ import annotations
+
+import orjson
+import pyarrow as pa
+import pytest
+from txnlog_logs import LogWriter, add_row, table_metadata
+
+from deltatx.errors import UnsupportedFeatureError
+from deltatx.txnlog.actions import Protocol
+from deltatx.txnlog.features import (
+    SUPPORTED_READER_FEATURES,
+    SUPPORTED_WRITER_FEATURES,
+    check_readable,
+    check_writable,
+    required_protocol,
+)
+from deltatx.txnlog.snapshot import load_snapshot
+
+PLAIN = pa.schema([("id", pa.int64()), ("part", pa.string())])
+WITH_NTZ = pa.schema([("id", pa.int64()), ("at", pa.struct([("local", pa.timestamp("us"))]))])
+
+
+def test_unknown_reader_feature_is_refused_at_load(log: LogWriter) -> None:
+    log.create(protocol=Protocol(3, 7, ("deletionVectors", "madeUpFeature"), ("deletionVectors", "madeUpFeature")))
+    with pytest.raises(UnsupportedFeatureError, match="'deletionVectors'") as info:
+        load_snapshot(log.store)
+    assert info.value.kind == "reader" and info.value.feature == "deletionVectors"
+
+
+def test_reader_feature_added_later_is_refused_on_refresh(log: LogWriter) -> None:
+    log.create()
+    snap = load_snapshot(log.store)
+    log.commit(protocol=Protocol(3, 7, ("columnMapping",), ("columnMapping",)),
+               metadata=table_metadata({"delta.columnMapping.mode": "name"}))
+    with pytest.raises(UnsupportedFeatureError) as info:
+        snap.refresh(log.store)
+    assert info.value.feature == "columnMapping"
+
+
+def test_supported_reader_features_load(log: LogWriter) -> None:
+    log.create(protocol=Protocol(3, 7, ("timestampNtz", "v2Checkpoint"), ("timestampNtz", "v2Checkpoint")),
+               schema=WITH_NTZ, partition_columns=())
+    log.commit(adds=[add_row("a.parquet", None)])
+    assert load_snapshot(log.store).files.num_rows == 1
+
+
+def test_check_readable_versions() -> None:
+    check_readable(Protocol(1, 2))
+    check_readable(Protocol(3, 7, tuple(SUPPORTED_READER_FEATURES), tuple(SUPPORTED_READER_FEATURES)))
+    with pytest.raises(UnsupportedFeatureError, match="readerVersion4"):
+        check_readable(Protocol(4, 7, (), ()))
+    with pytest.raises(UnsupportedFeatureError, match="columnMapping"):
+        check_readable(Protocol(2, 5))  # legacy column mapping, metadata unknown
+    check_readable(Protocol(2, 5), table_metadata())  # column mapping mode is 'none'
+    with pytest.raises(UnsupportedFeatureError, match="columnMapping"):
+        check_readable(Protocol(2, 5), table_metadata({"delta.columnMapping.mode": "name"}))
+
+
+def test_check_writable_unknown_writer_feature() -> None:
+    md = table_metadata()
+    check_writable(Protocol(1, 7, None, tuple(SUPPORTED_WRITER_FEATURES)), md)
+    with pytest.raises(UnsupportedFeatureError, match="'rowTracking'") as info:
+        check_writable(Protocol(1, 7, None, ("appendOnly", "rowTracking")), md)
+    assert info.value.kind == "writer" and info.value.feature == "rowTracking"
+    with pytest.raises(UnsupportedFeatureError) as info:
+        check_writable(Protocol(1, 7, None, ("someFutureFeature",)), md)
+    assert info.value.feature == "someFutureFeature"
+    with pytest.raises(UnsupportedFeatureError, match="writerVersion8"):
+        check_writable(Protocol(1, 8), md)
+
+
+def test_dormant_writer_features_are_writable_until_used() -> None:
+    protocol = Protocol(1, 7, None, ("appendOnly", "changeDataFeed", "checkConstraints", "inCommitTimestamp"))
+    check_writable(protocol, table_metadata())
+    for config, feature in [
+        ({"delta.enableChangeDataFeed": "true"}, "changeDataFeed"),
+        ({"delta.constraints.positive": "id > 0"}, "checkConstraints"),
+        ({"delta.enableInCommitTimestamps": "true"}, "inCommitTimestamp"),
+    ]:
+        with pytest.raises(UnsupportedFeatureError) as info:
+            check_writable(protocol, table_metadata(config))
+        assert info.value.feature == feature
+
+
+def test_legacy_writer_versions_imply_features() -> None:
+    check_writable(Protocol(1, 4), table_metadata())  # CDF and generated columns unused
+    with pytest.raises(UnsupportedFeatureError, match="changeDataFeed"):
+        check_writable(Protocol(1, 4), table_metadata({"delta.enableChangeDataFeed": "true"}))
+    generated = pa.schema([pa.field("id", pa.int64()),
+                           pa.field("part", pa.string(),
+                                    metadata={"delta.generationExpression": orjson.dumps("CAST(id AS STRING)")})])
+    check_writable(Protocol(1, 3), table_metadata(schema=generated))  # writer 3 has no generated columns
+    with pytest.raises(UnsupportedFeatureError, match="generatedColumns"):
+        check_writable(Protocol(1, 4), table_metadata(schema=generated))
+
+
+# --------------------------------------------------------------------------------------------
+# required_protocol
+# --------------------------------------------------------------------------------------------
+
+
+def test_default_protocol_is_legacy_1_2() -> None:
+    assert required_protocol({}, PLAIN) == Protocol(1, 2)
+    assert required_protocol({"delta.appendOnly": "true"}, PLAIN) == Protocol(1, 2)
+    assert required_protocol({}, PLAIN, Protocol(1, 1)) == Protocol(1, 2)
+
+
+def test_timestamp_ntz_needs_table_features() -> None:
+    protocol = required_protocol({}, WITH_NTZ)
+    assert protocol == Protocol(3, 7, ("timestampNtz",), ("appendOnly", "invariants", "timestampNtz"))
+    check_writable(protocol, table_metadata(schema=WITH_NTZ, partition_columns=()))
+    assert required_protocol({}, WITH_NTZ, protocol) is protocol  # already there: unchanged
+
+
+def test_never_lowers_the_current_protocol() -> None:
+    current = Protocol(3, 7, ("timestampNtz",), ("appendOnly", "invariants", "timestampNtz", "domainMetadata"))
+    assert required_protocol({}, PLAIN, current) == current
+    assert required_protocol({}, PLAIN, Protocol(1, 4)) == Protocol(1, 4)
+    upgraded = required_protocol({}, WITH_NTZ, Protocol(1, 7, None, ("appendOnly", "domainMetadata")))
+    assert upgraded == Protocol(3, 7, ("timestampNtz",), ("appendOnly", "domainMetadata", "timestampNtz"))
+
+
+def test_writer_only_feature_moves_writer_to_7() -> None:
+    protocol = required_protocol({"delta.feature.domainMetadata": "supported"}, PLAIN)
+    assert protocol == Protocol(1, 7, None, ("appendOnly", "invariants", "domainMetadata"))
+    v2 = required_protocol({"delta.checkpointPolicy": "v2"}, PLAIN)
+    assert v2 == Protocol(3, 7, ("v2Checkpoint",), ("appendOnly", "invariants", "v2Checkpoint"))
+
+
+@pytest.mark.parametrize(
+    "config, feature",
+    [
+        ({"delta.enableChangeDataFeed": "true"}, "changeDataFeed"),
+        ({"delta.enableDeletionVectors": "true"}, "deletionVectors"),
+        ({"delta.columnMapping.mode": "name"}, "columnMapping"),
+        ({"delta.enableRowTracking": "true"}, "rowTracking"),
+        ({"delta.feature.clustering": "supported"}, "clustering"),
+    ],
+)
+def test_features_we_do_not_write_are_refused(config: dict[str, str], feature: str) -> None:
+    with pytest.raises(UnsupportedFeatureError) as info:
+        required_protocol(config, PLAIN)
+    assert info.value.feature == feature and info.value.kind == "writer"
+
+
+def test_disabled_flags_need_nothing() -> None:
+    config = {"delta.enableChangeDataFeed": "false", "delta.columnMapping.mode": "none",
+              "delta.enableDeletionVectors": "false"}
+    assert required_protocol(config, PLAIN) == Protocol(1, 2)

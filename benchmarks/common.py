@@ -153,6 +153,7 @@ def environment() -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
+        "loadavg_1_5_15min": [round(x, 2) for x in os.getloadavg()],
         "pyarrow": pyarrow.__version__,
         "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -248,6 +249,8 @@ def _short(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     if isinstance(value, dict):
+        if len(value) > 12:
+            return f"({len(value)} entries; see the JSON file)"
         return "{" + ", ".join(f"{k}: {_short(v)}" for k, v in value.items()) + "}"
     if isinstance(value, list) and len(value) > 8:
         return f"[{len(value)} values]"

@@ -29,15 +29,36 @@ def batch(start: int, n: int, day: str, scale: float = 1.0) -> pa.Table:
     return pa.table({"id": ids, "day": pa.array([day] * n), "value": pc.multiply(pc.cast(ids, pa.float64()), scale)})
 
 
+def _summary(metrics: dict[str, str]) -> str:
+    """The few metrics a reader wants: rows and files in / out."""
+    keys = [("numOutputRows", "+rows"), ("numDeletedRows", "-rows"), ("numUpdatedRows", "~rows"),
+            ("numFiles", "+files"), ("numAddedFiles", "+files"), ("numRemovedFiles", "-files")]
+    return " ".join(f"{label}={metrics[k]}" for k, label in keys if k in metrics)
+
+
 def show_history(table: deltatx.Table) -> None:
     grid = RichTable(title=f"history of {table.uri}")
-    for col in ("version", "operation", "readVersion", "isolationLevel", "blind", "metrics"):
-        grid.add_column(col)
+    for col in ("version", "operation", "read", "isolation", "blind", "metrics"):
+        grid.add_column(col, overflow="fold")
     for h in table.history():
-        metrics = ", ".join(f"{k}={v}" for k, v in sorted((h.get("operationMetrics") or {}).items())[:3])
         grid.add_row(str(h["version"]), h.get("operation", ""), str(h.get("readVersion", "")),
-                     h.get("isolationLevel", ""), str(h.get("isBlindAppend", "")), metrics)
+                     h.get("isolationLevel", ""), str(h.get("isBlindAppend", "")),
+                     _summary(h.get("operationMetrics") or {}))
     console.print(grid)
+
+
+def race_delete_vs_append(path: Path, level: str, below: int) -> None:
+    """A DELETE pinned at the current version loses the race to a blind append in its partition."""
+    deltatx.Table(str(path)).set_properties({"delta.isolationLevel": level})
+    deleter = deltatx.Table(str(path)).transaction()
+    deleter.delete(where=f"day = '2024-01-01' AND id < {below}")
+    deltatx.Table(str(path)).append(batch(below - 50, 5, "2024-01-01"))  # rows the DELETE would match
+    try:
+        r = deleter.commit()
+        console.print(f"[green]{level}[/]: DELETE committed at version {r.version} after {r.attempts} attempts "
+                      f"— a blind append is serialized after it")
+    except ConcurrentModificationException as exc:
+        console.print(f"[red]{level}[/]: {exc}")
 
 
 def per_day(table: deltatx.Table) -> dict[str, int]:
@@ -65,17 +86,9 @@ def main(argv: list[str] | None = None) -> None:
     console.print(f"overwrite where day = '2024-01-02': version {r.version}, metrics {r.metrics}")
     console.print(f"rows per day now: {per_day(t)}")
 
-    # Two writers race: a DELETE pinned at the current version, and a blind append that wins first.
-    deleter = t.transaction()
-    deleter.delete(where="day = '2024-01-01' AND id < 100")
-    other = deltatx.Table(str(path))
-    other.append(batch(90_000, 5, "2024-01-01"))
-    try:
-        r = deleter.commit()
-        console.print(f"DELETE committed at version {r.version} after {r.attempts} attempts: a blind append does not "
-                      f"conflict under {t.isolation_level.value}")
-    except ConcurrentModificationException as exc:
-        console.print(f"[red]{exc}")
+    console.rule("two writers race for the same partition")
+    race_delete_vs_append(path, "WriteSerializable", below=100)
+    race_delete_vs_append(path, "Serializable", below=200)
 
     t.refresh()
     old = deltatx.Table(str(path), version=1)

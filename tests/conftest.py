@@ -40,8 +40,11 @@ def _free_port() -> int:
 @pytest.fixture(scope="session")
 def s3_server():
     """A moto S3 server on 127.0.0.1 for the whole session; yields storage_options."""
+    import logging
+
     from moto.server import ThreadedMotoServer
 
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
     port = _free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()

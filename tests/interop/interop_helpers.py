@@ -53,7 +53,12 @@ def rows(start: int, n: int, part: int | None = None, parts: int = 3, tag: str =
 
 
 # ---------------------------------------------------------------------------------- comparison
+def _normalise_field(f: pa.Field, name: str | None = None) -> pa.Field:
+    return pa.field(name if name is not None else f.name, _normalise_type(f.type), f.nullable)
+
+
 def _normalise_type(t: pa.DataType) -> pa.DataType:
+    """One spelling per logical type, recursively (list item names, map/struct children too)."""
     if pa.types.is_large_string(t) or pa.types.is_string_view(t):
         return pa.string()
     if pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
@@ -62,6 +67,13 @@ def _normalise_type(t: pa.DataType) -> pa.DataType:
         return _normalise_type(t.value_type)
     if pa.types.is_timestamp(t) and t.tz in ("Etc/UTC", "+00:00", "UTC"):
         return pa.timestamp(t.unit, tz="UTC")
+    if pa.types.is_map(t):
+        return pa.map_(_normalise_type(t.key_type), _normalise_type(t.item_type))
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t) \
+            or pa.types.is_large_list_view(t):
+        return pa.list_(_normalise_field(t.value_field, "item"))
+    if pa.types.is_struct(t):
+        return pa.struct([_normalise_field(t.field(i)) for i in range(t.num_fields)])
     return t
 
 
@@ -78,8 +90,9 @@ def sort_by_id(table: pa.Table) -> pa.Table:
     return table.sort_by([("id", "ascending")]) if table.num_rows else table
 
 
-def _without_nullability(schema: pa.Schema) -> list[tuple[str, pa.DataType]]:
-    return [(f.name, f.type) for f in schema]
+def _without_nullability(schema: pa.Schema) -> list[tuple[str, str]]:
+    """Names and types, ignoring nullability (readers disagree on it for nested children)."""
+    return [(f.name, str(f.type).replace(" not null", "")) for f in schema]
 
 
 def assert_same_rows(actual: Any, expected: pa.Table, label: str) -> None:

@@ -124,6 +124,21 @@ def test_not_matched_by_source(table):
     assert m["numTargetRowsDeleted"] == 10 and m["numTargetRowsUpdated"] == 10
 
 
+def test_not_matched_by_source_with_conditions_prunes(table):
+    """The "sync one partition" MERGE reads only that partition's files."""
+    source = pa.table({"id": [10, 11], "part": pa.array([1, 1], pa.int32()), "value": [1.0, 1.0],
+                       "name": ["a", "b"]})
+    r = (table.merge(source, on="t.id = s.id AND t.part = 1")
+         .when_matched_update_all()
+         .when_not_matched_by_source_delete(condition="t.part = 1")
+         .execute())
+    assert r.metrics["numTargetFilesAfterSkipping"] == 1
+    assert r.metrics["numTargetRowsDeleted"] == 8 and r.metrics["numTargetRowsUpdated"] == 2
+    out = by_id(table.to_arrow())
+    assert sorted(out) == list(range(10)) + [10, 11] + list(range(20, 30))
+    assert out[10]["name"] == "a"
+
+
 def test_cardinality_error_only_when_a_matched_clause_applies(table, table_uri):
     dupes = pa.table({"id": [1, 1, 7], "value": [1.0, 2.0, 3.0]})
     with pytest.raises(errors.MergeCardinalityError, match="more than one source row"):

@@ -161,6 +161,15 @@ def test_concurrent_delete_elsewhere_does_not_conflict(fragmented, table_uri):
     assert files_per_partition(deltatx.Table(table_uri)) == {"1": 1, "2": 3}
 
 
+def test_optimize_without_where_only_depends_on_the_files_it_compacts(fragmented, table_uri):
+    t = fragmented
+    tx = t.transaction()
+    tx.optimize()
+    deltatx.Table(table_uri).delete("part = 3")  # removes the one file OPTIMIZE leaves alone
+    tx.commit()
+    assert files_per_partition(deltatx.Table(table_uri)) == {"1": 1, "2": 1}
+
+
 def test_partitions_needing_compaction(fragmented, table_uri):
     snap = fragmented.snapshot
     assert partitions_needing_compaction(snap, 10) is None

@@ -133,6 +133,8 @@ def _substring(b: _Backend, low: list[Any], raw: tuple[Expr, ...]) -> Any:
 
 def _pattern_fn(kernel: str) -> Callable[[_Backend, list[Any], tuple[Expr, ...]], Any]:
     def lower(b: _Backend, low: list[Any], raw: tuple[Expr, ...]) -> Any:
+        if isinstance(raw[1], Literal) and raw[1].value is None:
+            return b.scalar(_NULL_BOOL)  # startswith(x, NULL) is NULL
         pattern = _literal_arg(kernel, raw, 1, str)
         return b.call(kernel, [low[0]], pc.MatchSubstringOptions(pattern))
 

@@ -30,7 +30,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...errors import MergeCardinalityError, PredicateError, SchemaMismatchError
-from ...expr import TRUE, And, Column, Comparison, Expr, In, Literal, and_all, evaluate, matches, strip_alias
+from ...expr import (
+    FALSE,
+    TRUE,
+    And,
+    Column,
+    Comparison,
+    Expr,
+    In,
+    Literal,
+    and_all,
+    evaluate,
+    matches,
+    or_all,
+    strip_alias,
+)
 from ...expr.values import plain_type
 from ...io.reader import read_files
 from .merge import NOT_MATCHED_BY_SOURCE, BoundClause, MergePlan
@@ -73,8 +87,35 @@ def _mask(expr: Expr | None, table: pa.Table) -> np.ndarray:
     return np.asarray(matches(expr, table).to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def _valid(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    return np.asarray(pc.is_valid(values).to_numpy(zero_copy_only=False), dtype=bool)
+def _valid(values: pa.Array | pa.ChunkedArray, ok: np.ndarray) -> np.ndarray:
+    """``ok`` narrowed to the rows where ``values`` is not NULL."""
+    if not values.null_count:
+        return ok
+    return ok & np.asarray(pc.is_valid(values).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _take(values: pa.Array | pa.ChunkedArray, rows: np.ndarray) -> pa.Array | pa.ChunkedArray:
+    """``values[rows]``; no copy when ``rows`` is every row in order."""
+    if len(rows) == len(values) and (not len(rows) or rows[-1] == len(rows) - 1):
+        return values  # flatnonzero of an all-true mask: 0..n-1
+    return values.take(pa.array(rows, pa.int64()))
+
+
+def _scatter(column: pa.ChunkedArray, pieces: list[tuple[np.ndarray, pa.Array]],
+             kept: np.ndarray | None) -> pa.ChunkedArray:
+    """``column`` with ``values`` written at ``positions`` (per piece), then only ``kept`` rows.
+
+    One ``take`` over the old chunks plus the new values: cheaper than ``replace_with_mask`` for
+    strings, and it drops deleted rows in the same pass.
+    """
+    n = len(column)
+    positions = np.concatenate([p for p, _ in pieces])
+    values = [v for _, v in pieces]
+    index = np.arange(n, dtype=np.int64)
+    index[positions] = n + np.arange(len(positions), dtype=np.int64)
+    if kept is not None:
+        index = index[kept]
+    return pa.chunked_array(list(column.chunks) + values, column.type).take(pa.array(index))
 
 
 def _first_clause(clauses: list[BoundClause], view: pa.Table, active: np.ndarray, first_code: int,
@@ -118,12 +159,12 @@ class _Merge:
             view = _view({f"{self.sa}.{n}": self.source.column(n) for n in names}, self.source.num_rows)
             ok &= _mask(and_all(self.plan.source_only), view)
         for _, sname in self.plan.keys:
-            ok &= _valid(self.source.column(sname))
+            ok = _valid(self.source.column(sname), ok)
         return ok
 
     def _source_key(self, sname: str, tname: str, rows: np.ndarray) -> pa.Array:
         """Source key values of ``rows``, as the target key's type (for joining and literals)."""
-        values = self.source.column(sname).take(pa.array(rows, pa.int64())).combine_chunks()
+        values = _take(self.source.column(sname), rows).combine_chunks()
         t = plain_type(self.schema.field(tname).type)
         if values.type.equals(t):
             return values
@@ -145,16 +186,28 @@ class _Merge:
                    Comparison("<=", Column(tname), Literal(bounds["max"].as_py(), t)))
 
     def _candidates(self, eligible: np.ndarray) -> pa.Table | None:
-        """Scan (and record) the target files that may hold a match; None when none can."""
-        if self.plan.by_source:  # every target row may be "not matched by source"
-            return self.tx.scan(None)[1]
-        if self.plan.keys and not eligible.any():
+        """Scan (and record) the target files that may hold an affected row; None when none can.
+
+        A row is affected when ON may match it, or — with NOT MATCHED BY SOURCE clauses — when
+        one of their conditions may hold (any row, if one has no condition).
+        """
+        plan = self.plan
+        if plan.keys and not eligible.any():
+            pred: Expr = FALSE
+        else:
+            pieces = [strip_alias(c, self.ta) for c in plan.target_only]
+            rows = np.flatnonzero(eligible)
+            for tname, sname in plan.keys:
+                pieces.append(self._key_predicate(tname, self._source_key(sname, tname, rows)))
+            pred = and_all(pieces)
+        if plan.by_source:
+            conditions = [c.condition for c in plan.by_source]
+            if any(c is None for c in conditions) or pred == TRUE:
+                pred = TRUE
+            else:
+                pred = or_all([pred] + [strip_alias(c, self.ta) for c in conditions])
+        if pred == FALSE:
             return None
-        pieces = [strip_alias(c, self.ta) for c in self.plan.target_only]
-        rows = np.flatnonzero(eligible)
-        for tname, sname in self.plan.keys:
-            pieces.append(self._key_predicate(tname, self._source_key(sname, tname, rows)))
-        pred = and_all(pieces)
         return self.tx.scan(None if pred == TRUE else pred)[1]
 
     def _read_each(self, files: pa.Table, columns: list[str]) -> list[pa.Table]:
@@ -172,16 +225,15 @@ class _Merge:
         plan, ta = self.plan, self.ta
         ok = _mask(and_all(plan.target_only), target) if plan.target_only else np.ones(target.num_rows, dtype=bool)
         for tname, _ in plan.keys:
-            ok &= _valid(target.column(f"{ta}.{tname}"))
+            ok = _valid(target.column(f"{ta}.{tname}"), ok)
         t_rows, s_rows = np.flatnonzero(ok), np.flatnonzero(eligible)
         if not len(t_rows) or not len(s_rows):
             return _EMPTY, _EMPTY
         if plan.keys:
-            take = pa.array(t_rows, pa.int64())
-            left = {f"k{i}": target.column(f"{ta}.{t}").take(take) for i, (t, _) in enumerate(plan.keys)}
+            left = {f"k{i}": _take(target.column(f"{ta}.{t}"), t_rows) for i, (t, _) in enumerate(plan.keys)}
             right = {f"k{i}": self._source_key(s, t, s_rows) for i, (t, s) in enumerate(plan.keys)}
             keys = list(right)
-            left["__t"], right["__s"] = take, pa.array(s_rows, pa.int64())
+            left["__t"], right["__s"] = pa.array(t_rows, pa.int64()), pa.array(s_rows, pa.int64())
             joined = pa.table(left).join(pa.table(right), keys=keys, join_type="inner", use_threads=True)
             pt = joined.column("__t").to_numpy()
             ps = joined.column("__s").to_numpy()
@@ -267,13 +319,20 @@ class _Merge:
                  codes: np.ndarray, source_of: np.ndarray) -> list[pa.Table]:
         """The rows of every file holding a changed row, after the change."""
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        touched = self.touched = np.unique(np.repeat(np.arange(len(counts)), counts)[codes >= 0])
+        nonempty = np.flatnonzero(counts)
+        changed_rows = np.flatnonzero(codes >= 0)
+        file_of_changed = np.searchsorted(starts[nonempty], changed_rows, side="right") - 1
+        touched = self.touched = nonempty[np.unique(file_of_changed)]
         if not len(touched):
             return []
         full = self._full_rows(files, parts, read_columns, touched)
-        rows = np.concatenate([np.arange(starts[f], starts[f] + counts[f]) for f in touched])
-        row_codes, row_source = codes[rows], source_of[rows]
-        deleted = np.zeros(len(rows), dtype=bool)
+        if len(touched) == len(nonempty):  # every row is in a touched file, in order
+            row_codes, row_source = codes, source_of
+        else:
+            rows = np.concatenate([np.arange(starts[f], starts[f] + counts[f]) for f in touched])
+            row_codes, row_source = codes[rows], source_of[rows]
+        n = len(row_codes)
+        deleted = np.zeros(n, dtype=bool)
         updates: dict[str, list[tuple[np.ndarray, pa.Array]]] = {}
         for code, clause in enumerate(self.clauses):
             positions = np.flatnonzero(row_codes == code)
@@ -288,22 +347,17 @@ class _Merge:
                 continue
             for name, values in self._set_values(clause, full, positions, row_source[positions]).items():
                 updates.setdefault(name, []).append((positions, values))
-        columns = [full.column(name) for name in self.schema.names]
-        for name, pieces in updates.items():
-            positions = np.concatenate([p for p, _ in pieces])
-            values = pa.concat_arrays([v for _, v in pieces])
-            if len(pieces) > 1:  # replace_with_mask takes replacements in row order
-                order = np.argsort(positions, kind="stable")
-                positions, values = positions[order], values.take(pa.array(order))
-            mask = np.zeros(len(rows), dtype=bool)
-            mask[positions] = True
-            i = self.schema.get_field_index(name)
-            columns[i] = pc.replace_with_mask(columns[i], pa.array(mask), values)
-        out = pa.Table.from_arrays(columns, schema=self.schema)
-        if deleted.any():
-            out = out.filter(pa.array(~deleted))
-        self.metrics["numTargetRowsCopied"] = len(rows) - int(deleted.sum()) - self.metrics["numTargetRowsUpdated"]
-        return [out]
+        kept = np.flatnonzero(~deleted) if deleted.any() else None
+        columns = []
+        for name in self.schema.names:
+            column = full.column(name)
+            if name in updates:
+                column = _scatter(column, updates[name], kept)
+            elif kept is not None:
+                column = column.take(pa.array(kept, pa.int64()))
+            columns.append(column)
+        self.metrics["numTargetRowsCopied"] = n - int(deleted.sum()) - self.metrics["numTargetRowsUpdated"]
+        return [pa.Table.from_arrays(columns, schema=self.schema)]
 
     def _full_rows(self, files: pa.Table, parts: list[pa.Table], read_columns: list[str],
                    touched: np.ndarray) -> pa.Table:

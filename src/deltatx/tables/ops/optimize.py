@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from ...errors import PredicateError
 from ...expr import (
+    FALSE,
     Column,
     Comparison,
     IsNull,
@@ -134,7 +135,9 @@ def stage_optimize(tx: "Transaction", where: str | None = None, target_size: int
     considered = files.num_rows
     planned = plan_bins(files, partition_columns, target)
     compacted = planned.drop_columns(["bin"])
-    tx.record_read(pred, compacted)
+    # The read is the compacted files themselves (by path): without a where=, FALSE rather than
+    # "the whole table", so that concurrent changes to files it does not touch never conflict.
+    tx.record_read(pred if pred is not None else FALSE, compacted)
 
     adds = _compact(tx, planned)
     if compacted.num_rows:

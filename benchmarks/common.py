@@ -237,7 +237,7 @@ def print_result(result: BenchResult) -> None:
         table.add_row("target", c.name, "[green]yes[/]" if c.ok else "[red]no[/]", c.detail)
     for name, c in result.checks.items():
         table.add_row("check", name, "[green]yes[/]" if c["ok"] else "[red]no[/]",
-                      f"expected {c['expected']!r}, got {c['actual']!r}")
+                      f"expected {_short(c['expected'])}, got {_short(c['actual'])}")
     console.print(table)
     if result.details:
         for key, value in result.details.items():
@@ -253,7 +253,7 @@ def _short(value: Any) -> str:
             return f"({len(value)} entries; see the JSON file)"
         return "{" + ", ".join(f"{k}: {_short(v)}" for k, v in value.items()) + "}"
     if isinstance(value, list) and len(value) > 8:
-        return f"[{len(value)} values]"
+        return f"[{len(value)} values: {value[0]!r}, {value[1]!r}, … {value[-1]!r}]"
     return repr(value)
 
 

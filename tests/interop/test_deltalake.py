@@ -7,6 +7,9 @@
   identically with deltatx at every version; deltatx appends to them and deltalake reads the result.
 * The two clients append alternately to one table and both always see every row; their histories
   agree.
+* MERGE / OPTIMIZE / RESTORE / VACUUM by either client are read by the other; idempotent-write ids
+  (txn actions) and schema evolution carry across; each client's conflict checker reads the other's
+  commits (deltatx's DELETE against delta-rs appends and deletes, and the reverse).
 
 deltalake is read through ``pyarrow.table(dt.scan())`` only (see interop_helpers).
 """
@@ -20,9 +23,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from deltalake import DeltaTable, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 import deltatx
+from deltatx import errors
 from interop_helpers import (
     SCHEMA,
     Model,
@@ -198,6 +202,7 @@ def test_alternating_appends(tmp_path, partitioned):
     """deltalake and deltatx take turns appending; each round, both see every row so far."""
     uri = str(tmp_path / "shared")
     t = deltatx.create_table(uri, SCHEMA, partition_by=["part"] if partitioned else None)
+    reader = deltatx.Table(uri)  # a long-lived reader that catches up incrementally
     model = Model()
     model.record(SCHEMA.empty_table(), 0)
     for round_no in range(6):
@@ -205,17 +210,168 @@ def test_alternating_appends(tmp_path, partitioned):
         # `t` is stale after deltalake's commit: its append must land on top, not overwrite it.
         res = t.append(ours)
         model.append(ours, res.version)
+        # after round 0 deltatx's snapshot is one deltalake commit behind: one lost put-if-absent
+        assert res.attempts == (1 if round_no == 0 else 2)
         theirs = rows(round_no * 100 + 50, 5, tag="dl")
         write_deltalake(uri, theirs, mode="append")
         model.append(theirs, DeltaTable(uri).version())
 
         assert_same_rows(read_deltalake(uri), model.current, f"deltalake round {round_no}")
         assert_same_rows(deltatx.Table(uri).to_arrow(), model.current, f"deltatx (fresh) round {round_no}")
-        assert_same_rows(t.refresh().to_arrow(), model.current, f"deltatx (refreshed) round {round_no}")
-    assert t.version == DeltaTable(uri).version() == 12
+        assert_same_rows(reader.refresh().to_arrow(), model.current, f"deltatx (refreshed) round {round_no}")
+    assert reader.version == DeltaTable(uri).version() == 12
     versions = [h["version"] for h in t.history()]
     assert versions == [h["version"] for h in DeltaTable(uri).history()] == list(range(12, -1, -1))
     for version in (3, 8):
         assert_same_rows(read_deltalake(uri, version=version), model.versions[version], f"deltalake v{version}")
         assert_same_rows(deltatx.Table(uri, version=version).to_arrow(), model.versions[version],
                          f"deltatx v{version}")
+
+
+# ------------------------------------------------------------------------------ other operations
+def test_merge_optimize_restore_vacuum_across_clients(tmp_path):
+    """deltatx MERGE / OPTIMIZE / RESTORE / VACUUM read by deltalake; deltalake MERGE and VACUUM
+    on the deltatx table read by deltatx."""
+    uri = str(tmp_path / "ops")
+    t = deltatx.create_table(uri, SCHEMA, partition_by=["part"])
+    model = Model()
+    model.record(SCHEMA.empty_table(), 0)
+    for start in (0, 20, 40):
+        batch = rows(start, 20)
+        model.append(batch, t.append(batch).version)
+
+    def upsert(source: pa.Table, version: int) -> None:
+        cur = model.current
+        kept = cur.filter(pc.invert(pc.is_in(cur["id"], value_set=source["id"])))
+        model.record(pa.concat_tables([kept, source]), version)
+
+    # ids 30..49 match (updated), 60..64 are new (inserted)
+    source = pa.concat_tables([rows(30, 20, tag="m"), rows(60, 5, tag="m")])
+    res = t.merge(source, on="t.id = s.id").when_matched_update_all().when_not_matched_insert_all().execute()
+    assert res.operation == "MERGE"
+    upsert(source, res.version)
+    assert_same_rows(read_deltalake(uri), model.current, "deltalake after deltatx MERGE")
+
+    res = t.optimize()
+    assert res.operation == "OPTIMIZE"
+    model.record(model.current, res.version)
+    assert len(DeltaTable(uri).file_uris()) == t.files().num_rows == 3
+    assert_same_rows(read_deltalake(uri), model.current, "deltalake after deltatx OPTIMIZE")
+
+    res = t.restore(version=2)
+    model.record(model.versions[2], res.version)
+    assert_same_rows(read_deltalake(uri), model.current, "deltalake after deltatx RESTORE")
+
+    dt = DeltaTable(uri)
+    source = rows(5, 10, tag="dlm")
+    dt.merge(source, predicate="t.id = s.id", source_alias="s", target_alias="t") \
+        .when_matched_update_all().when_not_matched_insert_all().execute()
+    upsert(source, DeltaTable(uri).version())
+    assert_same_rows(t.refresh().to_arrow(), model.current, "deltatx after deltalake MERGE")
+    assert_same_rows(read_deltalake(uri, version=res.version), model.versions[res.version],
+                     "deltalake at deltatx's RESTORE version")
+
+    removed = t.vacuum(retention_hours=0, enforce_retention_duration=False)
+    assert removed, "files removed by MERGE/OPTIMIZE/RESTORE are unreferenced now"
+    assert_same_rows(read_deltalake(uri), model.current, "deltalake after deltatx VACUUM")
+    DeltaTable(uri).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    assert_same_rows(deltatx.Table(uri).to_arrow(), model.current, "deltatx after deltalake VACUUM")
+
+
+def test_app_transactions_shared_with_deltalake(tmp_path):
+    """Idempotent-write ids (txn actions) written by one client are honoured by the other."""
+    uri = str(tmp_path / "idem")
+    write_deltalake(uri, rows(0, 3), commit_properties=CommitProperties(app_transactions=[Transaction("job", 5)]))
+    t = deltatx.Table(uri)
+    assert t.append(rows(3, 3), app_id="job", app_version=5).skipped
+    assert t.append(rows(3, 3), app_id="job", app_version=4).skipped
+    res = t.append(rows(3, 3), app_id="job", app_version=6)
+    assert not res.skipped and res.version == 1
+    assert DeltaTable(uri).transaction_version("job") == 6
+    assert_same_rows(read_deltalake(uri), rows(0, 6), "deltalake after idempotent appends")
+
+
+@pytest.mark.parametrize("writer", ["deltatx", "deltalake"])
+def test_schema_evolution_across_clients(tmp_path, writer):
+    """A column added by one client (merge schema) is read as null for old rows by the other,
+    which then keeps appending with the wider schema."""
+    uri = str(tmp_path / "evo")
+    narrow = pa.schema([("id", pa.int64()), ("p", pa.string())])
+    wide = narrow.append(pa.field("extra", pa.float64()))
+    first = pa.table({"id": [1, 2], "p": ["a", "b"]}, schema=narrow)
+    second = pa.table({"id": [3], "p": ["a"], "extra": [1.5]}, schema=wide)
+    third = pa.table({"id": [4], "p": ["c"], "extra": [2.5]}, schema=wide)
+    if writer == "deltatx":
+        t = deltatx.create_table(uri, narrow, partition_by=["p"])
+        t.append(first)
+        t.append(second, schema_mode="merge")
+        write_deltalake(uri, third, mode="append")
+    else:
+        write_deltalake(uri, first, partition_by=["p"])
+        write_deltalake(uri, second, mode="append", schema_mode="merge")
+        deltatx.Table(uri).append(third)
+    expected = pa.table({"id": [1, 2, 3, 4], "p": ["a", "b", "a", "c"], "extra": [None, None, 1.5, 2.5]},
+                        schema=wide)
+    assert_same_rows(deltatx.Table(uri).to_arrow(), expected, "deltatx")
+    assert_same_rows(read_deltalake(uri), expected, "deltalake")
+    narrow_version = 1 if writer == "deltatx" else 0
+    assert_same_rows(deltatx.Table(uri, version=narrow_version).to_arrow(), first, "deltatx before evolution")
+
+
+# ------------------------------------------------------------------------------ conflicts across clients
+@pytest.mark.parametrize("winner, outcome", [
+    ("deltalake append to part 1", None),
+    # delta-rs writes no commitInfo.isBlindAppend, so its append must count as a possible read-write
+    ("deltalake append to part 0", errors.ConcurrentAppendException),
+    # delta-rs's DELETE rewrites the file: its add into part 0 is what Delta's check order finds first
+    ("deltalake delete in part 0", errors.ConcurrentAppendException),
+])
+def test_deltatx_delete_loses_to_deltalake_commit(tmp_path, winner, outcome):
+    """A deltatx DELETE of part 0 staged at v1, deltalake commits v2 first (WriteSerializable)."""
+    uri = str(tmp_path / "c")
+    t = deltatx.create_table(uri, SCHEMA, partition_by=["part"])
+    t.append(rows(0, 9))
+    tx = t.transaction()
+    tx.delete(where="part = 0")
+    if winner == "deltalake append to part 1":
+        write_deltalake(uri, rows(100, 3, part=1), mode="append")
+    elif winner == "deltalake append to part 0":
+        write_deltalake(uri, rows(100, 3, part=0), mode="append")
+    else:
+        DeltaTable(uri).delete("part = 0 AND id = 3")
+    if outcome is None:
+        res = tx.commit()
+        assert (res.version, res.attempts, res.conflicts_resolved) == (3, 2, 1)
+        expected = pa.concat_tables([rows(0, 9), rows(100, 3, part=1)])
+        expected = expected.filter(pc.not_equal(expected["part"], 0))
+    else:
+        with pytest.raises(outcome):
+            tx.commit()
+        assert DeltaTable(uri).version() == 2
+        expected = read_deltalake(uri, version=2)
+    assert_same_rows(read_deltalake(uri), expected, f"deltalake after {winner}")
+    assert_same_rows(deltatx.Table(uri).to_arrow(), expected, f"deltatx after {winner}")
+
+
+def test_deltalake_conflict_checker_reads_our_commits(tmp_path):
+    """A stale deltalake DELETE commits over our blind append to another partition, and fails
+    with CommitFailedError over our DELETE of the files it read."""
+    from deltalake.exceptions import CommitFailedError
+
+    uri = str(tmp_path / "c")
+    t = deltatx.create_table(uri, SCHEMA, partition_by=["part"])
+    t.append(rows(0, 9))  # v1
+    stale = DeltaTable(uri)
+    t.append(rows(100, 3, part=1))  # v2, isBlindAppend=true
+    stale.delete("part = 0 AND id = 3")  # v3
+    assert stale.version() == 3
+    expected = pa.concat_tables([rows(0, 9), rows(100, 3, part=1)])
+    expected = expected.filter(pc.not_equal(expected["id"], 3))
+    assert_same_rows(deltatx.Table(uri).to_arrow(), expected, "deltatx after deltalake's rebased DELETE")
+
+    stale = DeltaTable(uri)
+    t.refresh().delete(where="part = 0")  # v4 removes the file `stale` is about to rewrite
+    with pytest.raises(CommitFailedError, match="deleted data"):
+        stale.delete("part = 0 AND id = 6")
+    assert DeltaTable(uri).version() == 4
+    assert_same_rows(read_deltalake(uri), expected.filter(pc.not_equal(expected["part"], 0)), "deltalake")

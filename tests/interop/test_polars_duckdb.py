@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from datetime import date
+from datetime import date, datetime, timezone
+from decimal import Decimal
 
 import polars as pl
 import pyarrow as pa
@@ -57,26 +58,55 @@ def test_polars_time_travel_every_version(deltatx_written):
         assert_same_rows(read_polars(uri, version=version), expected, f"polars v{version}")
 
 
+LATE_TS = datetime(2024, 1, 2, 10, 1, 28, 2008, tzinfo=timezone.utc)  # row 2008: max ts of its file
+
+# (label, SQL for deltatx and DuckDB, polars expression, pyarrow mask for the model)
 FILTERS = [
     ("part = 2", pl.col("part") == 2, lambda tb: pc.equal(tb["part"], 2)),
     ("id > 70", pl.col("id") > 70, lambda tb: pc.greater(tb["id"], 70)),
+    ("id < 40", pl.col("id") < 40, lambda tb: pc.less(tb["id"], 40)),
     ("id BETWEEN 5 AND 9", pl.col("id").is_between(5, 9), lambda tb: pc.and_(pc.greater_equal(tb["id"], 5),
                                                                                  pc.less_equal(tb["id"], 9))),
     ("name = 'late2003'", pl.col("name") == "late2003", lambda tb: pc.equal(tb["name"], "late2003")),
     ("day >= DATE '2024-02-01'", pl.col("day") >= date(2024, 2, 1),
      lambda tb: pc.greater_equal(tb["day"], pa.scalar(date(2024, 2, 1)))),
+    # stats hold milliseconds: the file's max (…28.002) is below this row's value (…28.002008)
+    ("ts >= TIMESTAMP '2024-01-02 10:01:28.002008+00:00'", pl.col("ts") >= LATE_TS,
+     lambda tb: pc.greater_equal(tb["ts"], pa.scalar(LATE_TS, pa.timestamp("us", tz="UTC")))),
     ("value IS NULL", pl.col("value").is_null(), lambda tb: pc.is_null(tb["value"])),
 ]
 
 
 @pytest.mark.parametrize("sql, expr, mask", FILTERS, ids=[f[0] for f in FILTERS])
 def test_filtered_reads_skip_files_correctly(deltatx_written, duck, sql, expr, mask):
-    """polars and DuckDB prune files by our partition values and stats: wrong stats = lost rows."""
+    """deltatx, polars and DuckDB prune files by our partition values and stats: wrong stats (or
+    wrong pruning) = lost rows."""
     uri, model = deltatx_written
     expected = model.current.filter(pc.fill_null(mask(model.current), False))
+    assert expected.num_rows, "each filter keeps some rows"
+    assert_same_rows(deltatx.Table(uri).to_arrow(where=sql), expected, f"deltatx where {sql}")
     assert_same_rows(pl.scan_delta(uri).filter(expr).collect().to_arrow(), expected, f"polars where {sql}")
     got = duck.execute(f"SELECT * FROM delta_scan(?) WHERE {sql}", [uri]).to_arrow_table()
     assert_same_rows(got, expected, f"duckdb where {sql}")
+
+
+def test_truncated_string_stats_do_not_lose_rows(tmp_path, duck):
+    """Long string min/max are stored truncated; every reader must still find every value."""
+    uri = str(tmp_path / "strings")
+    schema = pa.schema([("id", pa.int64()), ("s", pa.string())])
+    values = ["z" * 40 + "a", "z" * 40 + "b", "\U0010ffff" * 40 + "x", "ÿ" * 50, "a", "zz"]
+    t = deltatx.create_table(uri, schema)
+    for i in range(0, len(values), 2):
+        t.append(pa.table({"id": [i, i + 1], "s": values[i:i + 2]}, schema=schema))
+    for v in values:
+        for op in ("=", ">=", "<="):
+            want = sorted(i for i, x in enumerate(values) if (x == v if op == "=" else x >= v if op == ">=" else x <= v))
+            pl_expr = {"=": pl.col("s") == v, ">=": pl.col("s") >= v, "<=": pl.col("s") <= v}[op]
+            assert sorted(pl.scan_delta(uri).filter(pl_expr).collect()["id"].to_list()) == want, (op, v)
+            got = duck.execute(f"SELECT id FROM delta_scan(?) WHERE s {op} ? ORDER BY id", [uri, v]).fetchall()
+            assert [g[0] for g in got] == want, (op, v)
+            literal = "'" + v.replace("'", "''") + "'"
+            assert sorted(t.to_arrow(where=f"s {op} {literal}")["id"].to_pylist()) == want, (op, v)
 
 
 # ------------------------------------------------------------------------------ duckdb
@@ -152,3 +182,59 @@ def test_awkward_partition_values_read_by_every_client(tmp_path, duck):
     assert got == [(i,) for i in range(2 * n) if AWKWARD[i % n] == "a/b"]
     got = duck.execute("SELECT count(*) FROM delta_scan(?) WHERE cat IS NULL", [uri]).fetchone()
     assert got == (2,)
+
+
+# ------------------------------------------------------------------------------ types
+TYPED = pa.schema([
+    ("id", pa.int64()),
+    ("ts", pa.timestamp("us", tz="UTC")),
+    ("flag", pa.bool_()),
+    ("big", pa.int64()),
+    ("dec", pa.decimal128(10, 2)),
+    ("f32", pa.float32()),
+    ("i8", pa.int8()),
+    ("i16", pa.int16()),
+    ("bin", pa.binary()),
+    ("ntz", pa.timestamp("us")),
+    ("l", pa.list_(pa.int32())),
+    ("s", pa.struct([("a", pa.int32()), ("b", pa.string())])),
+    ("m", pa.map_(pa.string(), pa.int64())),
+])
+
+
+def typed_rows() -> pa.Table:
+    utc = timezone.utc
+    return pa.table({
+        "id": [1, 2, 3, 4],
+        "ts": [datetime(2024, 1, 1, 12, 30, 15, 123456, tzinfo=utc), datetime(1999, 12, 31, tzinfo=utc), None,
+               datetime(2024, 1, 1, 12, 30, 15, 123456, tzinfo=utc)],
+        "flag": [True, False, None, True],
+        "big": [2**40, -5, None, 2**40],
+        "dec": [Decimal("1.50"), Decimal("-2.25"), None, Decimal("1.50")],
+        "f32": [1.5, None, -0.25, 3.0],
+        "i8": [1, None, -128, 127],
+        "i16": [2, None, -32768, 32767],
+        "bin": [b"\x00\x01", None, b"", b"\xff"],
+        "ntz": [datetime(2024, 1, 1), None, datetime(1970, 1, 1), datetime(2038, 1, 19, 3, 14, 8)],
+        "l": [[1, 2], None, [], [None, 3]],
+        "s": [{"a": 1, "b": "x"}, None, {"a": None, "b": None}, {"a": 4, "b": "y"}],
+        "m": [[("k", 1)], None, [], [("a", 1), ("b", None)]],
+    }, schema=TYPED)
+
+
+@pytest.mark.parametrize("partition_by", [[], ["ts"], ["flag", "big"], ["dec"]], ids=lambda p: "+".join(p) or "none")
+def test_types_read_by_every_client(tmp_path, duck, partition_by):
+    """Nested, decimal, small-int, binary, timestamp-without-timezone columns, and partition
+    columns of timestamp/bool/int64/decimal type (with nulls), through a checkpoint."""
+    uri = str(tmp_path / "typed")
+    data = typed_rows()
+    t = deltatx.create_table(uri, TYPED, partition_by=partition_by,
+                             properties={"delta.checkpointInterval": "2"})
+    t.append(data.slice(0, 2))
+    t.append(data.slice(2))  # version 2: checkpoint
+    assert_has_checkpoint(uri)
+    assert_same_rows(t.to_arrow(), data, "deltatx")
+    assert_same_rows(read_deltalake(uri), data, "deltalake")
+    assert_same_rows(read_polars(uri), data, "polars")
+    assert_same_rows(duck.execute("SELECT * FROM delta_scan(?)", [uri]).to_arrow_table(), data, "duckdb")
+    assert_same_rows(read_polars(uri, version=1), data.slice(0, 2), "polars v1")

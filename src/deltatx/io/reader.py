@@ -11,7 +11,7 @@ Partition columns are not stored in Delta data files: they come back from ``part
 expressions, so a filter on them prunes whole files before any I/O. Columns an older file lacks
 (schema evolution) read as nulls. A file written with nanosecond timestamps that do not fit in
 microseconds makes the dataset's safe cast fail; those reads fall back to a per-file path that
-truncates to microseconds like Delta's readers do.
+truncates them (Delta's timestamp types have microsecond precision).
 """
 
 from __future__ import annotations

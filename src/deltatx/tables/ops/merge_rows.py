@@ -3,6 +3,7 @@
 ::
 
     read predicate = target-only conjuncts ∧ per key (k IN (source keys) | k BETWEEN min AND max)
+      │   (∨ each NOT MATCHED BY SOURCE condition; the whole table if one has none)
       │   tx.scan(): prunes files by partition values and stats; it is also the MERGE's read for
       │   conflict detection, so MERGEs into disjoint partitions do not conflict
       ▼
@@ -10,8 +11,8 @@
              hash join on the equi-keys (pyarrow), residual conjuncts on the pairs
              first matching clause per pair ─► cardinality check ─► clause code per target row
     phase 2  read the other columns of the files holding a changed row; SET values are computed
-             on the changed rows only and scattered into the columns (replace_with_mask);
-             deleted rows are filtered out; untouched files are not read again
+             on the changed rows only and scattered into the columns by one ``take`` per column,
+             which also drops deleted rows; untouched files are not read again
     inserts  unmatched source rows, first matching NOT MATCHED clause
     write    one write of rewritten + inserted rows; stage removes of the rewritten files
 
@@ -101,21 +102,21 @@ def _take(values: pa.Array | pa.ChunkedArray, rows: np.ndarray) -> pa.Array | pa
     return values.take(pa.array(rows, pa.int64()))
 
 
-def _scatter(column: pa.ChunkedArray, pieces: list[tuple[np.ndarray, pa.Array]],
-             kept: np.ndarray | None) -> pa.ChunkedArray:
-    """``column`` with ``values`` written at ``positions`` (per piece), then only ``kept`` rows.
+def _scatter_index(n: int, pieces: list[tuple[np.ndarray, pa.Array]], kept: np.ndarray | None) -> pa.Array:
+    """Take-indexes that put the pieces' values (appended after ``n`` old rows) at their positions."""
+    positions = np.concatenate([p for p, _ in pieces])
+    index = np.arange(n, dtype=np.int64)
+    index[positions] = n + np.arange(len(positions), dtype=np.int64)
+    return pa.array(index if kept is None else index[kept])
+
+
+def _scatter(column: pa.ChunkedArray, values: list[pa.Array], index: pa.Array) -> pa.ChunkedArray:
+    """``column`` with ``values`` written in (see :func:`_scatter_index`), deleted rows dropped.
 
     One ``take`` over the old chunks plus the new values: cheaper than ``replace_with_mask`` for
     strings, and it drops deleted rows in the same pass.
     """
-    n = len(column)
-    positions = np.concatenate([p for p, _ in pieces])
-    values = [v for _, v in pieces]
-    index = np.arange(n, dtype=np.int64)
-    index[positions] = n + np.arange(len(positions), dtype=np.int64)
-    if kept is not None:
-        index = index[kept]
-    return pa.chunked_array(list(column.chunks) + values, column.type).take(pa.array(index))
+    return pa.chunked_array(list(column.chunks) + values, column.type).take(index)
 
 
 def _first_clause(clauses: list[BoundClause], view: pa.Table, active: np.ndarray, first_code: int,
@@ -348,11 +349,16 @@ class _Merge:
             for name, values in self._set_values(clause, full, positions, row_source[positions]).items():
                 updates.setdefault(name, []).append((positions, values))
         kept = np.flatnonzero(~deleted) if deleted.any() else None
+        indexes: dict[tuple[int, ...], pa.Array] = {}  # columns set by the same clauses share one
         columns = []
         for name in self.schema.names:
             column = full.column(name)
             if name in updates:
-                column = _scatter(column, updates[name], kept)
+                pieces = updates[name]
+                key = tuple(id(p) for p, _ in pieces)
+                if key not in indexes:
+                    indexes[key] = _scatter_index(n, pieces, kept)
+                column = _scatter(column, [v for _, v in pieces], indexes[key])
             elif kept is not None:
                 column = column.take(pa.array(kept, pa.int64()))
             columns.append(column)

@@ -9,6 +9,7 @@ decide a test: the smoke test only reads :attr:`BenchResult.checks` (final versi
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import platform
 import shutil
@@ -130,7 +131,7 @@ class BenchResult:
     def check(self, name: str, expected: Any, actual: Any) -> bool:
         """Record a correctness fact: ``expected == actual``."""
         ok = expected == actual
-        self.checks[name] = {"expected": expected, "actual": actual, "ok": ok}
+        self.checks[name] = {"expected": _compact(expected), "actual": _compact(actual), "ok": ok}
         return ok
 
     def criterion(self, name: str, ok: bool, detail: str = "") -> None:
@@ -143,6 +144,14 @@ class BenchResult:
         out["checks_ok"] = self.checks_ok
         out["environment"] = environment()
         return out
+
+
+def _compact(value: Any) -> Any:
+    """Long lists are recorded as count, ends and a digest (the comparison used the full list)."""
+    if isinstance(value, list) and len(value) > 20:
+        digest = hashlib.sha1(orjson.dumps(value)).hexdigest()[:16]
+        return {"count": len(value), "first": value[0], "last": value[-1], "sha1": digest}
+    return value
 
 
 def environment() -> dict[str, Any]:

@@ -26,6 +26,8 @@ from .model import (
     Literal,
     Not,
     Or,
+)
+from .trees import (
     and_all,
     col,
     conjuncts,

@@ -12,17 +12,13 @@ Columns may carry a ``qualifier`` (``t.id`` in a MERGE condition) and a nested `
 from __future__ import annotations
 
 import datetime as _dt
-import functools
-import logging
-import re
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, Callable, Iterable
 
 import pyarrow as pa
-import sqlglot
-from sqlglot.dialects.spark import Spark
-from sqlglot.errors import SqlglotError
+
+from .sqltext import literal_sql, quote_identifier, string_sql, type_sql
 
 COMPARISON_OPS = ("=", "!=", "<", "<=", ">", ">=", "<=>")
 ARITHMETIC_OPS = ("+", "-", "*", "/", "%")
@@ -33,8 +29,6 @@ FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<=", "<=
 NEGATED = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 
 _PRECEDENCE = {"OR": 1, "AND": 2, "NOT": 3, "CMP": 4, "+": 5, "-": 5, "*": 6, "/": 6, "%": 6, "ATOM": 9}
-_KEYWORDS = frozenset(k for k in Spark.Tokenizer.KEYWORDS if k.isidentifier())
-_PLAIN_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class Expr:
@@ -82,37 +76,6 @@ def _wrap(child: Expr, parent_prec: int, strict: bool = False) -> str:
     if p < parent_prec or (strict and p == parent_prec):
         return f"({child._sql()})"
     return child._sql()
-
-
-class _Quiet(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return False
-
-
-@functools.lru_cache(maxsize=4096)
-def _reads_as_column(name: str) -> bool:
-    """Whether a keyword-like bare word still parses as a column (``date = 1`` does)."""
-    logger = logging.getLogger("sqlglot")
-    quiet = _Quiet()
-    logger.addFilter(quiet)  # sqlglot logs when it falls back to a generic command
-    try:
-        node = sqlglot.parse_one(f"{name} = 1", read="spark")
-    except SqlglotError:
-        return False
-    finally:
-        logger.removeFilter(quiet)
-    left = node.this if isinstance(node, sqlglot.exp.EQ) else None
-    return isinstance(left, sqlglot.exp.Column) and left.name == name and not left.table
-
-
-def quote_identifier(name: str) -> str:
-    """``name`` as a Spark SQL identifier (backticks when needed)."""
-    if _PLAIN_IDENTIFIER.match(name):
-        if name.upper() not in _KEYWORDS and name.lower() != "if":
-            return name
-        if _reads_as_column(name):
-            return name
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _as_expr(value: Any) -> Expr:
@@ -202,42 +165,6 @@ class Literal(Expr):
 
     def _sql(self) -> str:
         return literal_sql(self.value, self.type)
-
-
-def _string_sql(text: str) -> str:
-    escaped = text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n").replace("\r", "\\r")
-    return f"'{escaped}'"
-
-
-def literal_sql(value: Any, t: pa.DataType | None = None) -> str:
-    """SQL text of a constant (Spark syntax)."""
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "TRUE" if value else "FALSE"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            name = "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
-            return f"CAST('{name}' AS DOUBLE)"
-        text = repr(value)
-        return text if ("e" in text or "E" in text) else f"{text}E0"
-    if isinstance(value, Decimal):
-        text = format(value, "f")
-        return text if "." in text else text + ".0"  # a dot keeps it a decimal, not an integer
-    if isinstance(value, str):
-        return _string_sql(value)
-    if isinstance(value, bytes):
-        return f"X'{value.hex().upper()}'"
-    if isinstance(value, _dt.datetime):
-        if value.tzinfo is not None:
-            utc = value.astimezone(_dt.timezone.utc).replace(tzinfo=None)
-            return f"TIMESTAMP '{utc.isoformat(sep=' ')}Z'"
-        return f"TIMESTAMP_NTZ '{value.isoformat(sep=' ')}'"
-    if isinstance(value, _dt.date):
-        return f"DATE '{value.isoformat()}'"
-    return _string_sql(str(value))
 
 
 TRUE = Literal(True)
@@ -428,7 +355,7 @@ class Like(Expr):
 
     def _sql(self) -> str:
         kw = ("NOT " if self.negated else "") + ("ILIKE" if self.case_insensitive else "LIKE")
-        return f"{_wrap(self.operand, self._prec(), strict=True)} {kw} {_string_sql(self.pattern)}"
+        return f"{_wrap(self.operand, self._prec(), strict=True)} {kw} {string_sql(self.pattern)}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -542,114 +469,3 @@ class Case(Expr):
             parts.append(f"ELSE {self.default._sql()}")
         parts.append("END")
         return " ".join(parts)
-
-
-def type_sql(t: pa.DataType) -> str:
-    """Spark SQL name of an Arrow type (for CAST text)."""
-    simple = {
-        pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INT", pa.int64(): "BIGINT",
-        pa.float32(): "FLOAT", pa.float64(): "DOUBLE", pa.string(): "STRING", pa.large_string(): "STRING",
-        pa.bool_(): "BOOLEAN", pa.binary(): "BINARY", pa.date32(): "DATE",
-    }
-    if t in simple:
-        return simple[t]
-    if pa.types.is_decimal(t):
-        return f"DECIMAL({t.precision},{t.scale})"
-    if pa.types.is_timestamp(t):
-        return "TIMESTAMP" if t.tz is not None else "TIMESTAMP_NTZ"
-    return str(t).upper()
-
-
-# --------------------------------------------------------------------------------------------
-# Helpers on trees
-# --------------------------------------------------------------------------------------------
-
-
-def col(name: str, qualifier: str | None = None) -> Column:
-    return Column(name, qualifier)
-
-
-def lit(value: Any, type: pa.DataType | None = None) -> Literal:  # noqa: A002 - SQL word
-    return Literal(value, type)
-
-
-def conjuncts(expr: Expr) -> list[Expr]:
-    """The AND-ed parts of ``expr`` (flattened; ``TRUE`` alone gives ``[]``)."""
-    if isinstance(expr, And):
-        return conjuncts(expr.left) + conjuncts(expr.right)
-    if expr == TRUE:
-        return []
-    return [expr]
-
-
-def disjuncts(expr: Expr) -> list[Expr]:
-    if isinstance(expr, Or):
-        return disjuncts(expr.left) + disjuncts(expr.right)
-    return [expr]
-
-
-def and_all(exprs: Iterable[Expr]) -> Expr:
-    """AND of the given predicates, ``TRUE`` for none (``TRUE`` operands dropped)."""
-    parts = [e for e in exprs if e != TRUE]
-    if not parts:
-        return TRUE
-    out = parts[0]
-    for e in parts[1:]:
-        out = And(out, e)
-    return out
-
-
-def or_all(exprs: Iterable[Expr]) -> Expr:
-    """OR of the given predicates, ``FALSE`` for none."""
-    parts = list(exprs)
-    if not parts:
-        return FALSE
-    out = parts[0]
-    for e in parts[1:]:
-        out = Or(out, e)
-    return out
-
-
-def map_columns(expr: Expr, fn: Callable[[Column], Expr]) -> Expr:
-    """Replace every column reference by ``fn(column)``."""
-    return expr.transform(lambda node: fn(node) if isinstance(node, Column) else node)
-
-
-def strip_alias(expr: Expr, alias: str) -> Expr:
-    """Drop the qualifier ``alias`` (case-insensitive): ``t.id`` -> ``id`` when alias is ``t``."""
-    low = alias.lower()
-    return map_columns(
-        expr,
-        lambda c: replace(c, qualifier=None) if c.qualifier and c.qualifier.lower() == low else c,
-    )
-
-
-def qualify(expr: Expr, alias: str) -> Expr:
-    """Qualify every unqualified column with ``alias``: ``id`` -> ``t.id``."""
-    return map_columns(expr, lambda c: c if c.qualifier else replace(c, qualifier=alias))
-
-
-def qualifiers(expr: Expr) -> frozenset[str]:
-    """The aliases that qualify columns in ``expr`` (``None`` not included)."""
-    return frozenset(n.qualifier for n in expr.walk() if isinstance(n, Column) and n.qualifier)
-
-
-def references_only(expr: Expr, names: Iterable[str]) -> bool:
-    """Whether every column of ``expr`` is one of ``names`` (case-insensitive, unqualified)."""
-    allowed = {n.lower() for n in names}
-    return all(
-        n.qualifier is None and n.name.lower() in allowed
-        for n in expr.walk()
-        if isinstance(n, Column)
-    )
-
-
-def partition_predicate(expr: Expr, partition_columns: Iterable[str]) -> Expr:
-    """AND of the conjuncts of ``expr`` that reference only partition columns; ``TRUE`` if none.
-
-    Delta's rule for what a transaction "read" of a partitioned table: data-column conjuncts
-    widen to TRUE. A conjunct with no column at all (a constant) counts as a partition filter.
-    """
-    cols = list(partition_columns)
-    return and_all(c for c in conjuncts(expr) if references_only(c, cols))
-

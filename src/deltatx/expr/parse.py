@@ -12,7 +12,6 @@ NULL`` become the negated node forms.
 
 from __future__ import annotations
 
-import datetime as _dt
 from decimal import Decimal, InvalidOperation
 from typing import Any
 

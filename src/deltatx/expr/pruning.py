@@ -248,7 +248,7 @@ def _cmp_stats(op: str, lo: pa.Array, hi: pa.Array, value: pa.Scalar) -> pa.Arra
     if op == "=":
         return _maybe(pc.and_kleene(pc.less_equal(lo, value), pc.greater_equal(hi, value)))
     if op == "!=":  # every non-null value equals `value` only if min == max == value
-        return _maybe(pc.invert(pc.or_kleene(pc.equal(lo, value), pc.equal(hi, value))))
+        return _maybe(pc.invert(pc.and_kleene(pc.equal(lo, value), pc.equal(hi, value))))
     if op == "<":
         return _maybe(pc.less(lo, value))
     if op == "<=":

@@ -152,7 +152,7 @@ def _source_table(source: Any) -> pa.Table:
         canonical = normalize_schema(table.schema)
         if not canonical.equals(table.schema, check_metadata=False):
             table = table.cast(canonical)
-    except (DeltaTxError, pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
+    except (DeltaTxError, pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError, TypeError, KeyError):
         pass  # types Delta has no name for: use them as they are
     return table.combine_chunks()
 

@@ -234,6 +234,7 @@ def test_parse_stats_foreign_formats():
         '{"numRecords":2,"minValues":{"ts":"2024-01-01T01:00:00.000+01:00"},"tightBounds":false}',
         '{"numRecords":2,"minValues":{"ts":"2024-01-01 00:00:00"},"extra":{"x":1}}',
         '{\n  "numRecords": 2,\n  "maxValues": {"f": NaN, "id": 4}\n}',
+        '{"numRecords":3,"minValues":{"f":"-Infinity","name":"NaN"},"maxValues":{"f": "NaN","id":5}}',
     ]
     parsed = parse_stats(pa.array(docs), SCHEMA).to_pylist()
     midnight = dt.datetime(2024, 1, 1, tzinfo=UTC)
@@ -241,6 +242,9 @@ def test_parse_stats_foreign_formats():
     assert parsed[1]["minValues"]["ts"] == midnight
     assert parsed[2]["numRecords"] == 2
     assert parsed[2]["maxValues"]["f"] is None and parsed[2]["maxValues"]["id"] == 4
+    # Spark quotes non-finite floats; a NaN bound is unknown, and a string "NaN" stays a string
+    assert parsed[3]["minValues"]["f"] == float("-inf") and parsed[3]["maxValues"]["f"] is None
+    assert parsed[3]["maxValues"]["id"] == 5
 
 
 def test_parse_stats_uses_column_mapping_physical_names():

@@ -119,6 +119,8 @@ STATS_CACHE = _DerivedCache(_CACHE_ENTRIES)
 
 
 class _Files:
+    """One files table seen through a schema: typed partition values and per-column stats."""
+
     def __init__(self, files: pa.Table, schema: pa.Schema, partition_columns: Sequence[str], use_stats: bool):
         self.files = files
         self.n = files.num_rows
@@ -166,7 +168,7 @@ class _Files:
         source = _as_chunked(self.files.column("stats"))
         fields = {f.name: f for f in self.data_schema}
         wanted = [n for n in names if n in fields]
-        keys = [("stats", n, str(fields[n].type)) for n in wanted]
+        keys = [("stats", n, _physical_name(fields[n]), str(fields[n].type)) for n in wanted]
 
         def compute(missing: list[Any]) -> dict[Any, Any]:
             parsed = parse_stats(source, pa.schema([fields[k[1]] for k in missing]))
@@ -290,14 +292,15 @@ def _comparison(files: _Files, e: Comparison, negated: bool) -> pa.Array:
 
 
 def _stats_scalar(literal: Literal, t: pa.DataType) -> pa.Scalar | None:
+    """The literal as a scalar the bounds of type ``t`` can be compared with, else None."""
     s = literal.to_scalar()
     if s.type.equals(t):
         return s
     try:
-        probe = pc.less(pa.nulls(1, t), s)  # can the kernels compare these types at all?
+        pc.less(pa.nulls(1, t), s)  # can the kernels compare these types at all?
     except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
         return None
-    return s if probe is not None else None
+    return s
 
 
 def _is_null(files: _Files, column: Column, negated: bool) -> pa.Array:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import io
+import re
 from decimal import Decimal
 from typing import Any, Iterable, Sequence
 
@@ -357,6 +358,17 @@ def _cast_or_null(arr: pa.Array, target: pa.DataType, convert) -> pa.Array:
         return pa.array(out, target)
 
 
+def _float_keys(bounds: pa.StructType) -> set[str]:
+    """JSON keys of float bounds (at any depth) in a bounds struct."""
+    out: set[str] = set()
+    for f in bounds:
+        if pa.types.is_struct(f.type):
+            out |= _float_keys(f.type)
+        elif pa.types.is_floating(f.type):
+            out.add(f.name)
+    return out
+
+
 def _read_lines(data: pa.Buffer | bytes, json_schema: pa.Schema) -> pa.Table:
     return pj.read_json(
         pa.BufferReader(data) if isinstance(data, pa.Buffer) else io.BytesIO(data),
@@ -380,12 +392,26 @@ def _joined_lines(stats: pa.Array) -> pa.Buffer:
 
 
 def _read_tolerant(stats: pa.Array, json_schema: pa.Schema) -> pa.Table:
-    """Parse all lines; if some line is malformed, parse in slices and null only the bad ones."""
+    """Parse all lines; if some line is malformed, parse in slices and null only the bad ones.
+
+    A raw line break inside one stats string (pretty-printed JSON) shows up as an error or as a
+    row count that does not add up; such a string is retried with its line breaks blanked.
+    """
     try:
-        return _read_lines(_joined_lines(stats), json_schema)
+        table = _read_lines(_joined_lines(stats), json_schema)
+        if table.num_rows == len(stats):
+            return table
     except pa.ArrowInvalid:
-        if len(stats) == 1:
-            return _read_lines(b"{}\n", json_schema)
+        pass
+    if len(stats) == 1:
+        flat = pc.replace_substring_regex(stats, r"[\r\n]", " ")
+        try:
+            table = _read_lines(_joined_lines(flat), json_schema)
+            if table.num_rows == 1:
+                return table
+        except pa.ArrowInvalid:
+            pass
+        return _read_lines(b"{}\n", json_schema)
     half = len(stats) // 2
     return pa.concat_tables(
         [_read_tolerant(stats.slice(0, half), json_schema), _read_tolerant(stats.slice(half), json_schema)]
@@ -409,8 +435,14 @@ def parse_stats(stats: pa.Array | pa.ChunkedArray, schema: pa.Schema) -> pa.Stru
         stats = pc.cast(stats, pa.string())
     if len(stats) == 0:
         return pa.array([], pa.struct(list(target)))
-    cleaned = pc.replace_substring_regex(pc.fill_null(stats, "{}"), r"[\r\n]", " ")
-    cleaned = pc.if_else(pc.equal(pc.utf8_trim_whitespace(cleaned), ""), "{}", cleaned)
+    cleaned = pc.fill_null(stats, "{}")
+    cleaned = pc.if_else(pc.equal(cleaned, ""), "{}", cleaned)
+    float_keys = _float_keys(json_schema.field("minValues").type)
+    if float_keys:
+        # Spark writes a NaN/infinite bound as a quoted "NaN"/"Infinity"; the JSON reader takes
+        # the bare tokens for float fields (and _finish turns NaN into an unknown bound)
+        keys = "|".join(re.escape(orjson.dumps(k).decode()) for k in sorted(float_keys))
+        cleaned = pc.replace_substring_regex(cleaned, f'({keys}):\\s*"(-?Infinity|NaN)"', r"\1:\2")
     table = _read_tolerant(cleaned, json_schema)
     columns = []
     for i, field in enumerate(target):

@@ -208,41 +208,35 @@ class Comparison(Expr):
 
 
 @dataclass(frozen=True)
-class And(Expr):
+class _Connective(Expr):
+    """AND / OR: the same shape, told apart by ``_keyword``."""
+
     left: Expr
     right: Expr
+    _keyword = ""
 
     def children(self) -> tuple[Expr, ...]:
         return (self.left, self.right)
 
     def with_children(self, children: tuple[Expr, ...]) -> Expr:
-        return And(children[0], children[1])
+        return type(self)(children[0], children[1])
 
     def _prec(self) -> int:
-        return _PRECEDENCE["AND"]
+        return _PRECEDENCE[self._keyword]
 
     def _sql(self) -> str:
         p = self._prec()
-        return f"{_wrap(self.left, p)} AND {_wrap(self.right, p, strict=True)}"
+        return f"{_wrap(self.left, p)} {self._keyword} {_wrap(self.right, p, strict=True)}"
 
 
 @dataclass(frozen=True)
-class Or(Expr):
-    left: Expr
-    right: Expr
+class And(_Connective):
+    _keyword = "AND"
 
-    def children(self) -> tuple[Expr, ...]:
-        return (self.left, self.right)
 
-    def with_children(self, children: tuple[Expr, ...]) -> Expr:
-        return Or(children[0], children[1])
-
-    def _prec(self) -> int:
-        return _PRECEDENCE["OR"]
-
-    def _sql(self) -> str:
-        p = self._prec()
-        return f"{_wrap(self.left, p)} OR {_wrap(self.right, p, strict=True)}"
+@dataclass(frozen=True)
+class Or(_Connective):
+    _keyword = "OR"
 
 
 @dataclass(frozen=True)

@@ -145,9 +145,12 @@ class Transaction:
 
     @property
     def schema(self) -> pa.Schema:
+        """The snapshot's (cached) schema, unless this transaction staged a new one."""
+        if self._metadata is None:
+            return self.snapshot.schema
         from ..txnlog.schema import schema_from_json
 
-        return schema_from_json(self.metadata.schema_string)
+        return schema_from_json(self._metadata.schema_string)
 
     @property
     def partition_columns(self) -> list[str]:

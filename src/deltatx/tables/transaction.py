@@ -25,7 +25,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import __version__
+from .. import __version__, phases
 from ..conflicts import ReadSet, TransactionInfo, check_commit
 from ..errors import CommitRetriesExceededError, DeltaTxError
 from ..expr import Expr
@@ -133,6 +133,7 @@ class Transaction:
         self._ops: list[_StagedOp] = []
         self._files = snapshot.files  # the table as this transaction sees it (own writes included)
         self._state = "open"
+        phases.reached("begin", txn_id=self.txn_id, version=self.read_version, table=table.uri)
 
     # ------------------------------------------------------------------ what the txn sees
     @property
@@ -178,6 +179,8 @@ class Transaction:
             self._predicates.append(predicate)
         if files.num_rows:
             self._read_paths.append(files["path"].combine_chunks() if isinstance(files["path"], pa.ChunkedArray) else files["path"])
+        phases.reached("read", txn_id=self.txn_id, version=self.read_version,
+                       predicate=None if predicate is None else str(predicate))
 
     def scan(self, where: str | Expr | None = None) -> tuple[Expr | None, pa.Table]:
         """Bind ``where`` and prune the txn's files by partition values and stats (recorded)."""
@@ -219,6 +222,8 @@ class Transaction:
             adds = adds.select(FILE_SCHEMA.names).cast(FILE_SCHEMA)
             self._adds.append(adds)
             self._files = pa.concat_tables([self._files, adds])
+            phases.reached("data_files_written", txn_id=self.txn_id, version=self.read_version,
+                           files=adds)
 
     def stage_removes(self, files: pa.Table, data_change: bool = True) -> None:
         """Remove files (rows of current_files()). Files this txn added itself are just dropped."""
@@ -423,11 +428,13 @@ class Transaction:
                 removes=info.removes,
                 adds=info.adds,
             )
+            phases.reached("attempt_commit", txn_id=self.txn_id, version=version, attempt=attempts)
             try:
                 store.put_commit(version, payload)
                 break
             except VersionExistsError:
                 pass
+            phases.reached("resolve_conflict", txn_id=self.txn_id, version=version, attempt=attempts)
             if attempts >= self.max_attempts:
                 raise CommitRetriesExceededError(
                     f"gave up after {attempts} attempts to commit {name}; the table kept moving",
@@ -453,6 +460,7 @@ class Transaction:
             if attempts > 1:
                 delay = min(BACKOFF_CAP_S, BACKOFF_BASE_S * (2 ** (attempts - 2)))
                 time.sleep(random.uniform(0, delay))
+        phases.reached("published", txn_id=self.txn_id, version=version, attempt=attempts)
         own = CommitActions(
             version=version, commit_info=commit_info, protocol=info.protocol, metadata=info.metadata,
             txns=list(info.txns), domains=list(info.domains),

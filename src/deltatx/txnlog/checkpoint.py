@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from .. import phases
 from ..errors import CorruptCheckpointError, InvalidPropertyError
 from .actions import (
     FILE_SCHEMA,
@@ -231,6 +232,7 @@ def write_checkpoint(store: LogStore, snapshot: "Snapshot") -> None:
     pq.write_table(table, sink, compression="snappy")
     data = sink.getvalue()
     store.write_log_file(checkpoint_name(snapshot.version), data)
+    phases.reached("checkpoint_written", version=snapshot.version)
     hint = {
         "version": snapshot.version,
         "size": table.num_rows,
@@ -238,6 +240,7 @@ def write_checkpoint(store: LogStore, snapshot: "Snapshot") -> None:
         "numOfAddFiles": snapshot.files.num_rows,
     }
     store.write_log_file(LAST_CHECKPOINT, orjson.dumps(hint))
+    phases.reached("last_checkpoint_written", version=snapshot.version)
 
 
 def read_last_checkpoint_hint(store: LogStore) -> int | None:

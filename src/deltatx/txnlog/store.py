@@ -31,6 +31,7 @@ from urllib.parse import urlparse
 import fsspec
 import pyarrow.fs as pafs
 
+from .. import phases
 from ..errors import DataFileNotFoundError, UnsafeStorageError
 
 LOG_DIR = "_delta_log"
@@ -269,7 +270,9 @@ class LocalLogStore(LogStore):
         tmp = os.path.join(self.log_root, f".{name}.{uuid.uuid4().hex}.tmp")
         self._write_tmp(tmp, data)
         try:
+            phases.reached("commit_temp_written", version=version, temp=tmp)
             os.link(tmp, os.path.join(self.log_root, name))
+            phases.reached("commit_linked", version=version)
         except FileExistsError:
             raise VersionExistsError(version) from None
         finally:

@@ -11,10 +11,10 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 # Re-install whenever the dependency list changes.
-$(STAMP): pyproject.toml | $(PY)
+$(STAMP): pyproject.toml Makefile | $(PY)
 	$(PIP) install -q --upgrade pip 2>&1 | grep -v "is ignored" || true
-	$(PIP) install -q -e '.[test]' 2>&1 | grep -v "is ignored" || true
-	$(PY) -c "import deltatx, pyarrow, deltalake, polars, duckdb, moto, hypothesis" 
+	$(PIP) install -q -e '.[test,spark]' 2>&1 | grep -v "is ignored" || true
+	$(PY) -c "import deltatx, pyarrow, deltalake, polars, duckdb, moto, hypothesis, pyspark"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -227,3 +227,7 @@ class CommitRetriesExceededError(ConcurrentModificationException):
     """The commit lost the race more times than the configured retry limit allows."""
 
     advice = "Raise the retry limit (max_commit_attempts) or reduce contention, then retry."
+
+
+class SparkUnavailableError(DeltaTxError):
+    """PySpark or a Java runtime it needs is not installed (``deltatx.spark`` only)."""

@@ -143,8 +143,14 @@ class Table:
         return read_history(self._store, limit=limit)
 
     # ------------------------------------------------------------------ writes
-    def transaction(self, *, max_attempts: int | None = None, user_metadata: str | None = None) -> Transaction:
-        """A read-modify-write transaction pinned at this table's current version."""
+    def transaction(self, *, max_attempts: int | None = None, user_metadata: str | None = None,
+                    read_version: int | None = None) -> Transaction:
+        """A read-modify-write transaction pinned at this table's current version.
+
+        ``read_version`` pins an older version instead: a distributed write (Spark) plans against
+        the version it saw when the job started and commits later, so the conflict check must
+        cover every commit since then, not only those since the driver last looked.
+        """
         if self._pinned:
             raise DeltaTxError(
                 f"this Table was opened at version {self.version} for time travel and is read-only; "
@@ -153,7 +159,13 @@ class Table:
         kwargs: dict[str, Any] = {"user_metadata": user_metadata}
         if max_attempts is not None:
             kwargs["max_attempts"] = max_attempts
-        return Transaction(self, self._snapshot, **kwargs)
+        snapshot = self._snapshot
+        if read_version is not None and read_version != snapshot.version:
+            if read_version > snapshot.version:
+                snapshot = self.refresh()._snapshot
+            if read_version != snapshot.version:
+                snapshot = load_snapshot(self._store, version=read_version)
+        return Transaction(self, snapshot, **kwargs)
 
     def _run(self, user_metadata: str | None, stage) -> CommitResult:
         tx = self.transaction(user_metadata=user_metadata)

@@ -22,6 +22,7 @@ nothing references them yet, so they would only be litter for VACUUM.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
@@ -180,7 +181,7 @@ class _WriteJob:
         self.options = options
         self.data_change = data_change
         self.fs = store.arrow_fs
-        self.pool = ThreadPoolExecutor(max_workers=options.max_workers, thread_name_prefix="deltatx-write")
+        self._pool: ThreadPoolExecutor | None = None  # started on the first write with >1 file
         self.lock = threading.Lock()
         self.started: list[str] = []  # full paths, registered before opening (cleanup set)
         self.results: list[tuple[str, tuple[tuple[str, str | None], ...], int, int, str]] = []
@@ -189,10 +190,33 @@ class _WriteJob:
         self.aborted = False
         codec = (options.compression or "none").lower()
         self.suffix = ".parquet" if codec in ("none", "uncompressed") else f".{codec}.parquet"
-        self.leaf_paths = _parquet_leaf_paths(self.file_schema)
         self.primitive_columns = {
             f.name for f in self.file_schema if not pa.types.is_nested(f.type) and not pa.types.is_boolean(f.type)
         }
+
+    @functools.cached_property
+    def leaf_paths(self) -> dict[str, list[str]]:
+        """Only large files consult it (dictionary choice), so small writes never pay for it."""
+        return _parquet_leaf_paths(self.file_schema)
+
+    @property
+    def pool(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.options.max_workers, thread_name_prefix="deltatx-write")
+        return self._pool
+
+    def _run_all(self, tasks: list[Callable[[], None]]) -> list[Future]:
+        """Run tasks on the pool; a lone task runs inline (a thread hop costs more than a small file)."""
+        if len(tasks) == 1 and self._pool is None:
+            done: Future = Future()
+            try:
+                tasks[0]()
+            except BaseException as exc:  # surfaced by _wait like a pool failure
+                done.set_exception(exc)
+            else:
+                done.set_result(None)
+            return [done]
+        return [self.pool.submit(task) for task in tasks]
 
     # ---- inputs ---------------------------------------------------------------------------------
     def write_table(self, table: pa.Table) -> None:
@@ -253,18 +277,16 @@ class _WriteJob:
         groups = self._plan_groups(table, data)
         if spread and len(groups) < self.options.max_workers:
             rows_per_file = self._spread(groups, rows_per_file)
-        futures = []
+        tasks: list[Callable[[], None]] = []
         for group in groups:
             folder = partition_dir(self.partition_columns, dict(group.values))
             if group.fetch_range is not None:  # row count known: one task per file
                 for offset, length in _pieces(group.count, rows_per_file):
                     fetch = partial(group.fetch_range, offset, length)
-                    futures.append(self.pool.submit(self._write_rows, fetch, folder, group.values, None))
+                    tasks.append(partial(self._write_rows, fetch, folder, group.values, None))
             else:  # rows known only once selected: the task cuts its own files
-                futures.append(
-                    self.pool.submit(self._write_rows, group.fetch_all, folder, group.values, rows_per_file)
-                )
-        return futures
+                tasks.append(partial(self._write_rows, group.fetch_all, folder, group.values, rows_per_file))
+        return self._run_all(tasks)
 
     def _spread(self, groups: list["_Group"], rows_per_file: int) -> int:
         """Smaller files for a small write, so that every worker has one (≥ one row group each)."""
@@ -416,7 +438,8 @@ class _WriteJob:
     def abort(self) -> None:
         """Stop queued work, let running writes finish, delete every file this call started."""
         self.aborted = True
-        self.pool.shutdown(wait=True, cancel_futures=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
         with self.lock:
             paths = list(self.started)
         for path in paths:
@@ -426,7 +449,8 @@ class _WriteJob:
                 pass
 
     def close(self) -> None:
-        self.pool.shutdown(wait=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
 
 
 def _parquet_leaf_paths(schema: pa.Schema) -> dict[str, list[str]]:

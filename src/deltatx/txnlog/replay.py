@@ -223,9 +223,17 @@ class FileTail:
 
 
 def _drop_keys(table: pa.Table, touched: pa.Array) -> pa.Table:
+    """``table`` without the rows whose logical file is in ``touched``.
+
+    Most commits touch only new files (fresh UUID paths): the membership test is cheap, while a
+    filter copies every column of every chunk, so it runs only when something matched.
+    """
     if table.num_rows == 0:
         return table
-    return table.filter(pc.invert(pc.is_in(file_keys(table), value_set=touched)))
+    hit = pc.is_in(file_keys(table), value_set=touched)
+    if not pc.any(hit).as_py():
+        return table
+    return table.filter(pc.invert(hit))
 
 
 def _compact(table: pa.Table) -> pa.Table:

@@ -1,0 +1,419 @@
+"""The ``deltatx`` command line: inspect and maintain tables, and stress-test concurrent writers.
+
+Owns argument parsing, rendering (rich tables for people, ``--json`` for machines) and the
+mapping from errors to exit codes. Table logic stays in :class:`deltatx.Table`; the stress run
+is :func:`deltatx.harness.run_stress`. Subcommands::
+
+    deltatx history URI [--limit N]
+    deltatx describe URI
+    deltatx properties URI [--set k=v ...]
+    deltatx optimize URI [--where PRED] [--target-size BYTES]
+    deltatx vacuum URI [--retention-hours H] [--dry-run] [--no-enforce-retention]
+    deltatx checkpoint URI
+    deltatx stress URI [--processes N] [--ops N] [--workload mixed|bank|append]
+                       [--isolation Serializable|WriteSerializable] [--duration S] [--seed N]
+
+Every subcommand takes ``--json`` and ``--storage-option k=v`` (repeatable). Exit codes:
+0 success; 1 the stress run found an anomaly; 2 a usage error, a bad URI, a missing table or
+any other :class:`~deltatx.errors.DeltaTxError` (printed as one line, never a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timezone
+from typing import Any, Callable, Sequence
+
+import pyarrow.compute as pc
+
+from .errors import DeltaTxError
+
+EXIT_OK = 0
+EXIT_ANOMALY = 1
+EXIT_USAGE = 2
+
+WORKLOADS = ("mixed", "bank", "append")
+ISOLATION_LEVELS = ("Serializable", "WriteSerializable")
+
+
+class CliError(Exception):
+    """A problem the user can fix (bad option value, unusable URI): one line, exit code 2."""
+
+
+# --------------------------------------------------------------------------------------------
+# Parsing
+# --------------------------------------------------------------------------------------------
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number ≥ 0, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("uri", help="table location: a path, file://, memory:// or s3://bucket/path")
+    common.add_argument("--json", action="store_true", help="print machine-readable JSON on stdout")
+    common.add_argument("--storage-option", action="append", type=_key_value, default=[], metavar="K=V",
+                        help="storage option (e.g. endpoint_url=http://127.0.0.1:9000); repeatable")
+
+    parser = argparse.ArgumentParser(prog="deltatx", description="Inspect, maintain and stress-test Delta tables.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("history", parents=[common], help="commits, newest first")
+    p.add_argument("--limit", type=_positive_int, default=None, help="only the newest N commits")
+
+    sub.add_parser("describe", parents=[common], help="schema, partitioning, properties, files, size, protocol")
+
+    p = sub.add_parser("properties", parents=[common], help="show table properties, or set some with --set")
+    p.add_argument("--set", action="append", type=_key_value, default=[], metavar="K=V", dest="set_values",
+                   help="property to set (repeatable); all are committed as one version")
+
+    p = sub.add_parser("optimize", parents=[common], help="compact small files")
+    p.add_argument("--where", default=None, help="only files matching this SQL predicate")
+    p.add_argument("--target-size", type=_positive_int, default=None, help="target file size in bytes")
+
+    p = sub.add_parser("vacuum", parents=[common], help="delete files no retained version needs")
+    p.add_argument("--retention-hours", type=_non_negative_float, default=None,
+                   help="keep files removed within this many hours (default: the table's retention)")
+    p.add_argument("--dry-run", action="store_true", help="list the files without deleting them")
+    p.add_argument("--no-enforce-retention", action="store_true",
+                   help="allow a retention shorter than delta.deletedFileRetentionDuration")
+
+    sub.add_parser("checkpoint", parents=[common], help="write a checkpoint of the latest version")
+
+    p = sub.add_parser("stress", parents=[common], help="run concurrent writers and check their history")
+    p.add_argument("--processes", type=_positive_int, default=8, help="writer processes (default 8)")
+    p.add_argument("--ops", type=_positive_int, default=250, help="operations per process (default 250)")
+    p.add_argument("--workload", choices=WORKLOADS, default="mixed")
+    p.add_argument("--isolation", choices=ISOLATION_LEVELS, default="WriteSerializable")
+    p.add_argument("--duration", type=_non_negative_float, default=None,
+                   help="run for this many seconds instead of a fixed number of operations")
+    p.add_argument("--seed", type=int, default=0, help="seed of the workload's random choices")
+    return parser
+
+
+# --------------------------------------------------------------------------------------------
+# Output
+# --------------------------------------------------------------------------------------------
+
+
+def _console(stderr: bool = False):
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() else 120
+    return Console(file=stream, width=width, highlight=False, soft_wrap=False)
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, default=str, ensure_ascii=False) + "\n")
+
+
+def _iso(ms: Any) -> str:
+    if not isinstance(ms, (int, float)):
+        return ""
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+
+
+def _human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def _kv_table(title: str, rows: Sequence[tuple[str, Any]]):
+    from rich.table import Table as RichTable
+
+    table = RichTable(title=title, show_header=False, title_justify="left")
+    table.add_column("key", style="bold")
+    table.add_column("value", overflow="fold")
+    for key, value in rows:
+        table.add_row(str(key), "" if value is None else str(value))
+    return table
+
+
+def _pairs(mapping: Any) -> str:
+    """``{"mode": "Append", "n": "3"}`` → ``mode=Append n=3`` (commitInfo maps hold strings)."""
+    if not isinstance(mapping, dict):
+        return "" if mapping is None else str(mapping)
+    return " ".join(f"{k}={v}" for k, v in mapping.items())
+
+
+# --------------------------------------------------------------------------------------------
+# Commands
+# --------------------------------------------------------------------------------------------
+
+
+def _open(args: argparse.Namespace):
+    """The table at ``args.uri``; a URI no store understands becomes a one-line CliError."""
+    import deltatx
+
+    try:
+        return deltatx.Table(args.uri, storage_options=dict(args.storage_option) or None)
+    except DeltaTxError:
+        raise
+    except (ValueError, ImportError, NotADirectoryError) as exc:
+        raise CliError(f"cannot open {args.uri!r}: {exc}") from None
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    table = _open(args)
+    history = table.history(limit=args.limit)
+    if args.json:
+        _print_json(history)
+        return EXIT_OK
+    from rich.table import Table as RichTable
+
+    out = RichTable(title=f"History of {args.uri}", title_justify="left")
+    out.add_column("version", justify="right", no_wrap=True)
+    out.add_column("timestamp (UTC)", no_wrap=True)
+    out.add_column("operation", no_wrap=True)
+    out.add_column("read version", justify="right", no_wrap=True)
+    out.add_column("isolation", no_wrap=True)
+    out.add_column("parameters / metrics", overflow="fold")
+    for entry in history:
+        details = _pairs(entry.get("operationParameters"))
+        metrics = _pairs(entry.get("operationMetrics"))
+        out.add_row(
+            str(entry.get("version")),
+            _iso(entry.get("timestamp")),
+            str(entry.get("operation", "")),
+            "" if entry.get("readVersion") is None else str(entry["readVersion"]),
+            str(entry.get("isolationLevel", "")),
+            details + ("\n" + metrics if details and metrics else metrics),
+        )
+    _console().print(out)
+    return EXIT_OK
+
+
+def describe_table(table) -> dict[str, Any]:
+    """What ``deltatx describe`` shows, as a JSON-ready dict."""
+    files = table.files()
+    total = pc.sum(files["size"]).as_py() if files.num_rows else 0
+    metadata = table.metadata
+    return {
+        "uri": table.uri,
+        "version": table.version,
+        "id": metadata.id,
+        "name": metadata.name,
+        "description": metadata.description,
+        "created_time": metadata.created_time,
+        "schema": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in table.schema],
+        "partition_columns": table.partition_columns,
+        "properties": table.properties,
+        "isolation_level": str(table.isolation_level),
+        "num_files": files.num_rows,
+        "size_bytes": int(total or 0),
+        "protocol": table.protocol.to_json(),
+    }
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    info = describe_table(_open(args))
+    if args.json:
+        _print_json(info)
+        return EXIT_OK
+    protocol = info["protocol"]
+    features = sorted(set(protocol.get("readerFeatures") or []) | set(protocol.get("writerFeatures") or []))
+    console = _console()
+    console.print(_kv_table(f"Table {info['uri']}", [
+        ("version", info["version"]),
+        ("id", info["id"]),
+        ("name", info["name"]),
+        ("created", _iso(info["created_time"])),
+        ("partitioned by", ", ".join(info["partition_columns"]) or "(not partitioned)"),
+        ("isolation level", info["isolation_level"]),
+        ("files", info["num_files"]),
+        ("size", f"{_human_bytes(info['size_bytes'])} ({info['size_bytes']} bytes)"),
+        ("protocol", f"reader {protocol['minReaderVersion']}, writer {protocol['minWriterVersion']}"
+                     + (f"; features: {', '.join(features)}" if features else "")),
+    ]))
+    from rich.table import Table as RichTable
+
+    schema = RichTable(title="Schema", title_justify="left")
+    for column in ("column", "type", "nullable", "partition"):
+        schema.add_column(column)
+    for field in info["schema"]:
+        schema.add_row(field["name"], field["type"], "yes" if field["nullable"] else "no",
+                       "yes" if field["name"] in info["partition_columns"] else "")
+    console.print(schema)
+    console.print(_kv_table("Properties", sorted(info["properties"].items()) or [("(none)", "")]))
+    return EXIT_OK
+
+
+def cmd_properties(args: argparse.Namespace) -> int:
+    table = _open(args)
+    result = None
+    if args.set_values:
+        result = table.set_properties(dict(args.set_values))
+    properties = table.properties
+    if args.json:
+        _print_json({"version": table.version, "committed": result is not None, "properties": properties})
+        return EXIT_OK
+    title = f"Properties at version {table.version}" + (" (committed)" if result is not None else "")
+    _console().print(_kv_table(title, sorted(properties.items()) or [("(none)", "")]))
+    return EXIT_OK
+
+
+def _commit_summary(result) -> dict[str, Any]:
+    return {"version": result.version, "operation": result.operation, "attempts": result.attempts,
+            "metrics": result.metrics, "read_version": result.read_version}
+
+
+def cmd_optimize(args: argparse.Namespace) -> int:
+    table = _open(args)
+    result = table.optimize(where=args.where, target_size=args.target_size)
+    summary = _commit_summary(result)
+    summary["committed"] = result.attempts > 0
+    if args.json:
+        _print_json(summary)
+        return EXIT_OK
+    rows = [("version", result.version),
+            ("committed", "yes" if summary["committed"] else "no (nothing to compact)")]
+    rows += sorted((k, v) for k, v in (result.metrics or {}).items())
+    _console().print(_kv_table(f"OPTIMIZE {args.uri}", rows))
+    return EXIT_OK
+
+
+def cmd_vacuum(args: argparse.Namespace) -> int:
+    table = _open(args)
+    files = table.vacuum(retention_hours=args.retention_hours, dry_run=args.dry_run,
+                         enforce_retention_duration=not args.no_enforce_retention)
+    if args.json:
+        _print_json({"dry_run": args.dry_run, "num_files": len(files), "files": files})
+        return EXIT_OK
+    verb = "would delete" if args.dry_run else "deleted"
+    console = _console()
+    console.print(f"VACUUM {args.uri}: {verb} {len(files)} file(s)")
+    for path in files:
+        console.print(f"  {path}", markup=False)
+    return EXIT_OK
+
+
+def cmd_checkpoint(args: argparse.Namespace) -> int:
+    table = _open(args)
+    table.checkpoint()
+    if args.json:
+        _print_json({"version": table.version, "checkpoint": f"{table.version:020d}.checkpoint.parquet"})
+        return EXIT_OK
+    _console().print(f"checkpoint written at version {table.version}")
+    return EXIT_OK
+
+
+def _stress_progress(enabled: bool):
+    """A (callback, context manager) pair drawing a rich progress bar on stderr."""
+    from contextlib import nullcontext
+
+    if not enabled:
+        return None, nullcontext()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(TextColumn("stress"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=_console(stderr=True), transient=True)
+    task = progress.add_task("stress", total=None)
+
+    def update(done: int, total: int | None) -> None:
+        progress.update(task, completed=done, total=total)
+
+    return update, progress
+
+
+def cmd_stress(args: argparse.Namespace) -> int:
+    try:
+        from .harness import run_stress
+    except ImportError as exc:
+        raise CliError(f"the stress harness is not available ({exc})") from None
+    callback, context = _stress_progress(not args.json)
+    with context:
+        report = run_stress(
+            args.uri, processes=args.processes, ops=args.ops, workload=args.workload,
+            isolation=args.isolation, duration_s=args.duration,
+            storage_options=dict(args.storage_option) or None, seed=args.seed, progress=callback,
+        )
+    failed = bool(report.anomalies) or not report.ok
+    if args.json:
+        _print_json(report.to_dict())
+        return EXIT_ANOMALY if failed else EXIT_OK
+    console = _console()
+    console.print(_kv_table(f"Stress {args.uri} ({args.workload}, {args.isolation})", [
+        ("processes × ops", f"{args.processes} × {args.ops}"),
+        ("commits", report.commits),
+        ("commits/s", f"{report.commits_per_s:.1f}"),
+        ("attempts", report.attempts),
+        ("anomalies", len(report.anomalies)),
+        ("result", "OK" if not failed else "ANOMALIES FOUND"),
+    ]))
+    conflicts = sorted((report.conflicts_by_class or {}).items())
+    console.print(_kv_table("Conflicts by class", conflicts or [("(none)", 0)]))
+    for anomaly in report.anomalies:
+        console.print(f"[red]anomaly[/red] [{anomaly.checker}] {anomaly.message}", markup=True)
+    return EXIT_ANOMALY if failed else EXIT_OK
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "history": cmd_history,
+    "describe": cmd_describe,
+    "properties": cmd_properties,
+    "optimize": cmd_optimize,
+    "vacuum": cmd_vacuum,
+    "checkpoint": cmd_checkpoint,
+    "stress": cmd_stress,
+}
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``deltatx`` console script; returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, or a usage error argparse already printed
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    try:
+        return COMMANDS[args.command](args)
+    except (DeltaTxError, CliError) as exc:
+        kind = "" if isinstance(exc, CliError) else f"{type(exc).__name__}: "
+        sys.stderr.write(f"deltatx {args.command}: error: {kind}{_one_line(exc)}\n")
+        return EXIT_USAGE
+    except OSError as exc:
+        sys.stderr.write(f"deltatx {args.command}: storage error: {type(exc).__name__}: {_one_line(exc)}\n")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        sys.stderr.write(f"deltatx {args.command}: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover - `python -m deltatx.cli`
+    sys.exit(main())

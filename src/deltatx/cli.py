@@ -198,7 +198,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     out.add_column("operation", no_wrap=True)
     out.add_column("read version", justify="right", no_wrap=True)
     out.add_column("isolation", no_wrap=True)
-    out.add_column("parameters / metrics", overflow="fold")
+    out.add_column("parameters / metrics", overflow="fold", min_width=40)
     for entry in history:
         details = _pairs(entry.get("operationParameters"))
         metrics = _pairs(entry.get("operationMetrics"))

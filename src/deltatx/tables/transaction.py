@@ -51,8 +51,12 @@ if TYPE_CHECKING:
 
 ENGINE_INFO = f"deltatx/{__version__}"
 DEFAULT_MAX_ATTEMPTS = 100
-BACKOFF_BASE_S = 0.002
-BACKOFF_CAP_S = 1.0
+#: Losing a race already moves us to the newest version (we read every winner), so the next
+#: attempt needs no wait. Only a writer that keeps losing backs off — exponentially, with full
+#: jitter, capped low: a long sleep hands the table to the others and starves this writer.
+FREE_RETRIES = 3
+BACKOFF_BASE_S = 0.001
+BACKOFF_CAP_S = 0.1
 
 
 @dataclass
@@ -416,50 +420,61 @@ class Transaction:
         attempts = 0
         resolved = 0
         winners: list[CommitActions] = []
-        while True:
-            attempts += 1
-            commit_info = self._commit_info(info)
-            payload = encode_commit(
-                commit_info,
-                protocol=info.protocol,
-                metadata=info.metadata,
-                txns=info.txns,
-                domains=info.domains,
-                removes=info.removes,
-                adds=info.adds,
-            )
-            phases.reached("attempt_commit", txn_id=self.txn_id, version=version, attempt=attempts)
-            try:
-                store.put_commit(version, payload)
-                break
-            except VersionExistsError:
-                pass
-            phases.reached("resolve_conflict", txn_id=self.txn_id, version=version, attempt=attempts)
-            if attempts >= self.max_attempts:
-                raise CommitRetriesExceededError(
-                    f"gave up after {attempts} attempts to commit {name}; the table kept moving",
-                    version=version,
-                    operation=name,
-                )
-            # Read every winner from `version` on, oldest first, and check against each.
-            latest = version
+        prepared = None
+        prepared_for: TransactionInfo | None = None
+        try:
             while True:
+                attempts += 1
+                if prepared is None or prepared_for is not info:
+                    # The bytes name no version: re-encode only when a rebase changed the actions.
+                    if prepared is not None:
+                        prepared.close()
+                    commit_info = self._commit_info(info)
+                    payload = encode_commit(
+                        commit_info,
+                        protocol=info.protocol,
+                        metadata=info.metadata,
+                        txns=info.txns,
+                        domains=info.domains,
+                        removes=info.removes,
+                        adds=info.adds,
+                    )
+                    prepared, prepared_for = store.prepare_commit(payload), info
+                phases.reached("attempt_commit", txn_id=self.txn_id, version=version, attempt=attempts)
                 try:
-                    raw = store.read_commit(latest)
-                except FileNotFoundError:
+                    prepared.put(version)
                     break
-                winner = parse_commit(raw, latest)
-                if winner.txn_id == self.txn_id:
-                    # Our own commit landed but the response was lost: it is done.
-                    return self._finish(latest, attempts, info, winners, own=winner, resolved=resolved)
-                info = check_commit(info, winner)
-                winners.append(winner)
-                resolved += 1
-                latest += 1
-            version = latest
-            if attempts > 1:
-                delay = min(BACKOFF_CAP_S, BACKOFF_BASE_S * (2 ** (attempts - 2)))
-                time.sleep(random.uniform(0, delay))
+                except VersionExistsError:
+                    pass
+                phases.reached("resolve_conflict", txn_id=self.txn_id, version=version, attempt=attempts)
+                if attempts >= self.max_attempts:
+                    raise CommitRetriesExceededError(
+                        f"gave up after {attempts} attempts to commit {name}; the table kept moving",
+                        version=version,
+                        operation=name,
+                    )
+                # Read every winner from `version` on, oldest first, and check against each.
+                latest = version
+                while True:
+                    try:
+                        raw = store.read_commit(latest)
+                    except FileNotFoundError:
+                        break
+                    winner = parse_commit(raw, latest)
+                    if winner.txn_id == self.txn_id:
+                        # Our own commit landed but the response was lost: it is done.
+                        return self._finish(latest, attempts, info, winners, own=winner, resolved=resolved)
+                    info = check_commit(info, winner)
+                    winners.append(winner)
+                    resolved += 1
+                    latest += 1
+                version = latest
+                if attempts > FREE_RETRIES:
+                    delay = min(BACKOFF_CAP_S, BACKOFF_BASE_S * (2 ** (attempts - FREE_RETRIES - 1)))
+                    time.sleep(random.uniform(0, delay))
+        finally:
+            if prepared is not None:
+                prepared.close()
         phases.reached("published", txn_id=self.txn_id, version=version, attempt=attempts)
         own = CommitActions(
             version=version, commit_info=commit_info, protocol=info.protocol, metadata=info.metadata,

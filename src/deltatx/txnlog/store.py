@@ -163,6 +163,15 @@ class LogStore:
             )
         self._put_if_absent(commit_name(version), data, version)
 
+    def prepare_commit(self, data: bytes) -> "PreparedCommit":
+        """Stage commit bytes once for put-if-absent at whichever version is next.
+
+        The bytes of a commit do not name their version, so a writer that loses a race can offer
+        the same staged bytes for the next version: on local disk that is one more ``link``,
+        without writing and fsyncing the file again.
+        """
+        return PreparedCommit(self, data)
+
     def _put_if_absent(self, name: str, data: bytes, version: int) -> None:
         path = f"{self.log_root}/{name}"
         self.fs.makedirs(self.log_root, exist_ok=True)
@@ -266,17 +275,24 @@ class LocalLogStore(LogStore):
                 os.fsync(fh.fileno())
 
     def _put_if_absent(self, name: str, data: bytes, version: int) -> None:
+        with self.prepare_commit(data) as prepared:
+            prepared.put(version)
+
+    def prepare_commit(self, data: bytes) -> "PreparedCommit":
+        return _LocalPreparedCommit(self, data)
+
+    def _write_commit_tmp(self, data: bytes) -> str:
         os.makedirs(self.log_root, exist_ok=True)
-        tmp = os.path.join(self.log_root, f".{name}.{uuid.uuid4().hex}.tmp")
+        tmp = os.path.join(self.log_root, f".commit.{uuid.uuid4().hex}.tmp")
         self._write_tmp(tmp, data)
+        return tmp
+
+    def _link_commit(self, tmp: str, version: int) -> None:
         try:
-            phases.reached("commit_temp_written", version=version, temp=tmp)
-            os.link(tmp, os.path.join(self.log_root, name))
-            phases.reached("commit_linked", version=version)
+            os.link(tmp, os.path.join(self.log_root, commit_name(version)))
         except FileExistsError:
             raise VersionExistsError(version) from None
-        finally:
-            os.unlink(tmp)
+        phases.reached("commit_linked", version=version)
         if self.fsync:
             fd = os.open(self.log_root, os.O_RDONLY)
             try:
@@ -318,6 +334,58 @@ class LocalLogStore(LogStore):
                 f"data file {relative!r} referenced by the log of {self.uri!r} is missing; "
                 f"it may have been vacuumed or deleted outside deltatx"
             )
+
+
+class PreparedCommit:
+    """Commit bytes staged for put-if-absent; ``put(version)`` may be tried at several versions."""
+
+    def __init__(self, store: LogStore, data: bytes):
+        self.store = store
+        self.data = data
+
+    def put(self, version: int) -> None:
+        """Put-if-absent at ``version``; VersionExistsError if another writer has it."""
+        self.store.put_commit(version, self.data)
+
+    def close(self) -> None:
+        """Release whatever staging holds (nothing here; the temp file on local disk)."""
+
+    def __enter__(self) -> "PreparedCommit":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _LocalPreparedCommit(PreparedCommit):
+    """Local disk: a durable hidden temp file, hard-linked to the version's name on each try.
+
+    ``os.link`` fails if the name exists, so a reader never sees a partial commit and two
+    writers can never both win a version.
+    """
+
+    def __init__(self, store: "LocalLogStore", data: bytes):
+        super().__init__(store, data)
+        self.tmp: str | None = None
+
+    def put(self, version: int) -> None:
+        store = self.store
+        assert isinstance(store, LocalLogStore)
+        if not store.atomic_put_if_absent and not store.single_writer:  # pragma: no cover - local is atomic
+            store.put_commit(version, self.data)
+            return
+        if self.tmp is None:
+            self.tmp = store._write_commit_tmp(self.data)
+            phases.reached("commit_temp_written", version=version, temp=self.tmp)
+        store._link_commit(self.tmp, version)
+
+    def close(self) -> None:
+        if self.tmp is not None:
+            try:
+                os.unlink(self.tmp)
+            except FileNotFoundError:
+                pass
+            self.tmp = None
 
 
 _MEMORY_LOCK = threading.Lock()

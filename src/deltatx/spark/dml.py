@@ -1,0 +1,310 @@
+"""Spark-distributed DELETE, UPDATE and MERGE: executors rewrite files, the driver commits once.
+
+Owns the driver side of DML on Spark (``SparkTable``); what runs in a task is
+:mod:`deltatx.spark.dml_tasks`. The result is exactly one commit through the core
+:class:`~deltatx.tables.transaction.Transaction`, so conflicts, retries and isolation levels are
+the core's::
+
+    SparkTable.delete("day = '2024-01-01' AND id < 10")
+      driver   refresh; tx = table.transaction(read_version=v)     the snapshot the job plans on
+               tx.scan(predicate): prune by partition values and   records the read predicate
+               min/max stats                                        and the files read
+      Spark    spark.range(#candidates).mapInArrow(DmlTask)        one task per file (or a few)
+               each task: read its files, evaluate, write the kept / updated rows as new files
+               (the core's stage_delete / stage_update / MERGE executor on a stand-in txn)
+      driver   stage removes + adds, note_operation("DELETE", same parameters and metrics as
+               the core), tx.commit()  ─► conflict check against every commit after v
+
+A DELETE with no condition, or one on partition columns only, removes whole files without
+reading them: it needs no job and runs the core operation on the driver as is.
+
+MERGE. The source DataFrame is collected once as Arrow (one Spark job) and shipped to the tasks
+inside the task closure, which PySpark broadcasts when it is large: the source must fit in the
+driver's and each executor's memory, as with a broadcast join. The target, which is what grows,
+is never collected: its candidate files (pruned by the core's rule — target-only conjuncts of ON
+and the source's join-key values as an IN list or a range) are read and rewritten by the tasks.
+
+- The cardinality check (a target row matched by several source rows -> MergeCardinalityError)
+  and WHEN NOT MATCHED BY SOURCE are decided per target row, so per file: each task sees whole
+  files and the whole source, and runs the core MERGE executor on them.
+- WHEN NOT MATCHED inserts need the source rows that matched *no* target row in *any* file. Each
+  target task returns the ids (positions in the collected source) of the source rows for which
+  ON held in its files; the driver takes their union — exact, because every target file that
+  can hold a match is in exactly one task — and a second job writes the unmatched rows, cut in
+  slices, through the core's insert logic. An insert-only MERGE still reads the ON columns of
+  the candidate files (as the core does) but removes none.
+
+Failures. A task that fails deletes what it wrote. Files of tasks that succeeded before another
+failed are reported through an accumulator and deleted by the driver; staged files are deleted
+by the transaction when the commit fails. Nothing is committed unless every job succeeded. A task
+killed in the middle of a write (or finishing after its job was aborted) can leave files that no
+commit references: VACUUM removes them. A deltatx error raised in a task reaches the caller as
+its own type (e.g. MergeCardinalityError), not as Spark's generic PythonException.
+
+Paths must be readable and writable by the executors (local disk shared with them, or object
+storage); ``memory://`` tables live in the driver process only and cannot be used here.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..expr import bind, parse_predicate
+from ..tables.ops.merge import MergeBuilder, plan_merge
+from ..tables.ops.merge_rows import _Merge
+from ..tables.ops.rewrite import is_partition_only
+from ..tables.ops.update import bind_assignments
+from ..tables.table import Table
+from ..tables.transaction import CommitResult, Transaction
+from .dml_tasks import (
+    DELETE,
+    MERGE_INSERT,
+    MERGE_TARGET,
+    RESULT_DDL,
+    UPDATE,
+    DmlTask,
+    WrittenFiles,
+    decode_error,
+    read_ipc,
+)
+
+#: default cap on tasks per job, per core of the cluster; several files share a task above it
+TASKS_PER_CORE = 4
+#: unmatched source rows written by one MERGE insert task (at most)
+INSERT_ROWS_PER_TASK = 1_000_000
+
+_DELETE_METRICS = ("numRemovedFiles", "numAddedFiles", "numCopiedRows", "numFilesRead", "numDeletedRows")
+_UPDATE_METRICS = ("numRemovedFiles", "numAddedFiles", "numCopiedRows", "numFilesRead", "numUpdatedRows")
+#: MERGE metrics the driver knows better than any one task (the rest are sums over tasks)
+_MERGE_DRIVER_METRICS = frozenset({"numSourceRows", "numTargetFilesBeforeSkipping", "numTargetFilesAfterSkipping",
+                                   "scanTimeMs", "rewriteTimeMs", "executionTimeMs"})
+
+
+@dataclass
+class JobOutcome:
+    """What the tasks of one job did, gathered on the driver (columnar)."""
+
+    removed: pa.Array          # add paths of the files the tasks removed
+    metrics: dict[str, int]    # summed over tasks
+    matched_source: np.ndarray  # MERGE: union of the source rows for which ON held
+
+
+class SparkTable:
+    """DELETE / UPDATE / MERGE on a deltatx table, with the file work done by Spark tasks.
+
+    ::
+
+        t = SparkTable(spark, "/data/events")
+        t.delete("day = '2024-01-01' AND id < 10")
+        t.update("id = 3", set={"value": "value * 2"})
+        t.merge(updates_df, on="t.id = s.id").when_matched_update_all().when_not_matched_insert_all().execute()
+
+    Each call returns the core's :class:`CommitResult`. ``max_tasks`` caps the tasks of one job
+    (default: TASKS_PER_CORE x Spark's default parallelism).
+    """
+
+    def __init__(self, spark: Any, uri: str, storage_options: dict[str, Any] | None = None, *,
+                 max_tasks: int | None = None):
+        if max_tasks is not None and max_tasks < 1:
+            raise ValueError(f"max_tasks must be at least 1, got {max_tasks}")
+        self.spark = spark
+        self.uri = str(uri)
+        self.storage_options = dict(storage_options or {})
+        self.table = Table(self.uri, storage_options=self.storage_options)
+        self.max_tasks = max_tasks
+
+    def __repr__(self) -> str:
+        return f"deltatx.spark.SparkTable({self.uri!r})"
+
+    # ------------------------------------------------------------------ operations
+    def delete(self, condition: str | None = None, *, user_metadata: str | None = None) -> CommitResult:
+        """Delete the rows where ``condition`` is TRUE (every row when None)."""
+        started = time.perf_counter()
+        tx = self._begin(user_metadata)
+        try:
+            pred = bind(parse_predicate(condition), tx.schema) if condition is not None else None
+            if pred is None or is_partition_only(pred, tx.partition_columns):
+                tx.delete(condition)  # whole files go unread: the core operation, on the driver
+                return tx.commit()
+            _, files = tx.scan(pred)
+            metrics = dict.fromkeys(_DELETE_METRICS, 0)
+            if files.num_rows:
+                outcome = self._run_job(tx, self._task(DELETE, tx, files, where=condition),
+                                        files.num_rows, f"deltatx DELETE {self.uri}")
+                self._stage_removes(tx, files, outcome)
+                _add_metrics(metrics, outcome.metrics)
+            metrics["numFilesRead"] = files.num_rows
+            metrics["executionTimeMs"] = _ms_since(started)
+            tx.note_operation("DELETE", {"predicate": [str(pred)]}, metrics)
+            return tx.commit()
+        except BaseException:
+            tx.abort()
+            raise
+
+    def update(self, condition: str | None = None, set: dict[str, str] | None = None, *,  # noqa: A002
+               user_metadata: str | None = None) -> CommitResult:
+        """Set columns to SQL expressions (``{"v": "v * 2"}``) on the rows where ``condition`` holds."""
+        if not set:
+            raise ValueError("update() needs set={'column': 'sql expression', ...}")
+        started = time.perf_counter()
+        tx = self._begin(user_metadata)
+        try:
+            pred = bind(parse_predicate(condition), tx.schema) if condition is not None else None
+            bind_assignments(set, tx.schema)  # bad columns / expressions fail here, before any job
+            _, files = tx.scan(pred)
+            metrics = dict.fromkeys(_UPDATE_METRICS, 0)
+            if files.num_rows:
+                outcome = self._run_job(tx, self._task(UPDATE, tx, files, where=condition, assignments=dict(set)),
+                                        files.num_rows, f"deltatx UPDATE {self.uri}")
+                self._stage_removes(tx, files, outcome)
+                _add_metrics(metrics, outcome.metrics)
+            metrics["numFilesRead"] = files.num_rows
+            metrics["executionTimeMs"] = _ms_since(started)
+            tx.note_operation("UPDATE", {"predicate": [str(pred)] if pred is not None else []}, metrics)
+            return tx.commit()
+        except BaseException:
+            tx.abort()
+            raise
+
+    def merge(self, source: Any, on: str, source_alias: str = "s", target_alias: str = "t") -> "SparkMergeBuilder":
+        """A MERGE builder (the core's clauses); ``.execute()`` runs it on Spark and commits."""
+        return SparkMergeBuilder(self, source, on, source_alias=source_alias, target_alias=target_alias)
+
+    # ------------------------------------------------------------------ MERGE
+    def _merge(self, source: Any, on: str, clauses: list, source_alias: str, target_alias: str) -> CommitResult:
+        started = time.perf_counter()
+        tx = self._begin(None)
+        try:
+            plan = plan_merge(tx.schema, _as_arrow(source), on, clauses,
+                              source_alias=source_alias, target_alias=target_alias)
+            planner = _Merge(tx, plan)  # the core's planning: eligible source rows, candidate files
+            files = planner._candidates(planner._eligible_source())  # tx.scan(): records the read
+            metrics = dict(planner.metrics)
+            matched = np.zeros(plan.source.num_rows, dtype=bool)
+            if files is not None and files.num_rows:
+                task = self._task(MERGE_TARGET, tx, files, plan=replace(plan, not_matched=[]))
+                outcome = self._run_job(tx, task, files.num_rows, f"deltatx MERGE {self.uri} (target files)")
+                self._stage_removes(tx, files, outcome)
+                _add_metrics(metrics, outcome.metrics, skip=_MERGE_DRIVER_METRICS)
+                matched[outcome.matched_source] = True
+            metrics["numTargetFilesAfterSkipping"] = files.num_rows if files is not None else 0
+            scanned = time.perf_counter()
+            if plan.not_matched and not matched.all():
+                unmatched = plan.source.filter(pa.array(~matched))
+                tasks = min(self._task_cap(), math.ceil(unmatched.num_rows / INSERT_ROWS_PER_TASK))
+                insert_plan = replace(plan, source=unmatched, matched=[], by_source=[])
+                task = self._task(MERGE_INSERT, tx, tx.current_files().schema.empty_table(), plan=insert_plan,
+                                  rows_per_task=math.ceil(unmatched.num_rows / tasks))
+                outcome = self._run_job(tx, task, tasks, f"deltatx MERGE {self.uri} (inserts)")
+                _add_metrics(metrics, outcome.metrics, skip=_MERGE_DRIVER_METRICS)
+            now = time.perf_counter()
+            metrics["scanTimeMs"] = int((scanned - started) * 1000)
+            metrics["rewriteTimeMs"] = int((now - scanned) * 1000)
+            metrics["executionTimeMs"] = int((now - started) * 1000)
+            tx.note_operation("MERGE", planner._parameters(), metrics)
+            return tx.commit()
+        except BaseException:
+            tx.abort()
+            raise
+
+    # ------------------------------------------------------------------ plumbing
+    def _begin(self, user_metadata: str | None) -> Transaction:
+        """A transaction pinned at the latest version: the one the job plans and reads on."""
+        self.table.refresh()
+        return self.table.transaction(read_version=self.table.version, user_metadata=user_metadata)
+
+    def _task(self, kind: str, tx: Transaction, files: pa.Table, **kwargs: Any) -> DmlTask:
+        return DmlTask(kind=kind, uri=self.uri, storage_options=self.storage_options, schema=tx.schema,
+                       partition_columns=tx.partition_columns, properties=tx.properties, files=files, **kwargs)
+
+    def _task_cap(self) -> int:
+        if self.max_tasks is not None:
+            return self.max_tasks
+        return max(1, self.spark.sparkContext.defaultParallelism * TASKS_PER_CORE)
+
+    def _run_job(self, tx: Transaction, task: DmlTask, n_ids: int, description: str) -> JobOutcome:
+        """Run ``task`` over ids 0..n_ids-1 and stage the files it wrote into ``tx``.
+
+        Ids are spread evenly over ``min(n_ids, cap)`` tasks (contiguous ranges). If the job or
+        the staging fails, every file a successful task reported is deleted before re-raising,
+        with a deltatx error from a task re-raised as its own type.
+        """
+        sc = self.spark.sparkContext
+        written = sc.accumulator([], WrittenFiles())
+        task = replace(task, written=written)
+        partitions = max(1, min(n_ids, self._task_cap()))
+        sc.setJobDescription(description)
+        try:
+            results = self.spark.range(0, n_ids, 1, partitions).mapInArrow(task, RESULT_DDL).toArrow()
+            adds = [read_ipc(b) for b in results.column("adds").to_pylist() if b is not None]
+            if adds:
+                tx.stage_adds(pa.concat_tables(adds))
+            return _outcome(results)
+        except BaseException as exc:
+            if written.value:
+                tx.store.delete_files(list(written.value))
+            typed = decode_error(exc) if isinstance(exc, Exception) else None
+            if typed is not None:
+                raise typed from exc
+            raise
+        finally:
+            sc.setJobDescription(None)
+
+    @staticmethod
+    def _stage_removes(tx: Transaction, files: pa.Table, outcome: JobOutcome) -> None:
+        if len(outcome.removed):
+            tx.stage_removes(files.filter(pc.is_in(files.column("path"), value_set=outcome.removed)))
+
+
+class SparkMergeBuilder(MergeBuilder):
+    """The core's MERGE builder (same ``when_*`` clauses); ``execute()`` runs on Spark, commits once."""
+
+    def __init__(self, spark_table: SparkTable, source: Any, on: str, source_alias: str = "s",
+                 target_alias: str = "t"):
+        super().__init__(None, source, on, source_alias=source_alias, target_alias=target_alias,
+                         table=spark_table.table)
+        self._spark_table = spark_table
+
+    def execute(self) -> CommitResult:
+        from ..errors import DeltaTxError
+
+        if self._executed:
+            raise DeltaTxError("this MERGE was already executed; build a new one with merge(...)")
+        self._executed = True
+        return self._spark_table._merge(self._source, self._on, self._clauses, self._source_alias,
+                                        self._target_alias)
+
+
+def _as_arrow(source: Any) -> Any:
+    """A Spark DataFrame's rows as one Arrow table (one job); anything else as the core takes it."""
+    to_arrow = getattr(source, "toArrow", None)
+    return to_arrow() if callable(to_arrow) and hasattr(source, "sparkSession") else source
+
+
+def _outcome(results: pa.Table) -> JobOutcome:
+    removed = pc.list_flatten(results.column("removed")).combine_chunks() if results.num_rows else pa.array([], pa.string())
+    metrics: dict[str, int] = {}
+    for row in results.column("metrics").to_pylist():  # one row per task
+        for key, value in row or []:
+            metrics[key] = metrics.get(key, 0) + int(value)
+    matched = pc.list_flatten(results.column("matched_source")) if results.num_rows else pa.array([], pa.int64())
+    matched_rows = np.asarray(matched.to_numpy(zero_copy_only=False), dtype=np.int64) if len(matched) else np.empty(0, np.int64)
+    return JobOutcome(removed=removed, metrics=metrics, matched_source=matched_rows)
+
+
+def _add_metrics(into: dict[str, Any], more: dict[str, int], skip: frozenset[str] = frozenset()) -> None:
+    for key, value in more.items():
+        if key in skip or key == "executionTimeMs":
+            continue
+        into[key] = into.get(key, 0) + value
+
+
+def _ms_since(started: float) -> int:
+    return int((time.perf_counter() - started) * 1000)

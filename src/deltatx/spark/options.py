@@ -1,0 +1,248 @@
+"""Spark data source options -> the typed settings of one deltatx read or write, and schema mapping.
+
+Why a module of its own: Spark hands every option to the Python source as a string under a
+lower-cased key (``replaceWhere`` arrives as ``replacewhere``), and the writer, the streaming sink
+and the reader all need the same parsing and the same actionable errors. The names follow Delta's
+DataFrame options; table properties (``delta.*`` and ``deltatx.*``) get their canonical
+camel-case spelling back so the log holds ``delta.isolationLevel``, not ``delta.isolationlevel``.
+
+Schemas: a Delta ``schemaString`` *is* Spark's JSON schema format, so Spark <-> table schemas go
+through that JSON (exact type names, decimals, timestamp vs timestamp_ntz) rather than through a
+second type table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import pyarrow as pa
+
+from ..errors import InvalidPropertyError
+from ..tables import properties as props
+from ..txnlog.schema import schema_from_json, schema_to_json
+
+#: table properties whose canonical spelling is restored from Spark's lower-cased option keys
+KNOWN_TABLE_PROPERTIES = (
+    "delta.isolationLevel",
+    props.CHECKPOINT_INTERVAL,
+    props.APPEND_ONLY,
+    props.DELETED_FILE_RETENTION,
+    props.LOG_RETENTION,
+    props.AUTO_COMPACT,
+    props.AUTO_COMPACT_MIN_FILES,
+    props.USE_STATS,
+    props.NUM_INDEXED_COLS,
+    props.TARGET_FILE_SIZE,
+    "delta.checkpointRetentionDuration",
+    "delta.enableChangeDataFeed",
+    "delta.enableDeletionVectors",
+    "delta.enableRowTracking",
+    "delta.dataSkippingStatsColumns",
+    "delta.minReaderVersion",
+    "delta.minWriterVersion",
+)
+_CANONICAL = {name.lower(): name for name in KNOWN_TABLE_PROPERTIES}
+
+#: option prefix for storage options (``storage.aws_region`` -> storage_options["aws_region"])
+STORAGE_PREFIX = "storage."
+#: internal option: where the driver-side commit reports its outcome for deltatx.spark.write()
+REPORT_OPTION = "_deltatx_report"
+
+_TRUE = ("true", "1", "yes")
+_FALSE = ("false", "0", "no")
+
+
+def _lower(options: Mapping[str, str]) -> dict[str, str]:
+    return {str(k).lower(): str(v) for k, v in options.items()}
+
+
+def flag(options: Mapping[str, str], name: str, default: bool = False) -> bool:
+    value = options.get(name.lower())
+    if value is None:
+        return default
+    low = value.strip().lower()
+    if low in _TRUE:
+        return True
+    if low in _FALSE:
+        return False
+    raise InvalidPropertyError(f"option {name}={value!r} must be 'true' or 'false'")
+
+
+def int_option(options: Mapping[str, str], name: str, default: int | None = None, minimum: int = 0) -> int | None:
+    value = options.get(name.lower())
+    if value is None or value.strip() == "":
+        return default
+    try:
+        number = int(value.strip())
+    except ValueError:
+        number = None
+    if number is None or number < minimum:
+        raise InvalidPropertyError(f"option {name}={value!r} must be an integer >= {minimum}")
+    return number
+
+
+def table_uri(options: Mapping[str, str]) -> str:
+    uri = options.get("path")
+    if not uri:
+        raise InvalidPropertyError(
+            "no table location: pass it as .save(uri) / .load(uri) / .start(uri), "
+            "or as the 'path' option (OPTIONS (path '...') in SQL)"
+        )
+    return uri
+
+
+def storage_options(options: Mapping[str, str]) -> dict[str, str]:
+    return {k[len(STORAGE_PREFIX):]: v for k, v in options.items() if k.startswith(STORAGE_PREFIX)}
+
+
+def table_properties(options: Mapping[str, str]) -> dict[str, str]:
+    """``delta.*`` / ``deltatx.*`` options, with their canonical key spelling, for a table created here."""
+    out: dict[str, str] = {}
+    for key, value in options.items():
+        if key.startswith("delta.") or key.startswith("deltatx."):
+            out[_CANONICAL.get(key, key)] = value
+    return props.validate_properties(out)
+
+
+def column_list(value: str | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    text = value.strip()
+    if text.startswith("["):  # Delta's internal form: a JSON list
+        try:
+            names = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InvalidPropertyError(f"column list {value!r} is not valid JSON: {exc}") from None
+    else:
+        names = [n.strip().strip("`") for n in text.split(",")]
+    names = [n for n in names if n]
+    if len(set(names)) != len(names):
+        raise InvalidPropertyError(f"column list {value!r} names a column twice")
+    return tuple(names)
+
+
+# --------------------------------------------------------------------------------------------
+# Writes
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WriteSpec:
+    """Everything a write needs, parsed once on the driver when the write is planned."""
+
+    uri: str
+    mode: str  # "append" | "overwrite"
+    storage_options: dict[str, str] = field(default_factory=dict)
+    replace_where: str | None = None
+    partition_by: tuple[str, ...] | None = None
+    merge_schema: bool = False
+    overwrite_schema: bool = False
+    txn_app_id: str | None = None
+    txn_version: int | None = None
+    user_metadata: str | None = None
+    table_properties: dict[str, str] = field(default_factory=dict)
+    max_records_per_file: int | None = None
+    report_path: str | None = None
+
+
+def write_spec(raw_options: Mapping[str, str], overwrite: bool) -> WriteSpec:
+    """Parse (and check the consistency of) the options of ``df.write.format("deltatx")``."""
+    o = _lower(raw_options)
+    mode = "overwrite" if overwrite else "append"
+    replace_where = o.get("replacewhere") or None
+    if replace_where is not None and mode != "overwrite":
+        raise InvalidPropertyError(
+            "option replaceWhere only applies to mode('overwrite'); drop it or switch the mode"
+        )
+    merge_schema = flag(o, "mergeSchema")
+    overwrite_schema = flag(o, "overwriteSchema")
+    if overwrite_schema and mode != "overwrite":
+        raise InvalidPropertyError("option overwriteSchema only applies to mode('overwrite')")
+    if overwrite_schema and replace_where is not None:
+        raise InvalidPropertyError("overwriteSchema cannot be combined with replaceWhere (Delta forbids it too)")
+    app_id = o.get("txnappid") or None
+    app_version = int_option(o, "txnVersion")
+    if (app_id is None) != (app_version is None):
+        raise InvalidPropertyError(
+            "options txnAppId and txnVersion go together: set both for an idempotent write, or neither"
+        )
+    partition_by = column_list(o.get("partitionby") or o.get("__partition_columns"))
+    return WriteSpec(
+        uri=table_uri(o),
+        mode=mode,
+        storage_options=storage_options(o),
+        replace_where=replace_where,
+        partition_by=partition_by,
+        merge_schema=merge_schema,
+        overwrite_schema=overwrite_schema,
+        txn_app_id=app_id,
+        txn_version=app_version,
+        user_metadata=o.get("usermetadata"),
+        table_properties=table_properties(o),
+        max_records_per_file=int_option(o, "maxRecordsPerFile", minimum=1),
+        report_path=o.get(REPORT_OPTION),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Reads
+# --------------------------------------------------------------------------------------------
+
+DEFAULT_MAX_PARTITION_BYTES = 128 * 1024 * 1024
+DEFAULT_OPEN_COST_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ReadSpec:
+    """A read: which table and version, which columns, and how files are cut into partitions."""
+
+    uri: str
+    storage_options: dict[str, str] = field(default_factory=dict)
+    version: int | None = None
+    timestamp: str | None = None
+    columns: tuple[str, ...] | None = None
+    max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
+    open_cost_bytes: int = DEFAULT_OPEN_COST_BYTES
+    min_partitions: int = 2
+
+
+def read_spec(raw_options: Mapping[str, str]) -> ReadSpec:
+    o = _lower(raw_options)
+    version = int_option(o, "versionAsOf")
+    timestamp = o.get("timestampasof") or None
+    if version is not None and timestamp is not None:
+        raise InvalidPropertyError("pass versionAsOf or timestampAsOf, not both")
+    return ReadSpec(
+        uri=table_uri(o),
+        storage_options=storage_options(o),
+        version=version,
+        timestamp=timestamp,
+        columns=column_list(o.get("columns")),
+        max_partition_bytes=int_option(o, "maxPartitionBytes", DEFAULT_MAX_PARTITION_BYTES, minimum=1),
+        open_cost_bytes=int_option(o, "openCostInBytes", DEFAULT_OPEN_COST_BYTES, minimum=0),
+        min_partitions=int_option(o, "minPartitions", max(1, os.cpu_count() or 1), minimum=1),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Schemas
+# --------------------------------------------------------------------------------------------
+
+
+def spark_schema_to_arrow(struct: Any) -> pa.Schema:
+    """A Spark StructType as the table's canonical arrow schema (via Delta's schemaString)."""
+    return schema_from_json(struct.json())
+
+
+def arrow_schema_to_spark(schema: pa.Schema) -> Any:
+    from pyspark.sql.types import StructType
+
+    return StructType.fromJson(json.loads(schema_to_json(schema)))
+
+
+def as_nullable(schema: pa.Schema) -> pa.Schema:
+    """Every column nullable: what a table created from a DataFrame gets (as in Delta)."""
+    return pa.schema([f.with_nullable(True) for f in schema], metadata=schema.metadata)

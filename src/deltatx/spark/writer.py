@@ -1,0 +1,234 @@
+"""``df.write.format("deltatx")``: executors write Parquet files, the driver commits once.
+
+Three places, three processes (Spark's Python Data Source API):
+
+1. planning (driver, ``DataSource.writer``): :func:`plan_write` parses the options, opens the
+   table, captures the read version and decides the schema and partitioning of the files. The
+   commit runs later in another process on a pickled copy of the writer (gotcha 5 of
+   ``shared/notes/pyspark-datasource.md``), so everything it needs is captured here, in a
+   small picklable :class:`WritePlan` — never a snapshot.
+2. tasks (executors, :meth:`DeltaTxWriter.write`): Arrow batches stream through
+   :func:`deltatx.io.writer.write_data_files` (Parquet + stats, never row by row); rows outside a
+   replaceWhere predicate fail the task with ``ReplaceWhereViolationError``. The task returns
+   its ``add`` rows as Arrow IPC bytes. A failing task deletes its own files (gotcha 3: its
+   message reaches ``abort`` as None).
+3. commit (driver, :meth:`DeltaTxWriter.commit`): one transaction through
+   :func:`deltatx.spark.commit.commit_files`; ``abort`` deletes every file the messages name.
+
+An idempotent write (txnAppId/txnVersion) already applied when the job is planned writes no
+files at all: the tasks return without pulling their input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+
+from ..errors import ReplaceWhereViolationError, SchemaMismatchError, TableNotFoundError
+from ..expr import bind, parse_predicate, to_arrow
+from ..io.writer import WriteOptions, write_data_files
+from ..tables import properties as props
+from ..tables.data import conform_batch, resolve_write_schema
+from ..tables.table import Table
+from ..tables.transaction import CommitResult
+from ..txnlog.actions import FILE_SCHEMA
+from ..txnlog.schema import schema_from_json, schema_to_json
+from ..txnlog.store import open_store
+from .commit import CommitRequest, combine_adds, commit_files, delete_written, report
+from .options import WriteSpec, as_nullable, spark_schema_to_arrow, write_spec
+
+
+# --------------------------------------------------------------------------------------------
+# Commit messages: add rows as Arrow IPC
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class WrittenFiles(WriterCommitMessage):
+    """What one task wrote: its add actions (Arrow IPC stream bytes) and how many rows."""
+
+    adds_ipc: bytes
+    num_rows: int = 0
+
+    @classmethod
+    def of(cls, adds: pa.Table, num_rows: int) -> "WrittenFiles":
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, adds.schema) as out:
+            out.write_table(adds)
+        return cls(sink.getvalue().to_pybytes(), num_rows)
+
+    def adds(self) -> pa.Table:
+        return pa.ipc.open_stream(self.adds_ipc).read_all()
+
+
+def adds_of(messages: list[WriterCommitMessage | None]) -> pa.Table:
+    return combine_adds([m.adds() for m in messages if isinstance(m, WrittenFiles)])
+
+
+# --------------------------------------------------------------------------------------------
+# Planning (driver)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """A planned write: the spec, the read version and the exact layout of the files."""
+
+    spec: WriteSpec
+    read_version: int  # -1 when the table does not exist yet
+    schema_string: str
+    partition_columns: tuple[str, ...]
+    schema_changed: bool
+    num_indexed_cols: int
+    already_applied: bool = False  # idempotent write whose (txnAppId, txnVersion) is committed
+
+    @property
+    def schema(self) -> pa.Schema:
+        return schema_from_json(self.schema_string)
+
+    def request(self) -> CommitRequest:
+        s = self.spec
+        return CommitRequest(
+            uri=s.uri, storage_options=s.storage_options, read_version=self.read_version,
+            schema_string=self.schema_string, partition_columns=self.partition_columns,
+            overwrite=s.mode == "overwrite", replace_where=s.replace_where, schema_changed=self.schema_changed,
+            app_id=s.txn_app_id, app_version=s.txn_version, user_metadata=s.user_metadata,
+            table_properties=s.table_properties,
+        )
+
+
+def _open_table(spec: WriteSpec) -> Table | None:
+    try:
+        return Table(spec.uri, storage_options=spec.storage_options)
+    except TableNotFoundError:
+        return None
+
+
+def _check_partition_columns(schema: pa.Schema, partition_columns: tuple[str, ...]) -> None:
+    missing = [c for c in partition_columns if c not in schema.names]
+    if missing:
+        raise SchemaMismatchError(
+            f"partitionBy names column(s) {missing} that the data does not have (columns: {schema.names})"
+        )
+    if partition_columns and len(partition_columns) == len(schema):
+        raise SchemaMismatchError("partitionBy names every column; keep at least one column out of it")
+
+
+def plan_write(options: Mapping[str, str], spark_schema: Any, overwrite: bool) -> WritePlan:
+    """Parse options, capture the read version and settle the files' schema (driver, planning)."""
+    spec = write_spec(options, overwrite)
+    incoming = spark_schema_to_arrow(spark_schema)
+    table = _open_table(spec)
+    if table is None:
+        schema = as_nullable(incoming)
+        partition_columns = tuple(spec.partition_by or ())
+        read_version, changed, table_props = -1, False, spec.table_properties
+        already = False
+    else:
+        snapshot = table.snapshot
+        read_version, table_props = snapshot.version, snapshot.properties
+        current_parts = tuple(snapshot.partition_columns)
+        if spec.overwrite_schema:
+            schema = as_nullable(incoming)
+            partition_columns = spec.partition_by if spec.partition_by is not None else tuple(
+                c for c in current_parts if c in schema.names)
+        else:
+            if spec.partition_by is not None and tuple(spec.partition_by) != current_parts:
+                raise SchemaMismatchError(
+                    f"partitionBy {list(spec.partition_by)} does not match the table's partition columns "
+                    f"{list(current_parts)}; drop the option, or overwrite with overwriteSchema=true "
+                    f"to repartition the table"
+                )
+            schema = resolve_write_schema(snapshot.schema, incoming, "merge" if spec.merge_schema else None)
+            partition_columns = current_parts
+        changed = not schema.equals(snapshot.schema) or partition_columns != current_parts
+        already = False
+        if spec.txn_app_id is not None:
+            txn = snapshot.app_txns.get(spec.txn_app_id)
+            already = txn is not None and int(spec.txn_version) <= txn.version
+    _check_partition_columns(schema, partition_columns)
+    if spec.replace_where is not None:
+        bind(parse_predicate(spec.replace_where), schema)  # a bad predicate fails before any task runs
+    num_indexed = props.int_property(table_props, props.NUM_INDEXED_COLS, WriteOptions().num_indexed_cols)
+    return WritePlan(spec=spec, read_version=read_version, schema_string=schema_to_json(schema),
+                     partition_columns=tuple(partition_columns), schema_changed=changed,
+                     num_indexed_cols=num_indexed, already_applied=already)
+
+
+# --------------------------------------------------------------------------------------------
+# Tasks (executors)
+# --------------------------------------------------------------------------------------------
+
+
+def write_task(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> WrittenFiles:
+    """Write one task's batches as data files of the table; return their add rows."""
+    if plan.already_applied:
+        return WrittenFiles.of(FILE_SCHEMA.empty_table(), 0)
+    spec = plan.spec
+    schema = plan.schema
+    store = open_store(spec.uri, spec.storage_options)
+    row_check = to_arrow(bind(parse_predicate(spec.replace_where), schema)) if spec.replace_where else None
+    counted = [0]
+
+    def conformed() -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            batch = conform_batch(batch, schema)
+            if row_check is not None:
+                _check_replace_where(batch, row_check, spec.replace_where)
+            counted[0] += batch.num_rows
+            yield batch
+
+    options = WriteOptions(num_indexed_cols=plan.num_indexed_cols)
+    if spec.max_records_per_file:
+        options.target_file_rows = spec.max_records_per_file
+        options.row_group_rows = min(options.row_group_rows, spec.max_records_per_file)
+    adds = write_data_files(store, pa.RecordBatchReader.from_batches(schema, conformed()), schema,
+                            list(plan.partition_columns), options)
+    try:
+        return WrittenFiles.of(adds, counted[0])
+    except BaseException:
+        delete_written(spec.uri, spec.storage_options, adds)
+        raise
+
+
+def _check_replace_where(batch: pa.RecordBatch, row_check: pc.Expression, predicate: str) -> None:
+    kept = pa.Table.from_batches([batch]).filter(row_check).num_rows
+    bad = batch.num_rows - kept
+    if bad:
+        raise ReplaceWhereViolationError(
+            f"{bad} new row(s) do not satisfy replaceWhere predicate {predicate!r}; an overwrite with "
+            f"replaceWhere only replaces rows matching the predicate, so every new row must match it"
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# The DataSourceArrowWriter
+# --------------------------------------------------------------------------------------------
+
+
+class DeltaTxWriter(DataSourceArrowWriter):
+    """Pickled to the executors (``write``) and to the committing process (``commit``/``abort``)."""
+
+    def __init__(self, plan: WritePlan):
+        self.plan = plan
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenFiles:
+        return write_task(self.plan, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        try:
+            result: CommitResult = commit_files(self.plan.request(), adds_of(messages))
+        except BaseException as exc:
+            report(self.plan.spec.report_path, exc)
+            raise
+        report(self.plan.spec.report_path, result)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        adds = adds_of(messages)
+        delete_written(self.plan.spec.uri, self.plan.spec.storage_options, adds)

@@ -1,0 +1,304 @@
+"""The ``deltatx`` command line, called in-process through ``main([...])`` (plus one run of the
+installed console script): outputs, ``--json`` documents and exit codes, including the one-line
+errors for a bad URI, a missing table and a bad property value.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import deltatx
+from deltatx.cli import EXIT_ANOMALY, EXIT_OK, EXIT_USAGE, main
+
+SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.int32()), ("name", pa.string())])
+REPO = Path(__file__).resolve().parents[2]
+
+
+def rows(ids: list[int], part: int) -> pa.Table:
+    return pa.table({"id": ids, "part": [part] * len(ids), "name": [f"n{i}" for i in ids]}, schema=SCHEMA)
+
+
+@pytest.fixture
+def table(table_uri) -> deltatx.Table:
+    """Versions 0..3: create (partitioned, one property), then three one-file appends."""
+    t = deltatx.create_table(table_uri, SCHEMA, partition_by=["part"], properties={"delta.appendOnly": "false"})
+    t.append(rows([1, 2], 1))
+    t.append(rows([3], 1))
+    t.append(rows([4, 5, 6], 2))
+    return t
+
+
+def run_json(capsys, *argv: str) -> object:
+    code = main([*argv, "--json"])
+    out, err = capsys.readouterr()
+    assert code == EXIT_OK, err
+    return json.loads(out)
+
+
+def run_error(capsys, *argv: str) -> str:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert code == EXIT_USAGE, (out, err)
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    return err
+
+
+# ----------------------------------------------------------------------------------- history
+def test_history_json_newest_first_with_limit(capsys, table):
+    history = run_json(capsys, "history", table.uri)
+    assert [h["version"] for h in history] == [3, 2, 1, 0]
+    assert [h["operation"] for h in history] == ["WRITE", "WRITE", "WRITE", "CREATE TABLE"]
+    limited = run_json(capsys, "history", table.uri, "--limit", "2")
+    assert [h["version"] for h in limited] == [3, 2]
+
+
+def test_history_human_table(capsys, table):
+    assert main(["history", table.uri]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "CREATE TABLE" in out and out.count("WRITE") == 3
+    assert "mode=Append" in out and "numOutputRows=3" in out
+
+
+def test_history_rejects_a_non_positive_limit(capsys, table):
+    assert main(["history", table.uri, "--limit", "0"]) == EXIT_USAGE
+    assert "positive integer" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------- describe
+def test_describe_json(capsys, table):
+    info = run_json(capsys, "describe", table.uri)
+    assert info["version"] == 3
+    assert info["partition_columns"] == ["part"]
+    assert [f["name"] for f in info["schema"]] == ["id", "part", "name"]
+    assert info["schema"][0]["type"] == "int64"
+    assert info["properties"] == {"delta.appendOnly": "false"}
+    assert info["isolation_level"] == "WriteSerializable"
+    files = table.refresh().files()
+    assert info["num_files"] == files.num_rows == 3
+    assert info["size_bytes"] == sum(files["size"].to_pylist()) > 0
+    assert info["protocol"] == {"minReaderVersion": 1, "minWriterVersion": 2}
+
+
+def test_describe_human(capsys, table):
+    assert main(["describe", table.uri]) == EXIT_OK
+    out = capsys.readouterr().out
+    for text in ("isolation level", "WriteSerializable", "partitioned by", "reader 1, writer 2",
+                 "delta.appendOnly", "Schema", "int64", "string"):
+        assert text in out, text
+
+
+def test_describe_on_memory_table_with_storage_option(capsys, memory_uri):
+    deltatx.create_table(memory_uri, SCHEMA).append(rows([1], 1))
+    info = run_json(capsys, "describe", memory_uri, "--storage-option", "fsync=false")
+    assert info["version"] == 1 and info["num_files"] == 1
+
+
+# ----------------------------------------------------------------------------------- properties
+def test_properties_show_and_set(capsys, table):
+    shown = run_json(capsys, "properties", table.uri)
+    assert shown == {"version": 3, "committed": False, "properties": {"delta.appendOnly": "false"}}
+    changed = run_json(capsys, "properties", table.uri, "--set", "delta.checkpointInterval=5",
+                       "--set", "delta.isolationLevel=Serializable")
+    assert changed["committed"] is True and changed["version"] == 4
+    assert changed["properties"]["delta.checkpointInterval"] == "5"
+    reopened = deltatx.Table(table.uri)
+    assert reopened.version == 4 and reopened.properties["delta.isolationLevel"] == "Serializable"
+    assert str(reopened.isolation_level) == "Serializable"
+    assert main(["properties", table.uri]) == EXIT_OK
+    assert "delta.checkpointInterval" in capsys.readouterr().out
+
+
+def test_properties_bad_value_is_one_line_exit_2_and_commits_nothing(capsys, table):
+    err = run_error(capsys, "properties", table.uri, "--set", "delta.isolationLevel=serializable")
+    assert "InvalidPropertyError" in err and "did you mean 'Serializable'" in err
+    assert deltatx.Table(table.uri).version == 3
+
+
+def test_properties_malformed_set_argument(capsys, table):
+    assert main(["properties", table.uri, "--set", "no-equals-sign"]) == EXIT_USAGE
+    assert "KEY=VALUE" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------- optimize
+def test_optimize_compacts_small_files(capsys, table):
+    result = run_json(capsys, "optimize", table.uri, "--where", "part = 1")
+    assert result["committed"] is True and result["version"] == 4
+    assert result["metrics"]["numRemovedFiles"] == 2 and result["metrics"]["numAddedFiles"] == 1
+    reopened = deltatx.Table(table.uri)
+    assert reopened.files().num_rows == 2
+    assert sorted(reopened.to_arrow()["id"].to_pylist()) == [1, 2, 3, 4, 5, 6]
+
+
+def test_optimize_with_nothing_to_compact(capsys, table):
+    assert main(["optimize", table.uri, "--where", "part = 2"]) == EXIT_OK  # one file: nothing to do
+    assert "no (nothing to compact)" in capsys.readouterr().out
+    assert deltatx.Table(table.uri).version == 3
+
+
+def test_optimize_bad_predicate(capsys, table):
+    err = run_error(capsys, "optimize", table.uri, "--where", "no_such_column = 1")
+    assert "PredicateError" in err
+
+
+# ----------------------------------------------------------------------------------- vacuum
+def _age_all_data_files(uri: str, hours: float) -> None:
+    when = time.time() - hours * 3600
+    for dirpath, dirnames, filenames in os.walk(uri):
+        if "_delta_log" in dirnames:
+            dirnames.remove("_delta_log")
+        for fn in filenames:
+            os.utime(os.path.join(dirpath, fn), (when, when))
+
+
+def test_vacuum_dry_run_then_real(capsys, monkeypatch, table):
+    table.overwrite(rows([9], 1), where="part = 1")  # tombstones the two part=1 files
+    _age_all_data_files(table.uri, 2)
+    # VACUUM's clock, a minute ahead: the fresh tombstones are certainly older than a 0-hour retention
+    monkeypatch.setattr("deltatx.tables.ops.vacuum.now_ms", lambda: time.time() * 1000 + 60_000)
+    dry = run_json(capsys, "vacuum", table.uri, "--retention-hours", "0", "--dry-run", "--no-enforce-retention")
+    assert dry["dry_run"] is True and dry["num_files"] == 2
+    assert all(Path(table.uri, f).exists() for f in dry["files"])
+    assert main(["vacuum", table.uri, "--retention-hours", "0", "--no-enforce-retention"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "deleted 2 file(s)" in out
+    assert not any(Path(table.uri, f).exists() for f in dry["files"])
+    assert sorted(deltatx.Table(table.uri).to_arrow()["id"].to_pylist()) == [4, 5, 6, 9]
+
+
+def test_vacuum_short_retention_is_refused_without_override(capsys, table):
+    err = run_error(capsys, "vacuum", table.uri, "--retention-hours", "0")
+    assert "VacuumRetentionError" in err
+
+
+# ----------------------------------------------------------------------------------- checkpoint
+def test_checkpoint(capsys, table):
+    result = run_json(capsys, "checkpoint", table.uri)
+    assert result == {"version": 3, "checkpoint": "00000000000000000003.checkpoint.parquet"}
+    log = Path(table.uri, "_delta_log")
+    assert (log / result["checkpoint"]).exists() and (log / "_last_checkpoint").exists()
+    assert main(["checkpoint", table.uri]) == EXIT_OK
+    assert "checkpoint written at version 3" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------------- errors
+@pytest.mark.parametrize("command", ["history", "describe", "properties", "optimize", "vacuum", "checkpoint"])
+def test_missing_table_is_one_line_exit_2(capsys, tmp_path, command):
+    err = run_error(capsys, command, str(tmp_path / "nothing-here"))
+    assert "TableNotFoundError" in err and "no Delta table" in err
+
+
+def test_bad_uri_is_one_line_exit_2(capsys, tmp_path):
+    err = run_error(capsys, "describe", "nosuchscheme://bucket/table")
+    assert "cannot open 'nosuchscheme://bucket/table'" in err and "nosuchscheme" in err
+    a_file = tmp_path / "plain-file"
+    a_file.write_text("not a directory")
+    err = run_error(capsys, "history", str(a_file / "table"))
+    assert "Not a directory" in err
+
+
+def test_corrupt_log_is_one_line_exit_2(capsys, table):
+    Path(table.uri, "_delta_log", "00000000000000000004.json").write_bytes(b'{"add": {"path": \n')
+    err = run_error(capsys, "describe", table.uri)
+    assert "CorruptLogError" in err and "commit 4" in err
+
+
+def test_usage_errors(capsys):
+    assert main([]) == EXIT_USAGE
+    assert main(["frobnicate", "x"]) == EXIT_USAGE
+    assert main(["stress", "x", "--workload", "nope"]) == EXIT_USAGE
+    assert main(["stress", "x", "--isolation", "SnapshotIsolation"]) == EXIT_USAGE
+    assert "invalid choice" in capsys.readouterr().err
+    assert main(["--help"]) == EXIT_OK
+    assert "history" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------------- stress
+class _Anomaly:
+    checker, message = "no_lost_commit", "commit 7 is missing"
+
+
+class _Report:
+    def __init__(self, anomalies: list) -> None:
+        self.anomalies = anomalies
+        self.ok = not anomalies
+        self.commits, self.commits_per_s, self.attempts = 12, 34.5, 15
+        self.conflicts_by_class = {"ConcurrentAppendException": 3}
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "commits": self.commits, "attempts": self.attempts,
+                "conflicts_by_class": self.conflicts_by_class,
+                "anomalies": [{"checker": a.checker, "message": a.message} for a in self.anomalies]}
+
+
+def _fake_harness(monkeypatch, anomalies: list) -> list[dict]:
+    """Replace run_stress with a recorder (the real one is exercised below): checks the wiring."""
+    harness = pytest.importorskip("deltatx.harness")
+    calls: list[dict] = []
+
+    def fake_run_stress(uri, **kwargs):
+        calls.append({"uri": uri, **kwargs})
+        if kwargs["progress"] is not None:
+            kwargs["progress"](1, 2)
+            kwargs["progress"](2, 2)
+        return _Report(anomalies)
+
+    monkeypatch.setattr(harness, "run_stress", fake_run_stress)
+    return calls
+
+
+def test_stress_arguments_and_report(capsys, monkeypatch, tmp_path):
+    calls = _fake_harness(monkeypatch, [])
+    code = main(["stress", str(tmp_path / "t"), "--processes", "3", "--ops", "7", "--workload", "bank",
+                 "--isolation", "Serializable", "--duration", "1.5", "--seed", "9",
+                 "--storage-option", "fsync=false"])
+    out = capsys.readouterr().out
+    assert code == EXIT_OK
+    assert calls == [{"uri": str(tmp_path / "t"), "processes": 3, "ops": 7, "workload": "bank",
+                      "isolation": "Serializable", "duration_s": 1.5, "storage_options": {"fsync": "false"},
+                      "seed": 9, "progress": calls[0]["progress"]}]
+    assert callable(calls[0]["progress"])
+    assert "34.5" in out and "ConcurrentAppendException" in out and "OK" in out
+
+
+def test_stress_exits_non_zero_on_anomaly(capsys, monkeypatch, tmp_path):
+    _fake_harness(monkeypatch, [_Anomaly()])
+    assert main(["stress", str(tmp_path / "t"), "--json"]) == EXIT_ANOMALY
+    report = json.loads(capsys.readouterr().out)
+    assert report["anomalies"] == [{"checker": "no_lost_commit", "message": "commit 7 is missing"}]
+    assert main(["stress", str(tmp_path / "t")]) == EXIT_ANOMALY
+    out = capsys.readouterr().out
+    assert "ANOMALIES FOUND" in out and "commit 7 is missing" in out
+
+
+def test_stress_real_run_small(capsys, tmp_path):
+    pytest.importorskip("deltatx.harness")
+    code = main(["stress", str(tmp_path / "t"), "--processes", "2", "--ops", "5", "--workload", "append",
+                 "--json"])
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    assert code == EXIT_OK, (report, err)
+    assert report["commits"] >= 10
+
+
+# ----------------------------------------------------------------------------------- console script
+def test_installed_console_script(table):
+    script = REPO / ".venv" / "bin" / "deltatx"
+    if not script.exists():
+        pytest.skip("the console script is installed by `make install`")
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
+    ok = subprocess.run([str(script), "describe", table.uri, "--json"], capture_output=True, text=True,
+                        env=env, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["version"] == 3
+    missing = subprocess.run([str(script), "history", table.uri + "-missing"], capture_output=True, text=True,
+                             env=env, timeout=120)
+    assert missing.returncode == 2
+    assert missing.stderr.startswith("deltatx history: error: TableNotFoundError") and "Traceback" not in missing.stderr

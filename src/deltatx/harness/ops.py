@@ -278,7 +278,17 @@ class Optimize(Operation):
     where: str | None = None
 
     def stage(self, tx: "Transaction") -> dict[str, Any]:
-        tx.optimize(where=self.where)
+        # Work-around: tables/ops/optimize.plan_bins raises ArrowInvalid when exactly one small
+        # file matches (reported; tests/harness/test_scenarios.py has the strict xfail). With
+        # fewer than two files there is nothing to compact, so skipping is the same no-op.
+        from ..expr import bind, files_matching, parse_predicate
+
+        files = tx.current_files()
+        if self.where is not None and files.num_rows:
+            pred = bind(parse_predicate(self.where), tx.schema)
+            files = files.filter(files_matching(pred, files, tx.schema, tx.partition_columns, use_stats=False))
+        if files.num_rows >= 2:
+            tx.optimize(where=self.where)
         return {}
 
     def describe(self) -> str:

@@ -30,16 +30,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import ProtocolChangedException
+from ..errors import ProtocolChangedException, SchemaMismatchError, TableNotFoundError
 from ..expr import bind, parse_predicate
 from ..io.paths import decode_path
 from ..isolation import table_isolation_level
 from ..tables.ops.rewrite import num_records, remove_matching_rows
 from ..tables.table import Table
-from ..tables.transaction import ENGINE_INFO, CommitResult
+from ..tables.data import resolve_write_schema
+from ..tables.transaction import ENGINE_INFO, CommitResult, Transaction
 from ..txnlog.actions import FILE_SCHEMA, Metadata, Txn, encode_commit, parse_commit
 from ..txnlog.features import check_writable, required_protocol
-from ..txnlog.schema import schema_from_json
+from ..txnlog.schema import schema_from_json, schema_to_json
 from ..txnlog.store import LogStore, VersionExistsError, open_store
 
 
@@ -49,12 +50,13 @@ class CommitRequest:
 
     uri: str
     storage_options: dict[str, str]
-    read_version: int | None  # None: the latest version at commit time; -1: the table did not exist
+    read_version: int | None  # None: latest at commit time (created if missing); -1: did not exist
     schema_string: str  # the schema the files were written with (the table's after this commit)
     partition_columns: tuple[str, ...]
     overwrite: bool = False
     replace_where: str | None = None
     schema_changed: bool = False
+    merge_schema: bool = False
     app_id: str | None = None
     app_version: int | None = None
     user_metadata: str | None = None
@@ -84,7 +86,13 @@ def commit_files(request: CommitRequest, adds: pa.Table) -> CommitResult:
     try:
         if request.read_version == -1:
             return _create_and_write(request, adds)
-        return _commit_existing(request, adds)
+        try:
+            table = Table(request.uri, storage_options=request.storage_options)
+        except TableNotFoundError:
+            if request.read_version is not None:
+                raise
+            return _create_and_write(request, adds)
+        return _commit_existing(table, request, adds)
     except BaseException:
         delete_written(request.uri, request.storage_options, adds)
         raise
@@ -108,8 +116,7 @@ def _metrics(adds: pa.Table) -> dict[str, Any]:
     }
 
 
-def _commit_existing(request: CommitRequest, adds: pa.Table) -> CommitResult:
-    table = Table(request.uri, storage_options=request.storage_options)
+def _commit_existing(table: Table, request: CommitRequest, adds: pa.Table) -> CommitResult:
     tx = table.transaction(read_version=request.read_version, user_metadata=request.user_metadata)
     try:
         if request.app_id is not None:
@@ -122,9 +129,7 @@ def _commit_existing(request: CommitRequest, adds: pa.Table) -> CommitResult:
                                     metrics={"skippedAppVersion": int(request.app_version), "lastAppVersion": last})
         params = _parameters(request)
         metrics = _metrics(adds)
-        if request.schema_changed:
-            tx.stage_metadata(tx.metadata.replace(schema_string=request.schema_string,
-                                                  partition_columns=tuple(request.partition_columns)))
+        _stage_schema(tx, request)
         if request.overwrite:
             if request.replace_where is not None:
                 predicate = bind(parse_predicate(request.replace_where), tx.schema)
@@ -145,6 +150,26 @@ def _commit_existing(request: CommitRequest, adds: pa.Table) -> CommitResult:
     except BaseException:
         tx.abort()
         raise
+
+
+def _stage_schema(tx: Transaction, request: CommitRequest) -> None:
+    """Stage the new schema/partitioning of a write that changes them (mergeSchema, overwriteSchema).
+
+    A write planned at a pinned read version knows whether it changes the schema. A write on the
+    latest version (streaming) checks again now: the files' schema must still fit the table's.
+    """
+    if request.read_version is None:
+        if tuple(request.partition_columns) != tuple(tx.partition_columns):
+            raise SchemaMismatchError(
+                f"the table's partition columns changed to {tx.partition_columns} since this write was "
+                f"planned with {list(request.partition_columns)}; restart the query"
+            )
+        target = resolve_write_schema(tx.schema, request.schema, "merge" if request.merge_schema else None)
+        if not target.equals(tx.schema):
+            tx.stage_metadata(tx.metadata.replace(schema_string=schema_to_json(target)))
+    elif request.schema_changed:
+        tx.stage_metadata(tx.metadata.replace(schema_string=request.schema_string,
+                                              partition_columns=tuple(request.partition_columns)))
 
 
 def _create_and_write(request: CommitRequest, adds: pa.Table) -> CommitResult:

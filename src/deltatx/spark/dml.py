@@ -63,6 +63,7 @@ from ..tables.ops.rewrite import is_partition_only
 from ..tables.ops.update import bind_assignments
 from ..tables.table import Table
 from ..tables.transaction import CommitResult, Transaction
+from ..txnlog.actions import FILE_SCHEMA
 from .dml_tasks import (
     DELETE,
     MERGE_INSERT,
@@ -200,7 +201,7 @@ class SparkTable:
                 unmatched = plan.source.filter(pa.array(~matched))
                 tasks = min(self._task_cap(), math.ceil(unmatched.num_rows / INSERT_ROWS_PER_TASK))
                 insert_plan = replace(plan, source=unmatched, matched=[], by_source=[])
-                task = self._task(MERGE_INSERT, tx, tx.current_files().schema.empty_table(), plan=insert_plan,
+                task = self._task(MERGE_INSERT, tx, FILE_SCHEMA.empty_table(), plan=insert_plan,
                                   rows_per_task=math.ceil(unmatched.num_rows / tasks))
                 outcome = self._run_job(tx, task, tasks, f"deltatx MERGE {self.uri} (inserts)")
                 _add_metrics(metrics, outcome.metrics, skip=_MERGE_DRIVER_METRICS)

@@ -55,7 +55,7 @@ _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")
 
 
-def _lower(options: Mapping[str, str]) -> dict[str, str]:
+def lower_keys(options: Mapping[str, str]) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in options.items()}
 
 
@@ -150,7 +150,7 @@ class WriteSpec:
 
 def write_spec(raw_options: Mapping[str, str], overwrite: bool) -> WriteSpec:
     """Parse (and check the consistency of) the options of ``df.write.format("deltatx")``."""
-    o = _lower(raw_options)
+    o = lower_keys(raw_options)
     mode = "overwrite" if overwrite else "append"
     replace_where = o.get("replacewhere") or None
     if replace_where is not None and mode != "overwrite":
@@ -210,7 +210,7 @@ class ReadSpec:
 
 
 def read_spec(raw_options: Mapping[str, str]) -> ReadSpec:
-    o = _lower(raw_options)
+    o = lower_keys(raw_options)
     version = int_option(o, "versionAsOf")
     timestamp = o.get("timestampasof") or None
     if version is not None and timestamp is not None:

@@ -80,4 +80,7 @@ def local_session(app_name: str = "deltatx", cores: int = 2, fast_start: bool = 
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    from . import register  # importing this module imported the package before any session existed
+
+    register(spark)
     return spark

@@ -96,6 +96,7 @@ class WritePlan:
             uri=s.uri, storage_options=s.storage_options, read_version=self.read_version,
             schema_string=self.schema_string, partition_columns=self.partition_columns,
             overwrite=s.mode == "overwrite", replace_where=s.replace_where, schema_changed=self.schema_changed,
+            merge_schema=s.merge_schema,
             app_id=s.txn_app_id, app_version=s.txn_version, user_metadata=s.user_metadata,
             table_properties=s.table_properties,
         )

@@ -110,7 +110,10 @@ def file_actions_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Tabl
     if not rows:
         return schema.empty_table()
     cleaned = [{name: row.get(name) for name in schema.names} for row in rows]
-    return pa.Table.from_pylist(cleaned, schema=schema)
+    try:
+        return pa.Table.from_pylist(cleaned, schema=schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError) as exc:
+        raise CorruptLogError(f"a file action in the log has a field of the wrong type ({exc})") from None
 
 
 def file_rows(table: pa.Table) -> list[dict[str, Any]]:
@@ -204,7 +207,7 @@ class Metadata:
             id=d["id"],
             schema_string=d["schemaString"],
             partition_columns=tuple(d.get("partitionColumns") or ()),
-            configuration={str(k): str(v) for k, v in (d.get("configuration") or {}).items()},
+            configuration={str(k): str(v) for k, v in (d.get("configuration") or {}).items() if v is not None},
             name=d.get("name"),
             description=d.get("description"),
             format_provider=fmt.get("provider", "parquet"),
@@ -268,6 +271,123 @@ _REQUIRED = {
     "domainMetadata": ("domain",),
     "cdc": ("path",),
 }
+
+
+# Field types of each action (PROTOCOL.md), checked on parse so that a corrupt value becomes a
+# CorruptLogError naming its line instead of a pyarrow error later or, worse, a silently coerced
+# value (a float size truncated, a null path, "false" read as true). Fields not listed are free.
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+_STR, _INT, _BOOL, _DICT, _LIST = "string", "integer", "boolean", "object", "array"
+
+
+def _type_error(value: Any, expected: str) -> str | None:
+    """None when ``value`` is a JSON value of the ``expected`` kind, else what is wrong."""
+    kind = type(value)
+    if expected == _STR:
+        ok = kind is str
+    elif expected == _INT:
+        ok = kind is int and _LONG_MIN <= value <= _LONG_MAX
+    elif expected == _BOOL:
+        ok = kind is bool
+    elif expected == _DICT:
+        ok = kind is dict
+    else:
+        ok = kind is list
+    return None if ok else f"expected {expected}, got {orjson.dumps(value).decode()[:40]}"
+
+
+def _string_map_error(value: Any) -> str | None:
+    """A map<string,string> whose values may be null (partitionValues, tags, options)."""
+    if type(value) is not dict:
+        return f"expected object, got {orjson.dumps(value).decode()[:40]}"
+    for v in value.values():
+        if v is not None and type(v) is not str:
+            return f"map values must be strings or null, got {orjson.dumps(v).decode()[:40]}"
+    return None
+
+
+def _string_list_error(value: Any) -> str | None:
+    if type(value) is not list or any(type(v) is not str for v in value):
+        return f"expected an array of strings, got {orjson.dumps(value).decode()[:40]}"
+    return None
+
+
+_DV_FIELDS = {"storageType": _STR, "pathOrInlineDv": _STR, "offset": _INT, "sizeInBytes": _INT, "cardinality": _INT}
+
+
+def _deletion_vector_error(value: Any) -> str | None:
+    if type(value) is not dict:
+        return f"expected object, got {orjson.dumps(value).decode()[:40]}"
+    for name, expected in _DV_FIELDS.items():
+        v = value.get(name)
+        if v is not None and (problem := _type_error(v, expected)):
+            return f"{name}: {problem}"
+    return None
+
+
+_FIELD_TYPES: dict[str, dict[str, Any]] = {
+    "add": {"path": _STR, "partitionValues": _string_map_error, "size": _INT, "modificationTime": _INT,
+            "dataChange": _BOOL, "stats": _STR, "tags": _string_map_error, "deletionVector": _deletion_vector_error,
+            "baseRowId": _INT, "defaultRowCommitVersion": _INT, "clusteringProvider": _STR},
+    "remove": {"path": _STR, "deletionTimestamp": _INT, "dataChange": _BOOL, "extendedFileMetadata": _BOOL,
+               "partitionValues": _string_map_error, "size": _INT, "stats": _STR, "tags": _string_map_error,
+               "deletionVector": _deletion_vector_error, "baseRowId": _INT, "defaultRowCommitVersion": _INT},
+    "cdc": {"path": _STR, "partitionValues": _string_map_error, "size": _INT, "dataChange": _BOOL,
+            "tags": _string_map_error},
+    "metaData": {"id": _STR, "name": _STR, "description": _STR, "format": _DICT, "schemaString": _STR,
+                 "partitionColumns": _string_list_error, "configuration": _string_map_error, "createdTime": _INT},
+    "protocol": {"minReaderVersion": _INT, "minWriterVersion": _INT, "readerFeatures": _string_list_error,
+                 "writerFeatures": _string_list_error},
+    "txn": {"appId": _STR, "version": _INT, "lastUpdated": _INT},
+    "domainMetadata": {"domain": _STR, "configuration": _STR, "removed": _BOOL},
+}
+
+
+#: the fields of a typical add, checked inline (parse cost matters: a JSON commit may hold 100k adds)
+_PLAIN_ADD_KEYS = frozenset(("path", "partitionValues", "size", "modificationTime", "dataChange", "stats"))
+
+
+def _plain_add_ok(body: dict[str, Any]) -> bool:
+    pv = body["partitionValues"]
+    stats = body.get("stats")
+    return (
+        type(body["path"]) is str
+        and type(body["size"]) is int
+        and type(body["modificationTime"]) is int
+        and type(body["dataChange"]) is bool
+        and (stats is None or type(stats) is str)
+        and type(pv) is dict
+        and _LONG_MIN <= body["size"] <= _LONG_MAX
+        and _LONG_MIN <= body["modificationTime"] <= _LONG_MAX
+        and all(type(v) is str or v is None for v in pv.values())
+        and _PLAIN_ADD_KEYS.issuperset(body)
+    )
+
+
+def _action_error(kind: str, body: dict[str, Any], required: tuple[str, ...]) -> str | None:
+    """What is wrong with one action's fields (required ones present and non-null), or None."""
+    if kind == "add" and _plain_add_ok(body):
+        return None
+    types = _FIELD_TYPES.get(kind)
+    if types is None:
+        return None
+    for name, value in body.items():
+        expected = types.get(name)
+        if expected is None:
+            continue
+        if value is None:
+            if name in required:
+                return f"required field {name} is null"
+            continue
+        problem = _type_error(value, expected) if type(expected) is str else expected(value)
+        if problem:
+            return f"field {name}: {problem}"
+    if kind == "metaData":
+        fmt = body.get("format")
+        if fmt is not None and ((problem := _type_error(fmt.get("provider", ""), _STR))
+                                or (fmt.get("options") is not None and (problem := _string_map_error(fmt["options"])))):
+            return f"field format: {problem}"
+    return None
 
 
 @dataclass
@@ -355,6 +475,17 @@ def parse_commit(data: bytes, version: int) -> CommitActions:
                     version=version,
                     line=lineno,
                 )
+            problem = _action_error(kind, body, required)
+            if problem:
+                raise CorruptLogError(
+                    f"commit {version}, line {lineno}: malformed '{kind}' action: {problem}",
+                    version=version,
+                    line=lineno,
+                )
+        elif kind == "commitInfo" and not isinstance(body, dict):
+            raise CorruptLogError(
+                f"commit {version}, line {lineno}: 'commitInfo' is not an object", version=version, line=lineno
+            )
         try:
             if kind == "add":
                 result.file_order.append(("add", len(result.add_rows)))

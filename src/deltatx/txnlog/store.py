@@ -234,11 +234,11 @@ class LocalLogStore(LogStore):
             it = os.scandir(self.log_root)
         except FileNotFoundError:
             return out
+        start_name = f"{start_version:020d}"  # zero-padded: string order is version order
         with it:
             for entry in it:
                 name = entry.name
-                head = name[:20]  # the version: a cheap test before the regex
-                if not head.isdigit() or int(head) < start_version:
+                if name < start_name or not name[:20].isdigit():  # cheap tests before the regex
                     continue
                 st = entry.stat()
                 lf = classify(name, st.st_size, int(st.st_mtime * 1000))

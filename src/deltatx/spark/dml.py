@@ -34,12 +34,13 @@ and the source's join-key values as an IN list or a range) are read and rewritte
   slices, through the core's insert logic. An insert-only MERGE still reads the ON columns of
   the candidate files (as the core does) but removes none.
 
-Failures. A task that fails deletes what it wrote. Files of tasks that succeeded before another
-failed are reported through an accumulator and deleted by the driver; staged files are deleted
-by the transaction when the commit fails. Nothing is committed unless every job succeeded. A task
-killed in the middle of a write (or finishing after its job was aborted) can leave files that no
-commit references: VACUUM removes them. A deltatx error raised in a task reaches the caller as
-its own type (e.g. MergeCardinalityError), not as Spark's generic PythonException.
+Failures. Nothing is committed unless every job succeeded. A task that fails deletes what it
+wrote; the files of the job's other tasks — finished, still running, or duplicate attempts — are
+found through a manifest protocol on the table's storage (:mod:`deltatx.spark.job_files`) and
+deleted by the driver or by the task itself; staged files are deleted by the transaction when
+the commit fails. Only a task killed between writing data and naming it leaves files that no
+commit references, for VACUUM. A deltatx error raised in a task reaches the caller as its own
+type (e.g. MergeCardinalityError), not as Spark's generic PythonException.
 
 Paths must be readable and writable by the executors (local disk shared with them, or object
 storage); ``memory://`` tables live in the driver process only and cannot be used here.
@@ -64,6 +65,7 @@ from ..tables.ops.update import bind_assignments
 from ..tables.table import Table
 from ..tables.transaction import CommitResult, Transaction
 from ..txnlog.actions import FILE_SCHEMA
+from .job_files import JobFiles
 from .dml_tasks import (
     DELETE,
     MERGE_INSERT,
@@ -71,7 +73,6 @@ from .dml_tasks import (
     RESULT_DDL,
     UPDATE,
     DmlTask,
-    WrittenFiles,
     decode_error,
     read_ipc,
 )
@@ -233,24 +234,25 @@ class SparkTable:
     def _run_job(self, tx: Transaction, task: DmlTask, n_ids: int, description: str) -> JobOutcome:
         """Run ``task`` over ids 0..n_ids-1 and stage the files it wrote into ``tx``.
 
-        Ids are spread evenly over ``min(n_ids, cap)`` tasks (contiguous ranges). If the job or
-        the staging fails, every file a successful task reported is deleted before re-raising,
-        with a deltatx error from a task re-raised as its own type.
+        Ids are spread evenly over ``min(n_ids, cap)`` tasks (contiguous ranges). Whatever
+        happens, every file a task wrote that the transaction does not stage is deleted
+        (:class:`JobFiles`); a deltatx error from a task is re-raised as its own type.
         """
         sc = self.spark.sparkContext
-        written = sc.accumulator([], WrittenFiles())
-        task = replace(task, written=written)
+        store = tx.store
+        job = JobFiles.open(store)
+        task = replace(task, job_files=job)
         partitions = max(1, min(n_ids, self._task_cap()))
         sc.setJobDescription(description)
         try:
             results = self.spark.range(0, n_ids, 1, partitions).mapInArrow(task, RESULT_DDL).toArrow()
-            adds = [read_ipc(b) for b in results.column("adds").to_pylist() if b is not None]
-            if adds:
-                tx.stage_adds(pa.concat_tables(adds))
+            blobs = [b for b in results.column("adds").to_pylist() if b is not None]  # one per task
+            adds = pa.concat_tables([read_ipc(b) for b in blobs]) if blobs else FILE_SCHEMA.empty_table()
+            job.close(store, keep=_decoded(adds.column("path")))  # drops unused duplicate attempts
+            tx.stage_adds(adds)
             return _outcome(results)
         except BaseException as exc:
-            if written.value:
-                tx.store.delete_files(list(written.value))
+            job.close(store)
             typed = decode_error(exc) if isinstance(exc, Exception) else None
             if typed is not None:
                 raise typed from exc
@@ -298,6 +300,12 @@ def _outcome(results: pa.Table) -> JobOutcome:
     matched = pc.list_flatten(results.column("matched_source")) if results.num_rows else pa.array([], pa.int64())
     matched_rows = np.asarray(matched.to_numpy(zero_copy_only=False), dtype=np.int64) if len(matched) else np.empty(0, np.int64)
     return JobOutcome(removed=removed, metrics=metrics, matched_source=matched_rows)
+
+
+def _decoded(paths: pa.ChunkedArray | pa.Array) -> list[str]:
+    from ..io.paths import decode_path
+
+    return [decode_path(p) for p in paths.to_pylist()]
 
 
 def _add_metrics(into: dict[str, Any], more: dict[str, int], skip: frozenset[str] = frozenset()) -> None:

@@ -17,7 +17,8 @@ second implementation that could drift.
             core stage_* / MERGE executor    reads the files, evaluates, writes new files
             ─► one result row                removed paths, add actions (Arrow IPC), metrics,
                                              MERGE: source rows for which ON held
-            written files ─► accumulator     the driver deletes them if the job fails later
+            written files ─► JobFiles        a manifest, so that the driver can delete them
+                                             if the job fails (see job_files.py)
 
 A task that fails deletes the files it already wrote and re-raises; a deltatx error crosses
 Spark's Python-exception text as a marked JSON payload (:func:`encode_error`) that the driver
@@ -42,11 +43,7 @@ from ..io.paths import decode_path
 from ..tables.ops.merge import MergePlan
 from ..tables.ops.merge_rows import _Merge
 from ..txnlog.store import open_store
-
-try:  # the driver imports this module too; executors always have pyspark
-    from pyspark.accumulators import AccumulatorParam
-except ImportError:  # pragma: no cover - deltatx.spark needs pyspark anyway
-    AccumulatorParam = object  # type: ignore[assignment,misc]
+from .job_files import JobFiles
 
 #: what each task returns: one row per task
 RESULT_SCHEMA = pa.schema([
@@ -96,22 +93,6 @@ def decode_error(exc: BaseException) -> DeltaTxError | None:
     Exception.__init__(err, payload.get("message", ""))
     err.__dict__.update(payload.get("attrs") or {})
     return err
-
-
-# --------------------------------------------------------------------------------------------
-# Files written by tasks (for the driver's cleanup when a job fails after some tasks succeeded)
-# --------------------------------------------------------------------------------------------
-
-
-class WrittenFiles(AccumulatorParam):
-    """Accumulates the decoded relative paths of the data files successful tasks wrote."""
-
-    def zero(self, value: list[str]) -> list[str]:
-        return []
-
-    def addInPlace(self, value1: list[str], value2: list[str]) -> list[str]:
-        value1.extend(value2)
-        return value1
 
 
 # --------------------------------------------------------------------------------------------
@@ -215,7 +196,7 @@ class DmlTask:
     partition_columns: list[str]
     properties: dict[str, str]
     files: pa.Table
-    written: Any = None  # a pyspark Accumulator of WrittenFiles; None when run outside Spark
+    job_files: JobFiles | None = None  # where the task names the files it wrote
     where: str | None = None
     assignments: dict[str, str] = field(default_factory=dict)
     plan: MergePlan | None = None
@@ -244,8 +225,14 @@ class DmlTask:
         except BaseException:
             tx.delete_written()
             raise
-        if self.written is not None:
-            self.written.add(tx.written_paths())
+        try:
+            still_open = self.job_files is None or self.job_files.record(store, tx.written_paths())
+        except BaseException:
+            tx.delete_written()
+            raise
+        if not still_open:  # the driver gave up on this job (another task failed): leave nothing
+            tx.delete_written()
+            return
         yield result
 
     def _run(self, tx: TaskTransaction, index: np.ndarray) -> np.ndarray:

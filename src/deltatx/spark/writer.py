@@ -144,7 +144,12 @@ def plan_write(options: Mapping[str, str], spark_schema: Any, overwrite: bool) -
                     f"{list(current_parts)}; drop the option, or overwrite with overwriteSchema=true "
                     f"to repartition the table"
                 )
-            schema = resolve_write_schema(snapshot.schema, incoming, "merge" if spec.merge_schema else None)
+            try:
+                schema = resolve_write_schema(snapshot.schema, incoming, "merge" if spec.merge_schema else None)
+            except SchemaMismatchError as exc:  # say it in Spark's words
+                raise SchemaMismatchError(
+                    str(exc).replace("pass schema_mode='merge'", "set .option('mergeSchema', 'true')")
+                ) from None
             partition_columns = current_parts
         changed = not schema.equals(snapshot.schema) or partition_columns != current_parts
         already = False

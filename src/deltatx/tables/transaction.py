@@ -486,13 +486,10 @@ class Transaction:
     def _finish(self, version: int, attempts: int, info: TransactionInfo, winners: list[CommitActions],
                 own: CommitActions, resolved: int) -> CommitResult:
         name, _, metrics, _ = self._operation()
-        snapshot = self.snapshot
-        for w in winners:
-            snapshot = snapshot.apply(w)
-        if snapshot.version == version - 1:
-            snapshot = snapshot.apply(own)
+        if self.read_version + len(winners) == version - 1:
+            snapshot = self.snapshot.apply(*winners, own)
         else:  # winners we did not read (lost-response path): read what is there
-            snapshot = snapshot.refresh(self.store)
+            snapshot = self.snapshot.apply(*winners).refresh(self.store)
         self.table._after_commit(snapshot)
         return CommitResult(version=version, operation=name, attempts=attempts, metrics=metrics,
                             read_version=self.read_version, isolation_level=info.isolation_level.value,

@@ -89,15 +89,19 @@ class Snapshot:
         return self.files.num_rows
 
     # ------------------------------------------------------------------ moving forward
-    def apply(self, commit: CommitActions) -> "Snapshot":
-        """The next version, from a commit just written (its clock gives the timestamp; no I/O)."""
-        if commit.version != self.version + 1:
-            raise CorruptLogError(
-                f"commit {commit.version} cannot be applied to the snapshot at version {self.version}; "
-                f"commits apply in order (expected {self.version + 1})",
-                version=commit.version,
-            )
-        return _advance(self, [commit], mtimes=None)
+    def apply(self, *commits: CommitActions) -> "Snapshot":
+        """The version after ``commits`` (consecutive, oldest first), already parsed or just
+        written; their writers' clocks give the timestamps. No I/O, one reconciliation."""
+        expected = self.version + 1
+        for commit in commits:
+            if commit.version != expected:
+                raise CorruptLogError(
+                    f"commit {commit.version} cannot be applied to the snapshot at version {self.version}; "
+                    f"commits apply in order (expected {expected})",
+                    version=commit.version,
+                )
+            expected += 1
+        return _advance(self, commits, mtimes=None) if commits else self
 
     def refresh(self, store: LogStore) -> "Snapshot":
         """The latest version: replays only commits after ``self.version``; ``self`` if none."""

@@ -28,5 +28,8 @@ test: install
 bench: install
 	$(PY) -m benchmarks
 
+soak: install
+	$(PY) -m benchmarks.soak
+
 clean:
 	rm -rf $(VENV) demo-data .pytest_cache .hypothesis

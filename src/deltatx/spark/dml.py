@@ -57,6 +57,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import DeltaTxError
 from ..expr import bind, parse_predicate
 from ..tables.ops.merge import MergeBuilder, plan_merge
 from ..tables.ops.merge_rows import _Merge
@@ -65,6 +66,7 @@ from ..tables.ops.update import bind_assignments
 from ..tables.table import Table
 from ..tables.transaction import CommitResult, Transaction
 from ..txnlog.actions import FILE_SCHEMA
+from ..txnlog.store import MemoryLogStore
 from .job_files import JobFiles
 from .dml_tasks import (
     DELETE,
@@ -89,6 +91,11 @@ _MERGE_DRIVER_METRICS = frozenset({"numSourceRows", "numTargetFilesBeforeSkippin
                                    "scanTimeMs", "rewriteTimeMs", "executionTimeMs"})
 
 
+#: add-action columns a task needs: to read a file (path, partition values, deletion vector check)
+#: and to report it removed (path, size)
+_TASK_FILE_COLUMNS = ("path", "partitionValues", "size", "deletionVector")
+
+
 @dataclass
 class JobOutcome:
     """What the tasks of one job did, gathered on the driver (columnar)."""
@@ -109,7 +116,8 @@ class SparkTable:
         t.merge(updates_df, on="t.id = s.id").when_matched_update_all().when_not_matched_insert_all().execute()
 
     Each call returns the core's :class:`CommitResult`. ``max_tasks`` caps the tasks of one job
-    (default: TASKS_PER_CORE x Spark's default parallelism).
+    (default: TASKS_PER_CORE x Spark's default parallelism). One SparkTable serves one thread at
+    a time; concurrent jobs (threads of one driver) use one SparkTable each.
     """
 
     def __init__(self, spark: Any, uri: str, storage_options: dict[str, Any] | None = None, *,
@@ -120,6 +128,11 @@ class SparkTable:
         self.uri = str(uri)
         self.storage_options = dict(storage_options or {})
         self.table = Table(self.uri, storage_options=self.storage_options)
+        if isinstance(self.table._store, MemoryLogStore):
+            raise DeltaTxError(
+                f"{self.uri!r} is an in-memory table: Spark executors run in other processes and cannot "
+                f"see it. Use a local path shared with the executors or object storage (s3://...)."
+            )
         self.max_tasks = max_tasks
 
     def __repr__(self) -> str:
@@ -223,8 +236,10 @@ class SparkTable:
         return self.table.transaction(read_version=self.table.version, user_metadata=user_metadata)
 
     def _task(self, kind: str, tx: Transaction, files: pa.Table, **kwargs: Any) -> DmlTask:
+        """A task over ``files``, carrying only the add-action columns tasks use (not the stats)."""
         return DmlTask(kind=kind, uri=self.uri, storage_options=self.storage_options, schema=tx.schema,
-                       partition_columns=tx.partition_columns, properties=tx.properties, files=files, **kwargs)
+                       partition_columns=tx.partition_columns, properties=tx.properties,
+                       files=files.select(list(_TASK_FILE_COLUMNS)), **kwargs)
 
     def _task_cap(self) -> int:
         if self.max_tasks is not None:
@@ -243,22 +258,27 @@ class SparkTable:
         job = JobFiles.open(store)
         task = replace(task, job_files=job)
         partitions = max(1, min(n_ids, self._task_cap()))
+        previous_description = sc.getLocalProperty("spark.job.description")
         sc.setJobDescription(description)
         try:
             results = self.spark.range(0, n_ids, 1, partitions).mapInArrow(task, RESULT_DDL).toArrow()
             blobs = [b for b in results.column("adds").to_pylist() if b is not None]  # one per task
             adds = pa.concat_tables([read_ipc(b) for b in blobs]) if blobs else FILE_SCHEMA.empty_table()
-            job.close(store, keep=_decoded(adds.column("path")))  # drops unused duplicate attempts
-            tx.stage_adds(adds)
+            tx.stage_adds(adds)  # from here on, tx.abort() deletes them
+            job.close(store, keep=_decoded(adds.column("path")))  # deletes unused duplicate attempts
             return _outcome(results)
         except BaseException as exc:
-            job.close(store)
+            try:
+                job.close(store)
+            except Exception as cleanup_error:  # keep the job's error; say what could not be cleaned
+                exc.add_note(f"deltatx: could not delete the failed job's files ({cleanup_error!r}); "
+                             f"VACUUM removes them")
             typed = decode_error(exc) if isinstance(exc, Exception) else None
             if typed is not None:
                 raise typed from exc
             raise
         finally:
-            sc.setJobDescription(None)
+            sc.setJobDescription(previous_description)
 
     @staticmethod
     def _stage_removes(tx: Transaction, files: pa.Table, outcome: JobOutcome) -> None:
@@ -276,8 +296,6 @@ class SparkMergeBuilder(MergeBuilder):
         self._spark_table = spark_table
 
     def execute(self) -> CommitResult:
-        from ..errors import DeltaTxError
-
         if self._executed:
             raise DeltaTxError("this MERGE was already executed; build a new one with merge(...)")
         self._executed = True

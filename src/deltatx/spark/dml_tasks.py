@@ -7,7 +7,9 @@ exist as staging functions over a :class:`~deltatx.tables.transaction.Transactio
 :class:`TaskTransaction` — the few members those functions use, over the task's files only —
 and collects what they stage. Row semantics (SQL NULL rules, SET typing, the MERGE clause order
 and cardinality check, NOT MATCHED BY SOURCE) are therefore the core's by construction, not a
-second implementation that could drift.
+second implementation that could drift. (MERGE reuses the core's executor class
+``merge_rows._Merge``, a private name: ``_TaskMerge`` only adds a hook on its join. The tests
+compare every operation with the core's on the same files, so a change there shows up.)
 
 ::
 
@@ -30,7 +32,7 @@ from __future__ import annotations
 import io
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterator
 
 import numpy as np
@@ -252,13 +254,7 @@ class DmlTask:
             rows = np.concatenate([np.arange(i * self.rows_per_task, (i + 1) * self.rows_per_task) for i in index])
             rows = rows[rows < plan.source.num_rows]
             source = plan.source.take(pa.array(rows, pa.int64()))
-            _TaskMerge(tx, _with_source(plan, source)).run()
+            _TaskMerge(tx, replace(plan, source=source)).run()
         else:
             raise ValueError(f"unknown DML task kind {self.kind!r}")
         return np.empty(0, np.int64)
-
-
-def _with_source(plan: MergePlan, source: pa.Table) -> MergePlan:
-    from dataclasses import replace
-
-    return replace(plan, source=source)

@@ -50,6 +50,8 @@ _CANONICAL = {name.lower(): name for name in KNOWN_TABLE_PROPERTIES}
 STORAGE_PREFIX = "storage."
 #: internal option: where the driver-side commit reports its outcome for deltatx.spark.write()
 REPORT_OPTION = "_deltatx_report"
+#: internal option: the version a read was pinned to when Spark asked for its schema (load())
+PINNED_VERSION_OPTION = "_deltatx_pinned_version"
 
 _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")
@@ -207,6 +209,7 @@ class ReadSpec:
     max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
     open_cost_bytes: int = DEFAULT_OPEN_COST_BYTES
     min_partitions: int = 2
+    filter_pushdown: bool = False
 
 
 def read_spec(raw_options: Mapping[str, str]) -> ReadSpec:
@@ -215,6 +218,9 @@ def read_spec(raw_options: Mapping[str, str]) -> ReadSpec:
     timestamp = o.get("timestampasof") or None
     if version is not None and timestamp is not None:
         raise InvalidPropertyError("pass versionAsOf or timestampAsOf, not both")
+    pinned = int_option(o, PINNED_VERSION_OPTION)
+    if pinned is not None:  # load() resolved the version (or timestamp) already: every scan reads it
+        version, timestamp = pinned, None
     return ReadSpec(
         uri=table_uri(o),
         storage_options=storage_options(o),
@@ -224,6 +230,7 @@ def read_spec(raw_options: Mapping[str, str]) -> ReadSpec:
         max_partition_bytes=int_option(o, "maxPartitionBytes", DEFAULT_MAX_PARTITION_BYTES, minimum=1),
         open_cost_bytes=int_option(o, "openCostInBytes", DEFAULT_OPEN_COST_BYTES, minimum=0),
         min_partitions=int_option(o, "minPartitions", max(1, os.cpu_count() or 1), minimum=1),
+        filter_pushdown=flag(o, "filterPushdown", False),
     )
 
 

@@ -410,18 +410,52 @@ class CommitActions:
     file_order: list[tuple[str, int]] = field(default_factory=list)
     _adds: pa.Table | None = None
     _removes: pa.Table | None = None
+    # Unparsed form (``parse_commit(validate=False)``): the add / remove lines newline-joined,
+    # one kind byte per file line in log order (b"a" / b"r"), and the whole commit for errors.
+    add_json: bytes = b""
+    remove_json: bytes = b""
+    file_kinds: bytes = b""
+    raw: bytes | None = None
+
+    @property
+    def unparsed_files(self) -> bool:
+        """True while the file lines are still raw JSON (replay gathers many commits' lines)."""
+        return self.raw is not None and self._adds is None
 
     @property
     def adds(self) -> pa.Table:
         if self._adds is None:
-            self._adds = file_actions_table(self.add_rows, FILE_SCHEMA)
+            if self.raw is not None:
+                self._build_file_tables()
+            else:
+                self._adds = file_actions_table(self.add_rows, FILE_SCHEMA)
+        assert self._adds is not None
         return self._adds
 
     @property
     def removes(self) -> pa.Table:
         if self._removes is None:
-            self._removes = file_actions_table(self.remove_rows, REMOVE_SCHEMA)
+            if self.raw is not None:
+                self._build_file_tables()
+            else:
+                self._removes = file_actions_table(self.remove_rows, REMOVE_SCHEMA)
+        assert self._removes is not None
         return self._removes
+
+    def _build_file_tables(self) -> None:
+        """Columnar adds/removes from the raw lines; the line-by-line parser names any error."""
+        from .jsonfiles import MIN_COLUMNAR_LINES, NotColumnar, file_lines_table
+
+        assert self.raw is not None
+        try:
+            if len(self.file_kinds) < MIN_COLUMNAR_LINES:
+                raise NotColumnar("few lines: the dict path is cheaper")
+            adds = file_lines_table(self.add_json, "add") if self.add_json else FILE_SCHEMA.empty_table()
+            removes = file_lines_table(self.remove_json, "remove") if self.remove_json else REMOVE_SCHEMA.empty_table()
+        except NotColumnar:
+            checked = _parse_commit_dicts(self.raw, self.version)  # raises CorruptLogError with the line
+            adds, removes = checked.adds, checked.removes
+        self._adds, self._removes = adds, removes
 
     @property
     def operation(self) -> str | None:
@@ -437,82 +471,125 @@ class CommitActions:
         return bool((self.commit_info or {}).get("isBlindAppend", False))
 
 
-def parse_commit(data: bytes, version: int) -> CommitActions:
-    """Parse one ``NNN.json`` commit. Raises CorruptLogError naming version and line."""
-    result = CommitActions(version=version)
-    if not data.strip():
+_ADD_PREFIX = b'{"add":{'
+_REMOVE_PREFIX = b'{"remove":{'
+
+
+def parse_commit(data: bytes, version: int, *, validate: bool = True) -> CommitActions:
+    """Parse one ``NNN.json`` commit. Raises CorruptLogError naming version and line.
+
+    With ``validate=False`` the add/remove lines are kept as raw JSON (no per-file Python
+    objects) and parsed columnar when first needed — log replay joins the lines of many commits
+    into one Arrow read. Errors in them then surface from ``.adds``/``.removes``, still as
+    CorruptLogError naming the version and line.
+    """
+    if not data or data.isspace():
         raise CorruptLogError(f"commit {version} is empty", version=version)
-    for lineno, line in enumerate(data.split(b"\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise CorruptLogError(
-                f"commit {version}, line {lineno}: not valid JSON ({exc}); the commit file is "
-                f"corrupt or truncated",
-                version=version,
-                line=lineno,
-            ) from None
-        if not isinstance(obj, dict) or len(obj) != 1:
-            raise CorruptLogError(
-                f"commit {version}, line {lineno}: expected one action object per line",
-                version=version,
-                line=lineno,
-            )
-        (kind, body), = obj.items()
-        required = _REQUIRED.get(kind)
-        if required is not None:
-            if not isinstance(body, dict):
-                raise CorruptLogError(
-                    f"commit {version}, line {lineno}: '{kind}' is not an object", version=version, line=lineno
-                )
-            missing = [f for f in required if f not in body]
-            if missing:
-                raise CorruptLogError(
-                    f"commit {version}, line {lineno}: '{kind}' action lacks required field(s) "
-                    f"{', '.join(missing)}",
-                    version=version,
-                    line=lineno,
-                )
-            problem = _action_error(kind, body, required)
-            if problem:
-                raise CorruptLogError(
-                    f"commit {version}, line {lineno}: malformed '{kind}' action: {problem}",
-                    version=version,
-                    line=lineno,
-                )
-        elif kind == "commitInfo" and not isinstance(body, dict):
-            raise CorruptLogError(
-                f"commit {version}, line {lineno}: 'commitInfo' is not an object", version=version, line=lineno
-            )
-        try:
-            if kind == "add":
-                result.file_order.append(("add", len(result.add_rows)))
-                result.add_rows.append(body)
-            elif kind == "remove":
-                result.file_order.append(("remove", len(result.remove_rows)))
-                result.remove_rows.append(body)
-            elif kind == "commitInfo":
-                result.commit_info = body
-            elif kind == "metaData":
-                result.metadata = Metadata.from_json(body)
-            elif kind == "protocol":
-                result.protocol = Protocol.from_json(body)
-            elif kind == "txn":
-                result.txns.append(Txn.from_json(body))
-            elif kind == "domainMetadata":
-                result.domains.append(DomainMetadata.from_json(body))
-            elif kind == "cdc":
-                result.cdc_rows.append(body)
-            # anything else (checkpointMetadata, sidecar, future actions): ignored on read
-        except (TypeError, ValueError, KeyError) as exc:
-            raise CorruptLogError(
-                f"commit {version}, line {lineno}: malformed '{kind}' action ({exc})",
-                version=version,
-                line=lineno,
-            ) from None
+    lines = data.split(b"\n")
+    if validate and len(lines) < 64:
+        return _parse_commit_dicts(data, version)
+    result = CommitActions(version=version, raw=data)
+    adds: list[bytes] = []
+    removes: list[bytes] = []
+    kinds = bytearray()
+    for lineno, line in enumerate(lines, start=1):
+        if line.startswith(_ADD_PREFIX):
+            adds.append(line)
+            kinds += b"a"
+        elif line.startswith(_REMOVE_PREFIX):
+            removes.append(line)
+            kinds += b"r"
+        elif line.strip():
+            kind = _take_line(result, line, version, lineno)
+            if kind in ("add", "remove", "cdc"):  # a file action in an unusual spelling
+                return _parse_commit_dicts(data, version)
+    result.add_json = b"\n".join(adds)
+    result.remove_json = b"\n".join(removes)
+    result.file_kinds = bytes(kinds)
+    if validate:
+        result._build_file_tables()
     return result
+
+
+def _parse_commit_dicts(data: bytes, version: int) -> CommitActions:
+    """Line by line into dicts, every field checked: the reference parser and the error finder."""
+    result = CommitActions(version=version)
+    for lineno, line in enumerate(data.split(b"\n"), start=1):
+        if line.strip():
+            _take_line(result, line, version, lineno)
+    return result
+
+
+def _take_line(result: CommitActions, line: bytes, version: int, lineno: int) -> str:
+    """Parse, check and record one action line; returns its kind."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise CorruptLogError(
+            f"commit {version}, line {lineno}: not valid JSON ({exc}); the commit file is "
+            f"corrupt or truncated",
+            version=version,
+            line=lineno,
+        ) from None
+    if not isinstance(obj, dict) or len(obj) != 1:
+        raise CorruptLogError(
+            f"commit {version}, line {lineno}: expected one action object per line",
+            version=version,
+            line=lineno,
+        )
+    (kind, body), = obj.items()
+    required = _REQUIRED.get(kind)
+    if required is not None:
+        if not isinstance(body, dict):
+            raise CorruptLogError(
+                f"commit {version}, line {lineno}: '{kind}' is not an object", version=version, line=lineno
+            )
+        missing = [f for f in required if f not in body]
+        if missing:
+            raise CorruptLogError(
+                f"commit {version}, line {lineno}: '{kind}' action lacks required field(s) "
+                f"{', '.join(missing)}",
+                version=version,
+                line=lineno,
+            )
+        problem = _action_error(kind, body, required)
+        if problem:
+            raise CorruptLogError(
+                f"commit {version}, line {lineno}: malformed '{kind}' action: {problem}",
+                version=version,
+                line=lineno,
+            )
+    elif kind == "commitInfo" and not isinstance(body, dict):
+        raise CorruptLogError(
+            f"commit {version}, line {lineno}: 'commitInfo' is not an object", version=version, line=lineno
+        )
+    try:
+        if kind == "add":
+            result.file_order.append(("add", len(result.add_rows)))
+            result.add_rows.append(body)
+        elif kind == "remove":
+            result.file_order.append(("remove", len(result.remove_rows)))
+            result.remove_rows.append(body)
+        elif kind == "commitInfo":
+            result.commit_info = body
+        elif kind == "metaData":
+            result.metadata = Metadata.from_json(body)
+        elif kind == "protocol":
+            result.protocol = Protocol.from_json(body)
+        elif kind == "txn":
+            result.txns.append(Txn.from_json(body))
+        elif kind == "domainMetadata":
+            result.domains.append(DomainMetadata.from_json(body))
+        elif kind == "cdc":
+            result.cdc_rows.append(body)
+        # anything else (checkpointMetadata, sidecar, future actions): ignored on read
+    except (TypeError, ValueError, KeyError) as exc:
+        raise CorruptLogError(
+            f"commit {version}, line {lineno}: malformed '{kind}' action ({exc})",
+            version=version,
+            line=lineno,
+        ) from None
+    return kind
 
 
 def encode_commit(

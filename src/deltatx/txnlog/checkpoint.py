@@ -424,7 +424,7 @@ def _read_parquet(store: LogStore, path: str, collected: _Collected, *, with_sma
     with fs.open_input_file(path) as handle:
         pf = pq.ParquetFile(handle)
         columns = _parquet_columns(pf.schema_arrow, with_small)
-        table = pf.read(columns=columns, use_threads=True) if columns else pa.table({})
+        table = pf.read(columns=columns, use_threads=False) if columns else pa.table({})  # one row group: threads only contend
     if with_small:
         collected.take_small(table)
     collected.take_files(table)

@@ -34,7 +34,7 @@ from .actions import FILE_SCHEMA, REMOVE_SCHEMA, CommitActions, DomainMetadata, 
 from .checkpoint import CheckpointState, complete_checkpoints, read_checkpoint, read_last_checkpoint_hint
 from .features import check_readable
 from .history import commit_info_from_bytes, ict_enablement_version, monotonic_mtimes, version_at_timestamp
-from .replay import FileTail, TableActions, read_commits, require_contiguous
+from .replay import FileTail, TableActions, read_commits, require_contiguous, without_gc
 from .schema import schema_from_json
 from .store import LogFile, LogStore
 
@@ -103,6 +103,7 @@ class Snapshot:
             expected += 1
         return _advance(self, commits, mtimes=None) if commits else self
 
+    @without_gc
     def refresh(self, store: LogStore) -> "Snapshot":
         """The latest version: replays only commits after ``self.version``; ``self`` if none."""
         listing = store.list_log(self.version + 1)
@@ -161,6 +162,7 @@ def _advance(base: Snapshot, commits: Sequence[CommitActions], mtimes: Sequence[
 # --------------------------------------------------------------------------------------------
 
 
+@without_gc
 def load_snapshot(store: LogStore, version: int | None = None, timestamp_ms: int | None = None) -> Snapshot:
     """The table at ``version``, at ``timestamp_ms`` (latest commit at or before it), or latest.
 

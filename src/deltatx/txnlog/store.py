@@ -414,6 +414,12 @@ class S3LogStore(LogStore):
     def write_log_file(self, name: str, data: bytes) -> None:
         self.fs.pipe_file(f"{self.log_root}/{name}", data)  # S3 PUT is atomic; no dirs
 
+    def read_log_file(self, name: str) -> bytes:
+        # One plain GET. s3fs's default first sizes the object from its cached listing of
+        # _delta_log, which predates a commit another writer just made: the loser of a race
+        # would read "missing" for the winner's commit and retry the same version forever.
+        return self.fs.cat_file(f"{self.log_root}/{name}", max_concurrency=1)
+
     def list_log(self, start_version: int = 0) -> list[LogFile]:
         self.fs.invalidate_cache(self.log_root)
         return super().list_log(start_version)

@@ -1,0 +1,125 @@
+"""Deliberately broken commit paths, to prove that each checker can fail.
+
+A checker that passes every history proves nothing. Each fault below breaks one guarantee the
+commit path gives, in the process it is installed in; the checker tests run a workload under it
+and require the matching checker to report an anomaly:
+
+========================  ==================================================  =================
+fault                     what breaks                                         caught by
+========================  ==================================================  =================
+``ignore_conflicts``      the conflict checker accepts every winner (lost     serializable,
+                          updates, duplicated rows, broken bank totals)       write_serializable,
+                                                                              bank, no_lost_commit
+``overwrite_commits``     put-if-absent overwrites an existing version        no_lost_commit
+``drop_commits``          the store acknowledges a commit it never wrote      no_lost_commit
+========================  ==================================================  =================
+
+Each is a context manager (in-process use) and has an ``install_*`` function with no arguments
+(for ``run_stress(worker_init="deltatx.harness.faults:install_ignore_conflicts")``, which calls it
+in every writer process). Never use them on a table you care about.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+from ..tables import transaction as transaction_module
+from ..txnlog import store as store_module
+
+
+def _patch(owner: Any, name: str, replacement: Any) -> Callable[[], None]:
+    original = owner.__dict__[name]
+    setattr(owner, name, replacement)
+
+    def undo() -> None:
+        setattr(owner, name, original)
+
+    return undo
+
+
+class _FaultyPreparedCommit:
+    """Stands in for the store's staged commit: ``put`` does what the fault says."""
+
+    def __init__(self, store: Any, data: bytes, put: Callable[[Any, int, bytes], None]):
+        self.store, self.data, self._put = store, data, put
+
+    def put(self, version: int) -> None:
+        self._put(self.store, version, self.data)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "_FaultyPreparedCommit":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def _replace_commit_put(put: Callable[[Any, int, bytes], None]) -> Callable[[], None]:
+    """Make every store's commit put (``put_commit`` and staged ``prepare_commit``) call ``put``."""
+    undos = []
+    classes = [store_module.LogStore, *_subclasses(store_module.LogStore)]
+    for cls in classes:
+        if "put_commit" in cls.__dict__:
+            undos.append(_patch(cls, "put_commit", put))
+        if "prepare_commit" in cls.__dict__:
+            undos.append(_patch(cls, "prepare_commit",
+                                lambda self, data: _FaultyPreparedCommit(self, data, put)))
+
+    def undo() -> None:
+        for u in reversed(undos):
+            u()
+
+    return undo
+
+
+def _subclasses(cls: type) -> list[type]:
+    out = []
+    for sub in cls.__subclasses__():
+        out += [sub, *_subclasses(sub)]
+    return out
+
+
+def install_ignore_conflicts() -> Callable[[], None]:
+    """The committer's conflict check passes every transaction unchanged. Returns an undo."""
+    return _patch(transaction_module, "check_commit", lambda txn, winner: txn)
+
+
+def install_overwrite_commits() -> Callable[[], None]:
+    """put-if-absent of a commit overwrites whatever is there. Returns an undo."""
+
+    def overwrite(store: Any, version: int, data: bytes) -> None:
+        store.write_log_file(store_module.commit_name(version), data)
+
+    return _replace_commit_put(overwrite)
+
+
+def install_drop_commits() -> Callable[[], None]:
+    """put-if-absent reports success without writing anything. Returns an undo."""
+    return _replace_commit_put(lambda store, version, data: None)
+
+
+@contextmanager
+def _installed(install: Callable[[], Callable[[], None]]) -> Iterator[None]:
+    undo = install()
+    try:
+        yield
+    finally:
+        undo()
+
+
+def ignore_conflicts():
+    """Context manager form of :func:`install_ignore_conflicts`."""
+    return _installed(install_ignore_conflicts)
+
+
+def overwrite_commits():
+    """Context manager form of :func:`install_overwrite_commits`."""
+    return _installed(install_overwrite_commits)
+
+
+def drop_commits():
+    """Context manager form of :func:`install_drop_commits`."""
+    return _installed(install_drop_commits)

@@ -1,0 +1,195 @@
+"""deltatx as a Spark format: ``df.write.format("deltatx")``, ``spark.read.format("deltatx")``, streams.
+
+Importing this module registers the ``deltatx`` format on the active SparkSession, if there is
+one; :func:`register` does it for any session. No JVM jars: the format is a Python data source
+(executors write and read Parquet through deltatx, the driver commits through the core
+transaction, so conflicts, retries and isolation levels are the core's).
+
+Writing (options follow Delta's names; Spark lower-cases option keys, any spelling works)::
+
+    df.write.format("deltatx").mode("append").save(uri)
+    df.write.format("deltatx").mode("overwrite").option("replaceWhere", "date = '2024-01-01'").save(uri)
+    df.write.format("deltatx").option("partitionBy", "date").save(uri)   # NOT .partitionBy(): Spark
+                                                                          # rejects it for Python sources
+    df.write.format("deltatx").option("mergeSchema", "true").option("txnAppId", "job-1") \\
+        .option("txnVersion", "7").option("userMetadata", "nightly").save(uri)
+    df.write.format("deltatx").option("delta.isolationLevel", "Serializable").save(new_uri)
+
+Write options: ``replaceWhere``, ``partitionBy`` (comma-separated), ``mergeSchema``,
+``overwriteSchema``, ``txnAppId`` + ``txnVersion`` (idempotent: skipped when already applied),
+``userMetadata``, ``maxRecordsPerFile``, ``delta.*``/``deltatx.*`` table properties (used when the
+write creates the table), ``storage.<key>`` storage options. Spark only offers the modes append
+and overwrite to Python sources; :func:`write` adds ``error`` and ``ignore``.
+
+Conflicts: ``df.write...save()`` fails with Spark's ``AnalysisException`` whose message names the
+deltatx exception class and the winning version. :func:`write` raises the typed exception itself
+(``ConcurrentAppendException`` etc., with ``.version``) and returns the ``CommitResult``. Writing
+from several Python threads works; :func:`write` and :func:`read` make the session active in the
+calling thread first (without that Spark cannot find the format from a new thread).
+
+Reading::
+
+    spark.read.format("deltatx").load(uri)                       # latest version
+    spark.read.format("deltatx").option("versionAsOf", 3).load(uri)
+    spark.read.format("deltatx").option("timestampAsOf", "2024-05-01T00:00:00Z").load(uri)
+    spark.read.format("deltatx").option("columns", "id,value").load(uri)   # read fewer columns
+
+Filters on partition columns and min/max stats prune files (``spark.sql.python.filterPushdown
+.enabled`` is switched on by :func:`register`). SQL users::
+
+    CREATE TEMPORARY VIEW events USING deltatx OPTIONS (path '/data/events');
+    SELECT count(*) FROM events WHERE date = '2024-01-01';
+
+(``CREATE TABLE ... USING deltatx`` / ``saveAsTable`` do not work: Spark does not pass a
+catalog table's location to Python sources.)
+
+Streaming (exactly-once: each micro-batch is one commit with txn (query id, batch id))::
+
+    df.writeStream.format("deltatx").option("checkpointLocation", ckpt).start(uri)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import Any
+
+from ..errors import DeltaTxError, SparkUnavailableError, TableAlreadyExistsError
+
+try:
+    import pyspark  # noqa: F401
+except ImportError as _exc:  # pragma: no cover - depends on the install
+    raise SparkUnavailableError(
+        "deltatx.spark needs pyspark: install deltatx with the spark extra: pip install 'deltatx[spark]'"
+    ) from _exc
+
+from ..tables.transaction import CommitResult
+from .commit import read_report
+from .options import REPORT_OPTION
+from .source import FORMAT_NAME, DeltaTxDataSource
+from .unwrap import typed_error
+
+__all__ = ["FORMAT_NAME", "DeltaTxDataSource", "register", "write", "read", "activate", "typed_error"]
+
+#: the SQL conf a reader with filter pushdown needs (Spark fails reads of such sources without it)
+FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
+def _session(spark: Any = None) -> Any:
+    if spark is not None:
+        return spark
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is None:
+        raise DeltaTxError("no active SparkSession: create one first, or pass it: deltatx.spark.register(spark)")
+    return active
+
+
+def activate(spark: Any) -> None:
+    """Make ``spark`` the active session of the calling thread (needed in threads, gotcha 7)."""
+    jvm = getattr(spark, "_jvm", None)
+    jsession = getattr(spark, "_jsparkSession", None)
+    if jvm is not None and jsession is not None:
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(jsession)
+
+
+def register(spark: Any = None) -> Any:
+    """Register the ``deltatx`` format on ``spark`` (default: the active session); returns it."""
+    spark = _session(spark)
+    spark.dataSource.register(DeltaTxDataSource)
+    spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
+    return spark
+
+
+def _option_key(name: str) -> str:
+    """Python keyword spelling -> option key: ``replace_where`` -> ``replacewhere`` (Spark is case-blind)."""
+    return name if "." in name else name.replace("_", "")
+
+
+def _option_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def write(df: Any, uri: str, mode: str = "append", **options: Any) -> CommitResult | None:
+    """Write ``df`` to the deltatx table at ``uri``; typed errors, and the commit's result.
+
+    ``mode``: ``append`` | ``overwrite`` | ``error`` (``errorifexists``) | ``ignore``. ``options``
+    are the write options (``replaceWhere=``, ``partitionBy=["date"]``, ``mergeSchema=True``,
+    ``txnAppId=``/``txnVersion=``, ``userMetadata=``; snake_case spellings work too; dotted table
+    properties via ``**{"delta.isolationLevel": "Serializable"}``). Returns the ``CommitResult``
+    (``skipped=True`` for an idempotent write already applied), or None for ``ignore`` on an
+    existing table. Raises the deltatx exception of the failure (e.g. ``ConcurrentAppendException``
+    with ``.version`` = the winning commit) instead of Spark's generic error.
+    """
+    spark = df.sparkSession
+    activate(spark)
+    mode = mode.lower()
+    if mode in ("error", "errorifexists", "default", "ignore"):
+        from ..txnlog.store import open_store
+
+        storage = {k[len("storage."):]: v for k, v in options.items() if k.startswith("storage.")}
+        if open_store(uri, storage).table_exists():
+            if mode == "ignore":
+                return None
+            raise TableAlreadyExistsError(f"a Delta table already exists at {uri!r} (mode {mode!r})")
+        mode = "append"
+    if mode not in ("append", "overwrite"):
+        raise DeltaTxError(f"mode must be append, overwrite, error or ignore, not {mode!r}")
+    report_dir = tempfile.mkdtemp(prefix="deltatx-spark-write-")
+    report_path = os.path.join(report_dir, "outcome.pickle")
+    try:
+        writer = df.write.format(FORMAT_NAME).mode(mode)
+        for key, value in options.items():
+            writer = writer.option(_option_key(key), _option_value(value))
+        writer = writer.option(REPORT_OPTION, report_path)
+        try:
+            writer.save(uri)
+        except Exception as exc:
+            outcome = read_report(report_path)
+            typed = outcome if isinstance(outcome, BaseException) else typed_error(exc)
+            if typed is None:
+                raise
+            raise typed from exc
+        outcome = read_report(report_path)
+        return outcome if isinstance(outcome, CommitResult) else None
+    finally:
+        shutil.rmtree(report_dir, ignore_errors=True)
+
+
+def read(spark: Any, uri: str, version: int | None = None, timestamp: Any = None, **options: Any) -> Any:
+    """``spark.read.format("deltatx")`` of ``uri`` (optionally at a version or timestamp)."""
+    activate(spark)
+    reader = spark.read.format(FORMAT_NAME)
+    if version is not None:
+        reader = reader.option("versionAsOf", str(int(version)))
+    if timestamp is not None:
+        reader = reader.option("timestampAsOf", timestamp.isoformat() if hasattr(timestamp, "isoformat") else str(timestamp))
+    for key, value in options.items():
+        reader = reader.option(_option_key(key), _option_value(value))
+    return reader.load(uri)
+
+
+def _register_on_import() -> None:
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        register(active)
+
+
+_register_on_import()
+
+# ---- Spark-distributed DML lives in dml.py (written separately); exported here once it exists ----
+try:
+    from .dml import SparkTable  # noqa: F401
+
+    __all__.append("SparkTable")
+except ModuleNotFoundError as _missing:
+    if _missing.name != f"{__name__}.dml":
+        raise

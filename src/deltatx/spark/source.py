@@ -1,0 +1,48 @@
+"""The ``deltatx`` Spark data source: the class Spark instantiates for ``format("deltatx")``.
+
+Only dispatch lives here: the schema of a read, and which reader / writer / streaming writer a
+read or write gets. Spark creates a fresh instance (from the options) in a Python worker for each
+of these calls, and pickles it between processes, so it holds nothing but its options.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql.datasource import DataSource
+
+from .options import PINNED_VERSION_OPTION, arrow_schema_to_spark, read_spec
+from .reader import DeltaTxReader, open_table, select_columns
+from .streaming import DeltaTxStreamWriter, plan_stream
+from .writer import DeltaTxWriter, plan_write
+
+FORMAT_NAME = "deltatx"
+
+
+class DeltaTxDataSource(DataSource):
+    """``spark.read/write(Stream).format("deltatx")`` and ``CREATE TEMPORARY VIEW ... USING deltatx``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT_NAME
+
+    def schema(self) -> Any:
+        """The table's schema as of the requested version (only the ``columns`` option's, if set).
+
+        Also pins the version: Spark pickles this instance after ``schema()`` and reuses it for
+        every scan of the DataFrame (or temporary view), and caches the planned read of a relation
+        (Spark 4.3), so all scans of one ``load()`` read the same version, as a snapshot.
+        """
+        spec = read_spec(self.options)
+        table = open_table(spec)
+        self.options[PINNED_VERSION_OPTION] = str(table.version)
+        return arrow_schema_to_spark(select_columns(table.schema, spec.columns))
+
+    def reader(self, schema: Any) -> DeltaTxReader:
+        return DeltaTxReader(read_spec(self.options), schema)
+
+    def writer(self, schema: Any, overwrite: bool) -> DeltaTxWriter:
+        return DeltaTxWriter(plan_write(self.options, schema, overwrite))
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> DeltaTxStreamWriter:
+        return DeltaTxStreamWriter(plan_stream(self.options, schema, overwrite))

@@ -69,6 +69,7 @@ def per_day(table: deltatx.Table) -> dict[str, int]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="deltatx demo on a local table")
     parser.add_argument("--path", default="demo-data/events")
+    parser.add_argument("--no-spark", action="store_true", help="skip the Spark part (no Java needed)")
     args = parser.parse_args(argv)
     path = Path(args.path)
     shutil.rmtree(path, ignore_errors=True)
@@ -96,6 +97,11 @@ def main(argv: list[str] | None = None) -> None:
     where = "day = '2024-01-03' AND id >= 2990"
     console.print(f"rows where {where} (files pruned by partition and stats): {t.to_arrow(where=where).num_rows}")
     show_history(t)
+
+    if not args.no_spark:
+        from . import demo_spark
+
+        demo_spark.run(str(path.parent / "spark"))
 
 
 if __name__ == "__main__":

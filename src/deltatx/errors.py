@@ -231,3 +231,7 @@ class CommitRetriesExceededError(ConcurrentModificationException):
 
 class SparkUnavailableError(DeltaTxError):
     """PySpark or a Java runtime it needs is not installed (``deltatx.spark`` only)."""
+
+
+class PostCommitHookWarning(UserWarning):
+    """A commit succeeded but a hook after it (checkpoint, auto-compaction) failed."""

@@ -71,4 +71,4 @@ def test_unknown_benchmark_is_refused() -> None:
     from benchmarks.__main__ import parse_args
 
     with pytest.raises(SystemExit):
-        parse_args(["P8"])
+        parse_args(["P99"])

@@ -26,6 +26,7 @@ from .ops import Operation, operation_from_dict
 
 if TYPE_CHECKING:
     from ..tables.table import Table
+    from ..tables.transaction import Transaction
 
 COMMITTED = "committed"  #: the commit is in the log at ``version``
 NOOP = "noop"  #: nothing to write: no commit was made (Delta skips empty commits)
@@ -104,20 +105,17 @@ def _attempt_counter() -> AttemptCounter:
     return _counter
 
 
-def _read_set(tx: Any) -> dict[str, Any]:
+def _read_set(tx: "Transaction") -> dict[str, Any]:
     """The read set the transaction recorded (what the conflict checker will test winners against)."""
-    predicates = getattr(tx, "_predicates", [])
-    read_paths = getattr(tx, "_read_paths", [])
-    return {"predicates": [str(p) for p in predicates], "files": sum(len(a) for a in read_paths),
-            "whole_table": bool(getattr(tx, "_whole_table", False))}
+    read_set = tx.read_set
+    return {"predicates": [str(p) for p in read_set.predicates], "files": len(read_set.files),
+            "whole_table": read_set.whole_table}
 
 
-def execute(table: "Table", op: Operation, *, writer: str = "main", seq: int = 0,
-            scope: dict[str, Any] | None = None) -> OpRecord:
+def execute(table: "Table", op: Operation, *, writer: str = "main", seq: int = 0) -> OpRecord:
     """Run ``op`` as one transaction on ``table`` (refreshed first) and record how it ended.
 
     Never raises for a failed commit: the exception's class and message go into the record.
-    ``scope`` (partitions read / written, see workloads.py) is stored in ``read_set``.
     """
     counter = _attempt_counter()
     record = OpRecord(writer=writer, seq=seq, op=op.to_dict(), blind=op.blind, started=time.time())
@@ -128,8 +126,6 @@ def execute(table: "Table", op: Operation, *, writer: str = "main", seq: int = 0
         record.txn_id, record.read_version = tx.txn_id, tx.read_version
         record.observed = op.stage(tx)
         record.read_set = _read_set(tx)
-        if scope:
-            record.read_set.update(scope)
         record.rows_written = op.inserted_keys(record.observed)
         result = tx.commit()
         record.attempts = result.attempts

@@ -21,7 +21,6 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import DeltaTxError
 
@@ -278,17 +277,7 @@ class Optimize(Operation):
     where: str | None = None
 
     def stage(self, tx: "Transaction") -> dict[str, Any]:
-        # Work-around: tables/ops/optimize.plan_bins raises ArrowInvalid when exactly one small
-        # file matches (reported; tests/harness/test_scenarios.py has the strict xfail). With
-        # fewer than two files there is nothing to compact, so skipping is the same no-op.
-        from ..expr import bind, files_matching, parse_predicate
-
-        files = tx.current_files()
-        if self.where is not None and files.num_rows:
-            pred = bind(parse_predicate(self.where), tx.schema)
-            files = files.filter(files_matching(pred, files, tx.schema, tx.partition_columns, use_stats=False))
-        if files.num_rows >= 2:
-            tx.optimize(where=self.where)
+        tx.optimize(where=self.where)
         return {}
 
     def describe(self) -> str:
@@ -343,7 +332,3 @@ class Transfer(Operation):
 
     def describe(self) -> str:
         return f"transfer {self.amount} from {self.source} to {self.target}"
-
-
-def column_sum(table: pa.Table, column: str) -> int:
-    return int(pc.sum(table[column]).as_py() or 0)

@@ -15,7 +15,7 @@ import json
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -124,14 +124,25 @@ def fresh_copy(metadata: Metadata) -> Table:
                         partition_by=list(metadata.partition_columns), properties=dict(metadata.configuration))
 
 
-def replay(order: Sequence[OpRecord], metadata: Metadata) -> ReplayResult:
-    """Run ``order``'s operations one at a time on a fresh copy; compare observations."""
+def replay(order: Sequence[OpRecord], metadata: Metadata, hidden: Mapping[str, Sequence[Any]] | None = None,
+           key: str = "id") -> ReplayResult:
+    """Run ``order``'s operations one at a time on a fresh copy; compare observations.
+
+    ``hidden`` maps a txnId to keys of rows that operation must not see (the WriteSerializable
+    checker's blind appends serialized after it): they are taken out of the table just before
+    the operation runs and put back, unchanged, right after — the serial order "operation, then
+    those appends".
+    """
     table = fresh_copy(metadata)
     mismatches: list[Mismatch] = []
     for record in order:
         op = record.operation()
+        keys = list((hidden or {}).get(record.txn_id or "", ()))
         try:
+            set_aside = _take_out(table, keys, key) if keys else None
             _, observed = op.commit(table)
+            if set_aside is not None and set_aside.num_rows:
+                table.refresh().append(set_aside)
         except Exception as exc:  # the serial execution itself fails: not equivalent
             return ReplayResult(list(order), mismatches, None, {},
                                 failure=f"{record.label()} fails when run serially: {type(exc).__name__}: {exc}")
@@ -140,3 +151,13 @@ def replay(order: Sequence[OpRecord], metadata: Metadata) -> ReplayResult:
             mismatches.append(Mismatch(record, recorded, replayed))
     table.refresh()
     return ReplayResult(list(order), mismatches, sorted_rows(table.to_arrow()), dict(table.properties))
+
+
+def _take_out(table: Table, keys: Sequence[Any], key: str) -> pa.Table:
+    """Delete the rows with these keys (committing), returning them as they were."""
+    where = f"{key} IN ({', '.join(repr(k) for k in sorted(set(keys)))})"
+    table.refresh()
+    rows = table.to_arrow(where=where)
+    if rows.num_rows:
+        table.delete(where=where)
+    return rows

@@ -151,8 +151,8 @@ def _worker_main(spec: WriterSpec, barrier: Any, events: Any) -> None:
                     break
             elif seq >= (spec.ops or 0):
                 break
-            op, scope = generator.next(seq)
-            record = execute(table, op, writer=spec.name, seq=seq, scope=scope)
+            op = generator.next(seq)
+            record = execute(table, op, writer=spec.name, seq=seq)
             generator.observe(record)
             writer.write(record)
             events.put(("op", spec.index, record.outcome))

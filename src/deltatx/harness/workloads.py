@@ -12,8 +12,6 @@ Three workloads, all on tables partitioned by ``part``:
 A writer's operations depend only on (seed, writer index, sequence number) and on which of its
 own earlier operations committed, so a run's *workload* is reproducible from its seed (the
 interleaving across processes is not; that is what the interleaving harness is for).
-Each operation comes with its *scope* — the partitions it reads and writes — which the
-WriteSerializable checker uses to decide which operations commute.
 """
 
 from __future__ import annotations
@@ -47,17 +45,9 @@ MIXED_WEIGHTS: dict[str, int] = {
     "append": 40, "delete": 12, "update": 18, "merge": 15, "optimize": 12, "set_properties": 3,
 }
 
-Scope = dict[str, Any]
-
-
 def row_id(writer: int, seq: int, i: int) -> int:
     """Unique id of row ``i`` written by ``writer`` in its operation ``seq`` (setup rows are < 1e9)."""
     return (writer + 1) * 1_000_000_000 + seq * 1_000 + i
-
-
-def _scope(read: list[int] | None, written: list[int] | None) -> Scope:
-    """Partitions read / written (None = the whole table)."""
-    return {"partitions_read": read, "partitions_written": written}
 
 
 @dataclass
@@ -73,13 +63,13 @@ class Workload:
 
 
 class OpGenerator:
-    """Per-writer stream of (operation, scope); ``observe`` feeds back how each one ended."""
+    """Per-writer stream of operations; ``observe`` feeds back how each one ended."""
 
     def __init__(self, writer: int, seed: int):
         self.writer = writer
         self.rng = random.Random(f"deltatx-stress:{seed}:{writer}")
 
-    def next(self, seq: int) -> tuple[Operation, Scope]:
+    def next(self, seq: int) -> Operation:
         raise NotImplementedError
 
     def observe(self, record: OpRecord) -> None:
@@ -93,9 +83,9 @@ class AppendGenerator(OpGenerator):
         return {"id": [row_id(self.writer, seq, offset + i) for i in range(n)], "part": [part] * n,
                 "value": [self.rng.randrange(100) for _ in range(n)]}
 
-    def next(self, seq: int) -> tuple[Operation, Scope]:
+    def next(self, seq: int) -> Operation:
         part = self.rng.randrange(self.partitions)
-        return Append(self._rows(seq, part, self.rng.randint(1, 5))), _scope([], [part])
+        return Append(self._rows(seq, part, self.rng.randint(1, 5)))
 
 
 class MixedGenerator(AppendGenerator):
@@ -105,27 +95,25 @@ class MixedGenerator(AppendGenerator):
         self.kinds = list(MIXED_WEIGHTS)
         self.weights = [MIXED_WEIGHTS[k] for k in self.kinds]
 
-    def next(self, seq: int) -> tuple[Operation, Scope]:
+    def next(self, seq: int) -> Operation:
         kind = self.rng.choices(self.kinds, self.weights)[0]
         p = self.rng.randrange(self.partitions)
         if kind == "append":
-            return Append(self._rows(seq, p, self.rng.randint(1, 5))), _scope([], [p])
+            return Append(self._rows(seq, p, self.rng.randint(1, 5)))
         if kind == "delete":
-            return Delete(f"part = {p} AND value < {self.rng.randint(1, 15)}"), _scope([p], [p])
+            return Delete(f"part = {p} AND value < {self.rng.randint(1, 15)}")
         if kind == "update":
-            return (Update(f"part = {p} AND value >= {self.rng.randint(60, 99)}", {"value": "value - 40"}),
-                    _scope([p], [p]))
+            return Update(f"part = {p} AND value >= {self.rng.randint(60, 99)}", {"value": "value - 40"})
         if kind == "merge":
             mine = self.own_ids[p]
             existing = self.rng.sample(mine, min(2, len(mine)))
             fresh = [row_id(self.writer, seq, 500 + i) for i in range(self.rng.randint(1, 2))]
             ids = existing + fresh
             rows = {"id": ids, "part": [p] * len(ids), "value": [self.rng.randrange(100) for _ in ids]}
-            return Merge(rows, match={"part": p}), _scope([p], [p])
+            return Merge(rows, match={"part": p})
         if kind == "optimize":
-            return Optimize(f"part = {p}"), _scope([p], [])  # rows unchanged: commutes with data ops
-        return (SetProperties({"deltatx.stress.marker": f"w{self.writer}-{seq}"}),
-                {"partitions_read": [], "partitions_written": [], "metadata": True})
+            return Optimize(f"part = {p}")
+        return SetProperties({"deltatx.stress.marker": f"w{self.writer}-{seq}"})
 
     def observe(self, record: OpRecord) -> None:
         if record.outcome == COMMITTED:
@@ -137,10 +125,9 @@ class MixedGenerator(AppendGenerator):
 
 
 class BankGenerator(OpGenerator):
-    def next(self, seq: int) -> tuple[Operation, Scope]:
+    def next(self, seq: int) -> Operation:
         a, b = self.rng.sample(range(BANK_ACCOUNTS), 2)
-        parts = sorted({a % BANK_PARTITIONS, b % BANK_PARTITIONS})
-        return Transfer(a, b, self.rng.randint(1, 40)), _scope(parts, parts)
+        return Transfer(a, b, self.rng.randint(1, 40))
 
 
 def _mixed_setup() -> list[Operation]:
@@ -185,7 +172,7 @@ def prepare_table(uri: str, workload: str, isolation: str, storage_options: dict
                          properties={"delta.isolationLevel": isolation, **(properties or {})})
     records = []
     for seq, op in enumerate(spec.setup()):
-        record = execute(table, op, writer="setup", seq=seq, scope=_scope([], None))
+        record = execute(table, op, writer="setup", seq=seq)
         if record.outcome != COMMITTED:
             raise DeltaTxError(f"could not commit the {workload} workload's initial rows: {record.message}")
         records.append(record)

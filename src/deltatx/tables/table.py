@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import time
 import uuid
+import warnings
 from datetime import date, datetime, timezone
 from typing import Any
 
 import pyarrow as pa
 
-from ..errors import DeltaTxError, SchemaMismatchError, TableAlreadyExistsError, TableNotFoundError
+from ..errors import DeltaTxError, PostCommitHookWarning, SchemaMismatchError, TableAlreadyExistsError, TableNotFoundError
 from ..txnlog.actions import Metadata, encode_commit
 from ..txnlog.checkpoint import checkpoint_interval, write_checkpoint
 from ..txnlog.features import check_writable, required_protocol
@@ -110,13 +111,24 @@ class Table:
         return self
 
     def _after_commit(self, snapshot: Snapshot) -> None:
+        """Post-commit hooks. The commit is durable already: a hook that fails must not fail it
+        (a checkpoint is an optimisation, auto-compaction a courtesy), so failures only warn."""
         self._snapshot = snapshot
         interval = checkpoint_interval(snapshot.properties)
         if snapshot.version > 0 and snapshot.version % interval == 0:
-            write_checkpoint(self._store, snapshot)
+            try:
+                write_checkpoint(self._store, snapshot)
+            except Exception as exc:  # readers fall back to older checkpoints and JSON
+                warnings.warn(f"version {snapshot.version} is committed but its checkpoint could not be "
+                              f"written ({type(exc).__name__}: {exc}); the next checkpoint will cover it",
+                              PostCommitHookWarning, stacklevel=3)
         from .ops.autocompact import maybe_auto_compact
 
-        maybe_auto_compact(self)
+        try:
+            maybe_auto_compact(self)
+        except Exception as exc:
+            warnings.warn(f"version {snapshot.version} is committed; auto-compaction after it failed "
+                          f"({type(exc).__name__}: {exc})", PostCommitHookWarning, stacklevel=3)
 
     # ------------------------------------------------------------------ reads
     def to_arrow(self, where: str | None = None, columns: list[str] | None = None) -> pa.Table:

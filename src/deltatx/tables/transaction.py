@@ -137,6 +137,7 @@ class Transaction:
         self._ops: list[_StagedOp] = []
         self._files = snapshot.files  # the table as this transaction sees it (own writes included)
         self._state = "open"
+        self._may_have_landed = False  # once true, an error must not delete this txn's data files
         phases.reached("begin", txn_id=self.txn_id, version=self.read_version, table=table.uri)
 
     # ------------------------------------------------------------------ what the txn sees
@@ -334,13 +335,20 @@ class Transaction:
         params = {"operations": [op.name for op in self._ops]}
         return "TRANSACTION", params, metrics, any(op.changes_data for op in self._ops)
 
-    def _transaction_info(self) -> TransactionInfo:
-        adds, removes = self._staged_adds(), self._staged_removes()
+    @property
+    def read_set(self) -> ReadSet:
+        """What this transaction has read so far: predicates, files, whole table, app ids."""
         read_paths = (
             frozenset(pc.unique(pa.chunked_array(self._read_paths, pa.string())).to_pylist())
             if self._read_paths else frozenset()
         )
-        reads_nothing = not self._predicates and not read_paths and not self._whole_table
+        return ReadSet(predicates=tuple(self._predicates), files=read_paths,
+                       whole_table=self._whole_table, app_ids=frozenset(self._app_ids))
+
+    def _transaction_info(self) -> TransactionInfo:
+        adds, removes = self._staged_adds(), self._staged_removes()
+        read_set = self.read_set
+        reads_nothing = not read_set.predicates and not read_set.files and not read_set.whole_table
         only_adds = removes.num_rows == 0
         blind = only_adds and reads_nothing and adds.num_rows > 0
         name, _, _, changes_data = self._operation()
@@ -351,8 +359,7 @@ class Transaction:
         )
         return TransactionInfo(
             read_version=self.read_version,
-            read_set=ReadSet(predicates=tuple(self._predicates), files=read_paths,
-                             whole_table=self._whole_table, app_ids=frozenset(self._app_ids)),
+            read_set=read_set,
             read_metadata=self.snapshot.metadata,
             read_protocol=self.snapshot.protocol,
             adds=adds,
@@ -392,11 +399,25 @@ class Transaction:
         try:
             result = self._commit()
         except BaseException:
-            self._abort_files()
+            if not self._may_have_landed:  # a committed version's files must never be deleted
+                self._abort_files()
             self._state = "failed"
             raise
         self._state = "committed"
         return result
+
+    def _landed_at(self, version: int) -> bool | None:
+        """Is our commit the one at ``version``? None when storage cannot tell us right now."""
+        try:
+            raw = self.store.read_commit(version)
+        except FileNotFoundError:
+            return False
+        except Exception:
+            return None
+        try:
+            return parse_commit(raw, version).txn_id == self.txn_id
+        except DeltaTxError:
+            return False  # someone else's (corrupt) commit holds the version
 
     def _commit(self) -> CommitResult:
         info = self._transaction_info()
@@ -443,9 +464,19 @@ class Transaction:
                 phases.reached("attempt_commit", txn_id=self.txn_id, version=version, attempt=attempts)
                 try:
                     prepared.put(version)
+                    self._may_have_landed = True
                     break
                 except VersionExistsError:
                     pass
+                except Exception:
+                    # The put may have landed before the error (a lost response): look first.
+                    landed = self._landed_at(version)
+                    if landed:
+                        self._may_have_landed = True
+                        break
+                    if landed is None:
+                        self._may_have_landed = True  # unknown: keep the files (VACUUM can clean up)
+                    raise
                 phases.reached("resolve_conflict", txn_id=self.txn_id, version=version, attempt=attempts)
                 if attempts >= self.max_attempts:
                     raise CommitRetriesExceededError(

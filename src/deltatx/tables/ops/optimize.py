@@ -92,7 +92,8 @@ def plan_bins(files: pa.Table, partition_columns: list[str], target_size: int) -
     small = sizes < target_size
     files = files.filter(pa.array(small))
     if files.num_rows < 2:
-        return files.append_column("bin", pa.array([], pa.int64())).slice(0, 0)
+        files = files.slice(0, 0)  # a lone small file has nothing to be compacted with
+        return files.append_column("bin", pa.array([], pa.int64()))
     sizes = files["size"].to_numpy()
     codes = _partition_codes(files, partition_columns)
     order = np.lexsort((sizes, codes))

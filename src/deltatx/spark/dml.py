@@ -60,7 +60,7 @@ import pyarrow.compute as pc
 from ..errors import DeltaTxError
 from ..expr import bind, parse_predicate
 from ..tables.ops.merge import MergeBuilder, plan_merge
-from ..tables.ops.merge_rows import _Merge
+from ..tables.ops.merge_rows import MergeExecutor
 from ..tables.ops.rewrite import is_partition_only
 from ..tables.ops.update import bind_assignments
 from ..tables.table import Table
@@ -199,8 +199,8 @@ class SparkTable:
         try:
             plan = plan_merge(tx.schema, _as_arrow(source), on, clauses,
                               source_alias=source_alias, target_alias=target_alias)
-            planner = _Merge(tx, plan)  # the core's planning: eligible source rows, candidate files
-            files = planner._candidates(planner._eligible_source())  # tx.scan(): records the read
+            planner = MergeExecutor(tx, plan)  # the core's planning: eligible source rows, candidate files
+            files = planner.candidate_files(planner.eligible_source())  # tx.scan(): records the read
             metrics = dict(planner.metrics)
             matched = np.zeros(plan.source.num_rows, dtype=bool)
             if files is not None and files.num_rows:
@@ -223,7 +223,7 @@ class SparkTable:
             metrics["scanTimeMs"] = int((scanned - started) * 1000)
             metrics["rewriteTimeMs"] = int((now - scanned) * 1000)
             metrics["executionTimeMs"] = int((now - started) * 1000)
-            tx.note_operation("MERGE", planner._parameters(), metrics)
+            tx.note_operation("MERGE", planner.parameters(), metrics)
             return tx.commit()
         except BaseException:
             tx.abort()

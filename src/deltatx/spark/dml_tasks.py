@@ -8,8 +8,8 @@ exist as staging functions over a :class:`~deltatx.tables.transaction.Transactio
 and collects what they stage. Row semantics (SQL NULL rules, SET typing, the MERGE clause order
 and cardinality check, NOT MATCHED BY SOURCE) are therefore the core's by construction, not a
 second implementation that could drift. (MERGE reuses the core's executor class
-``merge_rows._Merge``, a private name: ``_TaskMerge`` only adds a hook on its join. The tests
-compare every operation with the core's on the same files, so a change there shows up.)
+``merge_rows.MergeExecutor`` through its public steps: ``_TaskMerge`` only observes its join,
+``match_pairs``. The tests compare every operation with the core's on the same files.)
 
 ::
 
@@ -43,7 +43,7 @@ from ..errors import DeltaTxError
 from ..expr import Expr, bind, parse_predicate
 from ..io.paths import decode_path
 from ..tables.ops.merge import MergePlan
-from ..tables.ops.merge_rows import _Merge
+from ..tables.ops.merge_rows import MergeExecutor
 from ..txnlog.store import open_store
 from .job_files import JobFiles
 
@@ -151,7 +151,7 @@ class TaskTransaction:
         self.adds = []
 
 
-class _TaskMerge(_Merge):
+class _TaskMerge(MergeExecutor):
     """The core MERGE executor, also remembering the source rows for which ON held.
 
     Not-matched inserts need the source rows that matched no target row in *any* task; the core
@@ -160,8 +160,8 @@ class _TaskMerge(_Merge):
 
     matched_source: np.ndarray = np.empty(0, np.int64)
 
-    def _pairs(self, target: pa.Table, eligible: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        pt, ps = super()._pairs(target, eligible)
+    def match_pairs(self, target: pa.Table, eligible: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        pt, ps = super().match_pairs(target, eligible)
         self.matched_source = np.unique(ps)
         return pt, ps
 

@@ -68,7 +68,7 @@ _EMPTY = np.empty(0, np.int64)
 
 def execute_merge(tx: "Transaction", plan: MergePlan) -> dict[str, Any]:
     """Stage the MERGE described by ``plan`` into ``tx``; returns Delta's MERGE metrics."""
-    return _Merge(tx, plan).run()
+    return MergeExecutor(tx, plan).run()
 
 
 def _names(exprs: list[Expr | None], alias: str) -> set[str]:
@@ -131,7 +131,15 @@ def _first_clause(clauses: list[BoundClause], view: pa.Table, active: np.ndarray
         remaining &= ~hit
 
 
-class _Merge:
+class MergeExecutor:
+    """Runs one MERGE plan against a transaction's files.
+
+    Public steps, so that a distributed engine (``deltatx.spark``) can reuse the row semantics
+    instead of re-implementing them: :meth:`eligible_source` and :meth:`candidate_files` plan on
+    the driver, :meth:`match_pairs` is the join a subclass may observe, :meth:`run` stages the
+    rewrite, :meth:`parameters` gives commitInfo's operationParameters.
+    """
+
     def __init__(self, tx: "Transaction", plan: MergePlan):
         self.started = time.perf_counter()
         self.tx, self.plan = tx, plan
@@ -152,7 +160,7 @@ class _Merge:
         }
 
     # ---- which target files can hold a match -----------------------------------------------
-    def _eligible_source(self) -> np.ndarray:
+    def eligible_source(self) -> np.ndarray:
         """Source rows that can match at all: source-only conjuncts TRUE, no NULL key."""
         ok = np.ones(self.source.num_rows, dtype=bool)
         if self.plan.source_only:
@@ -186,7 +194,7 @@ class _Merge:
         return And(Comparison(">=", Column(tname), Literal(bounds["min"].as_py(), t)),
                    Comparison("<=", Column(tname), Literal(bounds["max"].as_py(), t)))
 
-    def _candidates(self, eligible: np.ndarray) -> pa.Table | None:
+    def candidate_files(self, eligible: np.ndarray) -> pa.Table | None:
         """Scan (and record) the target files that may hold an affected row; None when none can.
 
         A row is affected when ON may match it, or — with NOT MATCHED BY SOURCE clauses — when
@@ -221,7 +229,7 @@ class _Merge:
             return list(pool.map(one, range(files.num_rows)))
 
     # ---- matching ----------------------------------------------------------------------------
-    def _pairs(self, target: pa.Table, eligible: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def match_pairs(self, target: pa.Table, eligible: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(target row, source row) of every pair for which ON is TRUE."""
         plan, ta = self.plan, self.ta
         ok = _mask(and_all(plan.target_only), target) if plan.target_only else np.ones(target.num_rows, dtype=bool)
@@ -281,8 +289,8 @@ class _Merge:
     # ---- the whole MERGE -----------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         plan = self.plan
-        eligible = self._eligible_source()
-        files = self._candidates(eligible)
+        eligible = self.eligible_source()
+        files = self.candidate_files(eligible)
         need = _names([plan.on] + [c.condition for c in self.clauses], self.ta)
         columns = [n for n in self.schema.names if n in need] or self.schema.names[:1]
         parts = self._read_each(files, columns) if files is not None and files.num_rows else []
@@ -293,7 +301,7 @@ class _Merge:
         self.metrics["numTargetFilesAfterSkipping"] = len(parts)
         scanned = time.perf_counter()
 
-        pt, ps = self._pairs(target, eligible) if n_target else (_EMPTY, _EMPTY)
+        pt, ps = self.match_pairs(target, eligible) if n_target else (_EMPTY, _EMPTY)
         codes = np.full(n_target, -1, dtype=np.int32)  # index in self.clauses of the clause applied
         source_of = np.full(n_target, -1, dtype=np.int64)
         if plan.matched and len(pt):
@@ -312,7 +320,7 @@ class _Merge:
         self.metrics["scanTimeMs"] = int((scanned - self.started) * 1000)
         self.metrics["rewriteTimeMs"] = int((now - scanned) * 1000)
         self.metrics["executionTimeMs"] = int((now - self.started) * 1000)
-        self.tx.note_operation("MERGE", self._parameters(), self.metrics)
+        self.tx.note_operation("MERGE", self.parameters(), self.metrics)
         return dict(self.metrics)
 
     # ---- rewriting -----------------------------------------------------------------------------
@@ -467,7 +475,7 @@ class _Merge:
             self.metrics["numTargetFilesRemoved"] = removed.num_rows
             self.metrics["numTargetBytesRemoved"] = int(pc.sum(removed["size"]).as_py() or 0)
 
-    def _parameters(self) -> dict[str, Any]:
+    def parameters(self) -> dict[str, Any]:
         plan = self.plan
         return {
             "predicate": [str(plan.on)],

@@ -272,3 +272,26 @@ def test_unsafe_store_refuses_commit_unless_single_writer():
     t = deltatx.create_table("plainstore://bucket/t2", SCHEMA, storage_options={"single_writer": True})
     t.append(rows(0, 2, 1))
     assert sorted_ids(deltatx.Table("plainstore://bucket/t2").to_arrow()) == [0, 1]
+
+
+def test_one_shot_writes_start_at_the_latest_version(tmp_path):
+    """A long-lived Table object sees another writer's metadata change before it appends."""
+    uri = str(tmp_path / "fresh")
+    schema = pa.schema([("id", pa.int64())])
+    mine = deltatx.create_table(uri, schema)
+    deltatx.Table(uri).set_properties({"delta.appendOnly": "true"})
+    result = mine.append(pa.table({"id": [1]}))  # would be MetadataChangedException from version 0
+    assert result.read_version == 1 and result.version == 2 and result.attempts == 1
+
+
+def test_feature_opt_in_upgrades_the_protocol_without_a_metadata_change(tmp_path):
+    uri = str(tmp_path / "feature")
+    t = deltatx.create_table(uri, pa.schema([("id", pa.int64())]))
+    tx = t.transaction()
+    tx.append(pa.table({"id": [1]}))
+    deltatx.Table(uri).set_properties({"delta.feature.domainMetadata": "supported"})
+    result = tx.commit()  # a protocol-only upgrade is adopted by a concurrent blind append
+    upgraded = deltatx.Table(uri)
+    assert result.version == 2
+    assert "domainMetadata" in (upgraded.protocol.writer_features or ())
+    assert not any(k.startswith("delta.feature.") for k in upgraded.properties)

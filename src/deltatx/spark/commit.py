@@ -35,6 +35,7 @@ from ..expr import bind, parse_predicate
 from ..io.paths import decode_path
 from ..isolation import table_isolation_level
 from ..tables.ops.rewrite import num_records, remove_matching_rows
+from ..tables import properties as props
 from ..tables.table import Table
 from ..tables.data import resolve_write_schema
 from ..tables.transaction import ENGINE_INFO, CommitResult, Transaction
@@ -94,8 +95,21 @@ def commit_files(request: CommitRequest, adds: pa.Table) -> CommitResult:
             return _create_and_write(request, adds)
         return _commit_existing(table, request, adds)
     except BaseException:
-        delete_written(request.uri, request.storage_options, adds)
+        if not _referenced(request, adds):  # never delete files a published commit refers to
+            delete_written(request.uri, request.storage_options, adds)
         raise
+
+
+def _referenced(request: CommitRequest, adds: pa.Table) -> bool:
+    """Does the table's latest version hold any of ``adds`` (the commit landed, a later step failed)?"""
+    if not adds.num_rows:
+        return False
+    try:
+        files = Table(request.uri, storage_options=request.storage_options).files()
+    except Exception:  # no table, or unreadable: nothing of ours can be referenced
+        return False
+    known = files.column("path").combine_chunks() if files.num_rows else pa.array([], pa.string())
+    return bool(pc.any(pc.is_in(adds.column("path"), value_set=known)).as_py())
 
 
 def _mode(request: CommitRequest) -> str:
@@ -181,8 +195,8 @@ def _create_and_write(request: CommitRequest, adds: pa.Table) -> CommitResult:
     config = dict(request.table_properties)
     now_ms = int(time.time() * 1000)
     metadata = Metadata(id=Metadata.new_id(), schema_string=request.schema_string,
-                        partition_columns=tuple(request.partition_columns), configuration=config,
-                        created_time=now_ms)
+                        partition_columns=tuple(request.partition_columns),
+                        configuration=props.stored_configuration(config), created_time=now_ms)
     protocol = required_protocol(config, schema)
     check_writable(protocol, metadata)
     txn_id = str(uuid.uuid4())

@@ -98,3 +98,17 @@ def int_property(properties: dict[str, str], key: str, default: int) -> int:
 
 def deleted_file_retention_hours(properties: dict[str, str]) -> float:
     return parse_interval_hours(properties.get(DELETED_FILE_RETENTION, "interval 1 week"), DELETED_FILE_RETENTION)
+
+
+FEATURE_PREFIX = "delta.feature."
+
+
+def stored_configuration(config: dict[str, str]) -> dict[str, str]:
+    """``config`` without ``delta.feature.<name>`` keys.
+
+    Those keys ask for a protocol feature; once the protocol lists it they have done their job,
+    and Delta does not keep them in metaData.configuration. Keeping them would turn a pure
+    protocol upgrade into a metadata change that fails every concurrent writer.
+    """
+    return {k: v for k, v in config.items() if not k.startswith(FEATURE_PREFIX)}
+

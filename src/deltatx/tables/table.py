@@ -23,7 +23,7 @@ from ..txnlog.features import check_writable, required_protocol
 from ..txnlog.history import read_history
 from ..txnlog.schema import normalize_schema, schema_to_json
 from ..txnlog.snapshot import Snapshot, load_snapshot
-from ..txnlog.store import LogStore, VersionExistsError, open_store
+from ..txnlog.store import LogStore, VersionExistsError, commit_name, open_store
 from . import properties as props
 from .transaction import ENGINE_INFO, CommitResult, Transaction
 
@@ -179,8 +179,18 @@ class Table:
                 snapshot = load_snapshot(self._store, version=read_version)
         return Transaction(self, snapshot, **kwargs)
 
+    def _latest_transaction(self, user_metadata: str | None) -> Transaction:
+        """One operation = one transaction, started at the latest version like Delta's commands.
+
+        A single existence check of the next commit tells whether the cached snapshot is stale;
+        only then is the log listed (an explicit ``transaction()`` stays pinned where it is).
+        """
+        if not self._pinned and self._store.log_file_exists(commit_name(self._snapshot.version + 1)):
+            self.refresh()
+        return self.transaction(user_metadata=user_metadata)
+
     def _run(self, user_metadata: str | None, stage) -> CommitResult:
-        tx = self.transaction(user_metadata=user_metadata)
+        tx = self._latest_transaction(user_metadata)
         try:
             stage(tx)
             return tx.commit()
@@ -192,7 +202,7 @@ class Table:
                app_version: int | None = None, user_metadata: str | None = None) -> CommitResult:
         """Add rows. With (app_id, app_version) the write is idempotent: a repeated or older
         version of the same app is skipped and reported with ``skipped=True``."""
-        tx = self.transaction(user_metadata=user_metadata)
+        tx = self._latest_transaction(user_metadata)
         try:
             staged = tx.append(data, schema_mode=schema_mode, app_id=app_id, app_version=app_version)
             if staged is False:
@@ -277,7 +287,8 @@ def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | No
     config = props.validate_properties(properties or {})
     metadata = Metadata(
         id=Metadata.new_id(), schema_string=schema_to_json(schema), partition_columns=tuple(partition_by),
-        configuration=config, name=name, description=description, created_time=int(time.time() * 1000),
+        configuration=props.stored_configuration(config), name=name, description=description,
+        created_time=int(time.time() * 1000),
     )
     protocol = required_protocol(config, schema)
     check_writable(protocol, metadata)

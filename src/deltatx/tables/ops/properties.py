@@ -15,8 +15,10 @@ def stage_set_properties(tx: "Transaction", properties: dict[str, Any]) -> None:
     new = props.validate_properties(properties)
     config = dict(tx.metadata.configuration)
     config.update(new)
-    tx.stage_metadata(tx.metadata.replace(configuration=config))
     protocol = required_protocol(config, tx.schema, tx.protocol)
+    stored = props.stored_configuration(config)
+    if stored != tx.metadata.configuration:
+        tx.stage_metadata(tx.metadata.replace(configuration=stored))
     if protocol != tx.protocol:
         tx.stage_protocol(protocol)
     tx.note_operation("SET TBLPROPERTIES", {"properties": new}, {}, changes_data=False)

@@ -21,6 +21,7 @@ BENCHMARKS: dict[str, str] = {
     "P5": "benchmarks.p5_delete_vs_append",
     "P6": "benchmarks.p6_bulk_write",
     "P7": "benchmarks.p7_merge_upsert",
+    "P8": "benchmarks.p8_spark_io",
     "P9": "benchmarks.p9_conflict_check",
 }
 

@@ -99,22 +99,35 @@ def _stress_summary(report) -> dict[str, Any]:
     return {k: data.get(k) for k in keep}
 
 
-def _stress(label: str, uri: str, **kwargs: Any) -> dict[str, Any]:
+def _anomalies_text(run: dict[str, Any]) -> str:
+    found = Counter(a.get("checker", "?") for a in run["anomalies"])
+    detail = ", ".join(f"{checker}: {n}" for checker, n in sorted(found.items()))
+    return f"{len(run['anomalies'])} anomalies" + (f" ({detail})" if detail else "")
+
+
+def _stress(label: str, uri: str, history_dir: Path, **kwargs: Any) -> dict[str, Any]:
+    """One stress run; a failed run's per-writer histories are kept under results/soak-failures/."""
     from deltatx.harness import run_stress
 
     with Bar(label) as bar:
-        report = run_stress(uri, progress=bar.update, **kwargs)
-    return _stress_summary(report)
+        report = run_stress(uri, progress=bar.update, history_dir=str(history_dir), **kwargs)
+    summary = _stress_summary(report)
+    if not report.ok:
+        kept = RESULTS_DIR / "soak-failures" / label.replace(" ", "-")
+        shutil.rmtree(kept, ignore_errors=True)
+        shutil.copytree(history_dir, kept)  # the writers' records: what each op read, wrote and got
+        summary["kept_in"] = str(kept.relative_to(REPO))
+    return summary
 
 
 def part_r1(sizes: dict[str, int], scratch: Path) -> dict[str, Any]:
     runs = []
     for isolation in ("Serializable", "WriteSerializable"):
-        runs.append(_stress(f"R1 {isolation}", str(scratch / f"r1-{isolation}"), processes=sizes["r1_processes"],
+        runs.append(_stress(f"R1 {isolation}", str(scratch / f"r1-{isolation}"), scratch / f"h-{isolation}",
+                            processes=sizes["r1_processes"],
                             ops=sizes["r1_ops"], workload="mixed", isolation=isolation, seed=1))
     return {"ok": all(r["ok"] for r in runs), "runs": runs,
-            "summary": "; ".join(f"{r['isolation']}: {r['commits']} commits, {len(r['anomalies'])} anomalies"
-                                 for r in runs)}
+            "summary": "; ".join(f"{r['isolation']}: {r['commits']} commits, {_anomalies_text(r)}" for r in runs)}
 
 
 def part_r2(sizes: dict[str, int], scratch: Path) -> dict[str, Any]:
@@ -174,21 +187,23 @@ def part_r4(sizes: dict[str, int], scratch: Path) -> dict[str, Any]:
         bucket = f"deltatx-soak-{uuid.uuid4().hex[:10]}"
         boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing",
                      region_name="us-east-1").create_bucket(Bucket=bucket)
-        run = _stress("R4 S3 appends", f"s3://{bucket}/r4", processes=sizes["r4_processes"], ops=sizes["r4_ops"],
+        run = _stress("R4 S3 appends", f"s3://{bucket}/r4", scratch / "h-r4", processes=sizes["r4_processes"],
+                      ops=sizes["r4_ops"],
                       workload="append", isolation="WriteSerializable", storage_options=options, seed=4)
     finally:
         server.stop()
     expected = sizes["r4_processes"] * sizes["r4_ops"]
     ok = run["ok"] and run["commits"] == expected
     return {"ok": ok, "run": run, "expected_commits": expected,
-            "summary": f"{run['commits']}/{expected} commits, {len(run['anomalies'])} anomalies"}
+            "summary": f"{run['commits']}/{expected} commits, {_anomalies_text(run)}"}
 
 
 def part_r5(sizes: dict[str, int], scratch: Path) -> dict[str, Any]:
-    run = _stress("R5 bank", str(scratch / "r5-bank"), processes=sizes["r5_processes"], ops=sizes["r5_ops"],
+    run = _stress("R5 bank", str(scratch / "r5-bank"), scratch / "h-r5", processes=sizes["r5_processes"],
+                  ops=sizes["r5_ops"],
                   workload="bank", isolation="Serializable", seed=5)
     return {"ok": run["ok"], "run": run,
-            "summary": f"{run['commits']} transfers committed, {len(run['anomalies'])} anomalies"}
+            "summary": f"{run['commits']} transfers committed, {_anomalies_text(run)}"}
 
 
 PART_FUNCTIONS: dict[str, Callable[[dict[str, int], Path], dict[str, Any]]] = {
@@ -233,7 +248,15 @@ def print_summary(doc: dict[str, Any]) -> None:
         table.add_column(column, overflow="fold")
     for part, result in doc["parts"].items():
         table.add_row(part, "PASS" if result["ok"] else "FAIL", str(result["elapsed_s"]), result["summary"])
-    Console(width=None if sys.stdout.isatty() else 120).print(table)
+    console = Console(width=None if sys.stdout.isatty() else 120)
+    console.print(table)
+    for part, result in doc["parts"].items():
+        runs = result.get("runs") or ([result["run"]] if "run" in result else [])
+        messages = [a["message"] for r in runs for a in r["anomalies"]] + list(result.get("failures", []))
+        for message in messages[:5]:
+            console.print(f"{part}: {message}", markup=False)
+        if len(messages) > 5:
+            console.print(f"{part}: ... {len(messages) - 5} more in the JSON file", markup=False)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -75,3 +75,18 @@ def s3_bucket(s3_server):
                           aws_secret_access_key="testing", region_name="us-east-1")
     client.create_bucket(Bucket=name)
     yield f"s3://{name}", dict(s3_server)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession for every test that asks (a JVM start costs ~10 s).
+
+    Without Java this fails with deltatx's SparkUnavailableError, which says what to install,
+    rather than a Py4J stack trace.
+    """
+    from deltatx.spark.session import local_session
+
+    session = local_session("deltatx-tests", fast_start=True)
+    yield session
+    session.stop()
+

@@ -373,6 +373,9 @@ def cmd_stress(args: argparse.Namespace) -> int:
     ]))
     conflicts = sorted((report.conflicts_by_class or {}).items())
     console.print(_kv_table("Conflicts by class", conflicts or [("(none)", 0)]))
+    errors = sorted((getattr(report, "errors_by_class", None) or {}).items())
+    if errors:
+        console.print(_kv_table("Other errors by class", errors))
     for anomaly in report.anomalies:
         console.print(f"[red]anomaly[/red] [{anomaly.checker}] {anomaly.message}", markup=True)
     return EXIT_ANOMALY if failed else EXIT_OK

@@ -32,7 +32,9 @@ SEMANTIC_CRITERIA = {
 
 
 @pytest.mark.parametrize("bench_id", list(BENCHMARKS))
-def test_quick_run_is_correct_and_written(bench_id: str, tmp_path: Path) -> None:
+def test_quick_run_is_correct_and_written(bench_id: str, tmp_path: Path, request) -> None:
+    if bench_id == "P8":
+        request.getfixturevalue("spark")  # P8 reuses the tests' session instead of starting a JVM
     result = load(bench_id).run(quick=True)
     assert result.id == bench_id and result.quick
     assert result.checks, f"{bench_id} verified nothing"

@@ -302,3 +302,15 @@ def test_installed_console_script(table):
                              env=env, timeout=120)
     assert missing.returncode == 2
     assert missing.stderr.startswith("deltatx history: error: TableNotFoundError") and "Traceback" not in missing.stderr
+
+
+@pytest.mark.s3
+def test_describe_and_history_on_s3_with_storage_options(capsys, s3_bucket):
+    prefix, options = s3_bucket
+    uri = f"{prefix}/cli"
+    deltatx.create_table(uri, SCHEMA, partition_by=["part"], storage_options=options).append(rows([1, 2], 1))
+    flags = ["--storage-option", f"endpoint_url={options['endpoint_url']}", "--storage-option", "key=testing",
+             "--storage-option", "secret=testing", "--storage-option", "region=us-east-1"]
+    info = run_json(capsys, "describe", uri, *flags)
+    assert info["version"] == 1 and info["num_files"] == 1 and info["partition_columns"] == ["part"]
+    assert [h["operation"] for h in run_json(capsys, "history", uri, *flags)] == ["WRITE", "CREATE TABLE"]

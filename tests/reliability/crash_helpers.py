@@ -153,10 +153,7 @@ def run_op(table, op: dict[str, Any]) -> dict[str, Any]:
         elif kind == "overwrite":
             tx.overwrite(op_rows(op), where=f"part = {op['part']}")
         elif kind == "optimize":
-            # OPTIMIZE of a table with one file raises ArrowInvalid in ops/optimize.plan_bins (a core bug,
-            # reported; tests/cli covers it): skip it here so the bug does not mask crash/IO findings.
-            if table.files().num_rows >= 2:
-                tx.optimize()
+            tx.optimize()
         elif kind == "properties":
             tx.set_properties({"deltatx.crashTest.lastOp": str(op["i"])})
         result = tx.commit()

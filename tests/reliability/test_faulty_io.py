@@ -89,11 +89,9 @@ def test_data_file_faults_give_errors_never_corruption(seed):
     check_seed(seed, read_rate=0.15, write_rate=0.2, scope="data")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "core bug in tables/transaction.py (reported): when an error is raised after the commit is "
-    "durable — put-if-absent's response lost, or the post-commit checkpoint write failing — "
-    "Transaction.commit() aborts and deletes the data files the committed version references"))
+@pytest.mark.filterwarnings("ignore::deltatx.errors.PostCommitHookWarning")  # a failed checkpoint only warns
 def test_log_write_faults_give_errors_never_corruption():
+    """Also the lost response: the commit landed, the writer got an OSError (it must keep its files)."""
     for seed in SEEDS:
         check_seed(seed, read_rate=0.04, write_rate=0.04, scope="log")
 

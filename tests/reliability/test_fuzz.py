@@ -15,6 +15,7 @@ Deterministic: ``derandomize=True``, bounded examples, no example database.
 from __future__ import annotations
 
 import json
+import random
 import uuid
 from typing import Any
 
@@ -118,15 +119,38 @@ def encode(actions: list[dict[str, Any]], version: int) -> bytes:
     return b"\n".join(json.dumps(a).encode() for a in [info, *actions]) + b"\n"
 
 
+def bulk_actions(seed: int, n: int) -> list[dict[str, Any]]:
+    """``n`` file actions built from a seed (cheap to draw): commits big enough for replay's
+    columnar JSON path, with re-adds and removes of the same paths."""
+    rng = random.Random(seed)
+    out: list[dict[str, Any]] = []
+    for _ in range(n):
+        part = rng.choice("ab")
+        path = f"part={part}/bulk-{rng.randrange(150)}.parquet"
+        if rng.random() < 0.2:
+            out.append({"remove": {"path": path, "dataChange": True, "deletionTimestamp": FAR_FUTURE_MS}})
+            continue
+        add: dict[str, Any] = {"path": path, "partitionValues": {"part": part}, "size": rng.randrange(2**40),
+                               "modificationTime": rng.randrange(2**41), "dataChange": rng.random() < 0.9}
+        if rng.random() < 0.7:
+            add["stats"] = json.dumps({"numRecords": rng.randrange(1000)})
+        if rng.random() < 0.1:
+            add["tags"] = {"t": str(rng.randrange(9))}
+        out.append({"add": add})
+    return out
+
+
 @st.composite
-def valid_logs(draw) -> tuple[dict[int, bytes], list[int]]:
-    """Commits 0..n (bytes) and the versions to checkpoint."""
+def valid_logs(draw, bulk: bool = False) -> tuple[dict[int, bytes], list[int]]:
+    """Commits 0..n (bytes) and the versions to checkpoint; ``bulk`` adds commits of 64-160 file actions."""
     first = [{"protocol": draw(st.sampled_from(PROTOCOLS))}, draw(metadata_actions())]
     first += draw(st.lists(add_actions(), max_size=3))
     commits = {0: encode(first, 0)}
-    for v in range(1, draw(st.integers(1, 9)) + 1):
+    for v in range(1, draw(st.integers(1, 5 if bulk else 9)) + 1):
         actions = draw(st.lists(st.one_of(add_actions(), add_actions(), remove_actions(), other_actions),
                                 min_size=1, max_size=5))
+        if bulk and draw(st.booleans()):
+            actions += bulk_actions(draw(st.integers(0, 2**32)), draw(st.integers(64, 160)))
         commits[v] = encode(actions, v)
     checkpoints = draw(st.lists(st.sampled_from(sorted(commits)), max_size=2, unique=True))
     return commits, sorted(checkpoints)
@@ -171,6 +195,16 @@ def assert_same(snapshot, model: ModelState) -> None:
 @FUZZ
 @given(log=valid_logs(), data=st.data())
 def test_valid_logs_replay_like_the_model(log, data):
+    check_valid_log(log, data)
+
+
+@settings(FUZZ, max_examples=40)
+@given(log=valid_logs(bulk=True), data=st.data())
+def test_valid_bulk_logs_replay_like_the_model(log, data):
+    check_valid_log(log, data)
+
+
+def check_valid_log(log, data) -> None:
     commits, checkpoints = log
     store = fresh_store()
     try:
@@ -186,7 +220,7 @@ def test_valid_logs_replay_like_the_model(log, data):
         drop_store(store)
 
 
-@FUZZ
+@settings(FUZZ, max_examples=60)
 @given(log=valid_logs())
 def test_parse_commit_agrees_with_the_model_line_by_line(log):
     commits, _ = log
@@ -277,6 +311,16 @@ def expected_outcome(corrupted: dict[int, bytes], trusted: dict[int, ModelState]
 @settings(FUZZ, max_examples=250)
 @given(log=valid_logs(), data=st.data())
 def test_corrupted_logs_give_typed_errors_or_the_models_answer(log, data):
+    check_corrupted_log(log, data)
+
+
+@settings(FUZZ, max_examples=80)
+@given(log=valid_logs(bulk=True), data=st.data())
+def test_corrupted_bulk_logs_give_typed_errors_or_the_models_answer(log, data):
+    check_corrupted_log(log, data)
+
+
+def check_corrupted_log(log, data) -> None:
     commits, checkpoints = log
     kind, v, corrupted, intact, extra = data.draw(corruptions(commits, checkpoints), label="corruption")
     store = fresh_store()

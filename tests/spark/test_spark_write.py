@@ -110,6 +110,7 @@ def test_merge_schema(spark, table_uri):
 
     table = deltatx.Table(table_uri)
     assert table.schema.names == ["id", "score"]
+    assert table.schema.field("score").nullable  # older rows have no score
     assert sorted_rows(table_uri) == [
         {"id": 0, "score": None}, {"id": 1, "score": None}, {"id": 2, "score": None},
         {"id": 3, "score": 30}, {"id": 4, "score": 40},
@@ -172,3 +173,42 @@ def test_failed_job_leaves_nothing_visible(spark, table_uri):
         failing.write.format("deltatx").mode("append").save(table_uri)
     assert deltatx.Table(table_uri).version == 0
     assert parquet_on_disk(table_uri) == before  # the finished task's files were deleted by abort()
+
+
+# ---- driver-side pieces, without a Spark job ------------------------------------------------
+
+
+def test_losing_the_race_to_create_the_table_is_protocol_changed(table_uri):
+    import pyarrow as pa
+
+    from deltatx.errors import ProtocolChangedException
+    from deltatx.io.writer import write_data_files
+    from deltatx.spark.commit import CommitRequest, commit_files
+    from deltatx.txnlog.schema import schema_to_json
+    from deltatx.txnlog.store import open_store
+
+    schema = pa.schema([("id", pa.int64())])
+    request = CommitRequest(uri=table_uri, storage_options={}, read_version=-1,
+                            schema_string=schema_to_json(schema), partition_columns=())
+    adds = write_data_files(open_store(table_uri), pa.table({"id": [1]}), schema, [])
+    deltatx.create_table(table_uri, schema)  # another writer created it after we planned
+    with pytest.raises(ProtocolChangedException) as info:
+        commit_files(request, adds)
+    assert info.value.version == 0 and info.value.operation == "CREATE TABLE"
+    assert parquet_on_disk(table_uri) == set()  # our files are gone
+
+
+def test_typed_error_rebuilds_the_deltatx_exception_from_spark_text():
+    from deltatx.errors import ConcurrentDeleteReadException, ReplaceWhereViolationError
+    from deltatx.spark.unwrap import typed_error
+
+    original = ConcurrentDeleteReadException("a file this transaction read was removed", version=7,
+                                             operation="DELETE", conflict="part=3")
+    text = f"[PYTHON_DATA_SOURCE_ERROR] Traceback ...\ndeltatx.errors.ConcurrentDeleteReadException: {original}\n"
+    rebuilt = typed_error(RuntimeError(text))
+    assert isinstance(rebuilt, ConcurrentDeleteReadException)
+    assert (rebuilt.version, rebuilt.operation, rebuilt.conflict) == (7, "DELETE", "part=3")
+    assert str(rebuilt).startswith("ConcurrentDeleteReadException: a file this transaction read was removed")
+    violation = typed_error(RuntimeError("x\ndeltatx.errors.ReplaceWhereViolationError: 2 new row(s) ...\n"))
+    assert isinstance(violation, ReplaceWhereViolationError)
+    assert typed_error(RuntimeError("java.lang.OutOfMemoryError")) is None

@@ -91,7 +91,9 @@ class AppendGenerator(OpGenerator):
 class MixedGenerator(AppendGenerator):
     def __init__(self, writer: int, seed: int):
         super().__init__(writer, seed)
-        self.own_ids: dict[int, list[int]] = {p: [] for p in range(self.partitions)}
+        # ids this writer committed, per partition, each once (an ordered set: a MERGE source
+        # that repeats an id would rightly fail Delta's cardinality check)
+        self.own_ids: dict[int, dict[int, None]] = {p: {} for p in range(self.partitions)}
         self.kinds = list(MIXED_WEIGHTS)
         self.weights = [MIXED_WEIGHTS[k] for k in self.kinds]
 
@@ -105,7 +107,7 @@ class MixedGenerator(AppendGenerator):
         if kind == "update":
             return Update(f"part = {p} AND value >= {self.rng.randint(60, 99)}", {"value": "value - 40"})
         if kind == "merge":
-            mine = self.own_ids[p]
+            mine = list(self.own_ids[p])
             existing = self.rng.sample(mine, min(2, len(mine)))
             fresh = [row_id(self.writer, seq, 500 + i) for i in range(self.rng.randint(1, 2))]
             ids = existing + fresh
@@ -121,7 +123,7 @@ class MixedGenerator(AppendGenerator):
             by_id = dict(zip(rows.get("id", []), rows.get("part", [])))
             for key in record.rows_written:
                 if key in by_id:
-                    self.own_ids[by_id[key]].append(key)
+                    self.own_ids[by_id[key]][key] = None
 
 
 class BankGenerator(OpGenerator):

@@ -15,6 +15,7 @@ Writing (options follow Delta's names; Spark lower-cases option keys, any spelli
         .option("txnVersion", "7").option("userMetadata", "nightly").save(uri)
     df.write.format("deltatx").option("delta.isolationLevel", "Serializable").save(new_uri)
 
+Always give a mode: Spark's default (ErrorIfExists) is refused for Python sources.
 Write options: ``replaceWhere``, ``partitionBy`` (comma-separated), ``mergeSchema``,
 ``overwriteSchema``, ``txnAppId`` + ``txnVersion`` (idempotent: skipped when already applied),
 ``userMetadata``, ``maxRecordsPerFile``, ``delta.*``/``deltatx.*`` table properties (used when the
@@ -34,11 +35,21 @@ Reading::
     spark.read.format("deltatx").option("timestampAsOf", "2024-05-01T00:00:00Z").load(uri)
     spark.read.format("deltatx").option("columns", "id,value").load(uri)   # read fewer columns
 
-Filters on partition columns and min/max stats prune files (``spark.sql.python.filterPushdown
-.enabled`` is switched on by :func:`register`). SQL users::
+A DataFrame (or view) reads the version current at ``load()`` in all its queries: load again to
+see later commits. Spark never prunes the columns of a Python source, so ``count()`` reads every
+column unless the ``columns`` option (or ``.schema(...)``) names fewer.
+
+``.option("filterPushdown", "true")`` prunes files by partition values and min/max stats from the
+query's filters. It is off by default: Spark 4.3 reuses the read planned for one filtered query
+of a DataFrame in its later queries that push no filter, which would return too few rows (see
+``deltatx.spark.reader``). Use it with a fresh ``load()`` per query. (:func:`register` switches on
+``spark.sql.python.filterPushdown.enabled``, without which Spark fails such reads.)
+
+SQL users::
 
     CREATE TEMPORARY VIEW events USING deltatx OPTIONS (path '/data/events');
     SELECT count(*) FROM events WHERE date = '2024-01-01';
+    -- CREATE OR REPLACE the view to see commits made after it was created
 
 (``CREATE TABLE ... USING deltatx`` / ``saveAsTable`` do not work: Spark does not pass a
 catalog table's location to Python sources.)
@@ -163,7 +174,12 @@ def write(df: Any, uri: str, mode: str = "append", **options: Any) -> CommitResu
 
 
 def read(spark: Any, uri: str, version: int | None = None, timestamp: Any = None, **options: Any) -> Any:
-    """``spark.read.format("deltatx")`` of ``uri`` (optionally at a version or timestamp)."""
+    """``spark.read.format("deltatx")`` of ``uri`` (optionally at a version or timestamp).
+
+    ``options`` are read options (``filterPushdown=True``, ``columns=["id"]``, ``maxPartitionBytes``,
+    ``minPartitions``, ``openCostInBytes``, ``storage.<key>``). Errors found while Spark resolves
+    the table (``TableNotFoundError``, ``TimeTravelError``) are raised typed.
+    """
     activate(spark)
     reader = spark.read.format(FORMAT_NAME)
     if version is not None:
@@ -172,7 +188,13 @@ def read(spark: Any, uri: str, version: int | None = None, timestamp: Any = None
         reader = reader.option("timestampAsOf", timestamp.isoformat() if hasattr(timestamp, "isoformat") else str(timestamp))
     for key, value in options.items():
         reader = reader.option(_option_key(key), _option_value(value))
-    return reader.load(uri)
+    try:
+        return reader.load(uri)
+    except Exception as exc:  # e.g. TableNotFoundError, TimeTravelError from the schema lookup
+        typed = typed_error(exc)
+        if typed is None:
+            raise
+        raise typed from exc
 
 
 def _register_on_import() -> None:

@@ -20,6 +20,7 @@ from .. import errors
 
 _CLASS_LINE = re.compile(r"deltatx\.errors\.([A-Za-z_][A-Za-z0-9_]*): (.*)")
 _CONFLICT = re.compile(r"Conflicting commit: version (\d+)(?: \(([^)]*)\))?\.")
+_WHERE = re.compile(r"Conflict at: (.+?)\. ")
 
 
 def _error_class(name: str) -> type[errors.DeltaTxError] | None:
@@ -56,7 +57,8 @@ def _concurrent(cls: type[errors.ConcurrentModificationException], message: str)
     conflict = _CONFLICT.search(body)
     version = int(conflict.group(1)) if conflict else None
     operation = conflict.group(2) if conflict else None
+    where = _WHERE.search(body)
     summary = body[: conflict.start()].strip() if conflict else body
     if summary.endswith(cls.advice):
         summary = summary[: -len(cls.advice)].strip()
-    return cls(summary, version=version, operation=operation)
+    return cls(summary, version=version, operation=operation, conflict=where.group(1) if where else None)

@@ -122,10 +122,11 @@ def _check_partition_columns(schema: pa.Schema, partition_columns: tuple[str, ..
 def plan_write(options: Mapping[str, str], spark_schema: Any, overwrite: bool) -> WritePlan:
     """Parse options, capture the read version and settle the files' schema (driver, planning)."""
     spec = write_spec(options, overwrite)
-    incoming = spark_schema_to_arrow(spark_schema)
+    # columns a DataFrame adds to a table are nullable (older rows have none), as in Delta
+    incoming = as_nullable(spark_schema_to_arrow(spark_schema))
     table = _open_table(spec)
     if table is None:
-        schema = as_nullable(incoming)
+        schema = incoming
         partition_columns = tuple(spec.partition_by or ())
         read_version, changed, table_props = -1, False, spec.table_properties
         already = False
@@ -134,7 +135,7 @@ def plan_write(options: Mapping[str, str], spark_schema: Any, overwrite: bool) -
         read_version, table_props = snapshot.version, snapshot.properties
         current_parts = tuple(snapshot.partition_columns)
         if spec.overwrite_schema:
-            schema = as_nullable(incoming)
+            schema = incoming
             partition_columns = spec.partition_by if spec.partition_by is not None else tuple(
                 c for c in current_parts if c in schema.names)
         else:

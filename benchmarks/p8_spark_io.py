@@ -1,0 +1,142 @@
+"""P8 — Spark: write and read 2M rows through ``format("deltatx")`` beside Spark's built-in Parquet.
+
+One local[2] SparkSession (no test JVM flags). The source DataFrame (id i64, part i32 × 10 values,
+value f64, name str) is generated and cached in Spark's memory first, so both writers consume the
+same cached rows. Write: ``df.write.format("deltatx").mode("append").save`` into a new table vs
+``df.write.mode("overwrite").parquet`` into a new directory, alternating, each repetition a fresh
+location. Read: ``count(*), sum(value), max(id)`` over the table vs the Parquet directory,
+alternating (a third variant, recorded in the details, names the two columns it needs with the
+``columns`` option: Spark does not prune the columns of a Python source). Targets: write ≤ 1.3×,
+read ≤ 1.5× Spark Parquet.
+
+The ``deltalake`` column of the result holds Spark Parquet's numbers (the baseline of this
+benchmark), not delta-rs'. ``deltatx_commit_tail_s_median`` is the time from the commit's own
+timestamp (taken when the driver starts the commit) to ``save()`` returning: the driver-side share
+of the write; the rest is planning and the executors' tasks.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+from .common import BenchResult, median, now, scratch_dir, time_call
+from .workloads import PARTITIONS, deltalake_facts
+
+ID = "P8"
+TITLE = "Spark write + read, 2M rows, deltatx format vs Spark Parquet"
+WRITE_TARGET = 1.3
+READ_TARGET = 1.5
+
+
+def _source(spark, rows: int):
+    df = spark.range(0, rows, numPartitions=2).selectExpr(
+        "id", f"cast(id % {PARTITIONS} as int) as part", "cast(id as double) * 0.5 as value",
+        "concat('name-', cast(id % 100000 as string)) as name",
+    )
+    df = df.cache()
+    df.count()  # materialise the cache outside the timings
+    return df
+
+
+def _aggregate(df) -> tuple:
+    from pyspark.sql import functions as F
+
+    row = df.agg(F.count("*").alias("n"), F.sum("value").alias("s"), F.max("id").alias("m")).collect()[0]
+    return row.n, row.s, row.m
+
+
+def run(quick: bool = False) -> BenchResult:
+    from deltatx.spark.session import local_session
+
+    import deltatx
+    import deltatx.spark as dspark
+
+    from pyspark.sql import SparkSession
+
+    rows = 100_000 if quick else 2_000_000
+    reps = 1 if quick else 5
+    existing = SparkSession.getActiveSession()  # e.g. the test suite's: reuse it, never stop it
+    spark = existing or local_session("deltatx-bench-p8", cores=2)
+    dspark.register(spark)
+    source = _source(spark, rows)
+    write_dtx, write_pq, read_dtx, read_pq, read_dtx_columns = [], [], [], [], []
+    commit_tail: list[float] = []
+    facts: dict[str, dict] = {}
+    with scratch_dir("p8") as root:
+        if not quick:  # warm-up: one small job each way, so JIT and worker start are not in a sample
+            warm = spark.range(1000).selectExpr("id", "cast(id as double) as value")
+            warm.write.format("deltatx").mode("append").save(str(root / "warm-dtx"))
+            warm.write.mode("overwrite").parquet(str(root / "warm-pq"))
+            _aggregate(spark.read.format("deltatx").load(str(root / "warm-dtx")))
+            _aggregate(spark.read.parquet(str(root / "warm-pq")))
+        for rep in range(reps):
+            dtx_uri, pq_uri = str(root / f"dtx-{rep}"), str(root / f"pq-{rep}")
+            start = now()
+            t, _ = time_call(lambda: source.write.format("deltatx").mode("append").save(dtx_uri))
+            write_dtx.append(t)
+            committed_ms = deltatx.Table(dtx_uri).history()[0]["timestamp"]
+            commit_tail.append(max(0.0, (start + t) - _to_monotonic(committed_ms)))
+            t, _ = time_call(lambda: source.write.mode("overwrite").parquet(pq_uri))
+            write_pq.append(t)
+            if rep < reps - 1:
+                shutil.rmtree(dtx_uri, ignore_errors=True)
+                shutil.rmtree(pq_uri, ignore_errors=True)
+        dtx_uri, pq_uri = str(root / f"dtx-{reps - 1}"), str(root / f"pq-{reps - 1}")
+        source.unpersist()
+        answers = {}
+        for _ in range(reps):
+            t, answers["deltatx"] = time_call(lambda: _aggregate(spark.read.format("deltatx").load(dtx_uri)))
+            read_dtx.append(t)
+            t, answers["parquet"] = time_call(lambda: _aggregate(spark.read.parquet(pq_uri)))
+            read_pq.append(t)
+            # the same read naming its columns (Spark does not prune a Python source's columns)
+            t, answers["deltatx_columns"] = time_call(lambda: _aggregate(
+                spark.read.format("deltatx").option("columns", "id,value").load(dtx_uri)))
+            read_dtx_columns.append(t)
+        table = deltatx.Table(dtx_uri)
+        facts["deltatx"] = {**deltalake_facts(dtx_uri), "deltatx_version": table.version,
+                            "files": table.files().num_rows}
+        facts["answers"] = {k: list(v) for k, v in answers.items()}
+    if existing is None:
+        spark.stop()
+
+    write_ratio = median(write_dtx) / median(write_pq)
+    read_ratio = median(read_dtx) / median(read_pq)
+    result = BenchResult(
+        id=ID, title=TITLE, metric="median write time (read in criteria)", unit="s",
+        deltatx=median(write_dtx), deltalake=median(write_pq),
+        target=f"write ≤ {WRITE_TARGET:g}×, read ≤ {READ_TARGET:g}× Spark Parquet", quick=quick,
+        parameters={"rows": rows, "repetitions": reps, "cores": 2,
+                    "schema": "id bigint, part int, value double, name string",
+                    "read": "count(*), sum(value), max(id)"},
+        details={
+            "write_deltatx_samples_s": write_dtx, "write_parquet_samples_s": write_pq,
+            "read_deltatx_samples_s": read_dtx, "read_parquet_samples_s": read_pq,
+            "read_deltatx_columns_option_samples_s": read_dtx_columns,
+            "read_deltatx_median_s": median(read_dtx), "read_parquet_median_s": median(read_pq),
+            "read_deltatx_columns_option_median_s": median(read_dtx_columns),
+            "write_ratio": write_ratio, "read_ratio": read_ratio,
+            "deltatx_commit_tail_s_median": median(commit_tail),
+            "tables": facts,
+        },
+        deltalake_baseline_notes="baseline = Spark's built-in Parquet (same session, same run), not deltalake",
+    )
+    result.check("deltatx rows (read by deltalake)", rows, facts["deltatx"]["rows"])
+    result.check("deltatx version", 0, facts["deltatx"]["deltatx_version"])
+    result.check("same answer as Parquet", facts["answers"]["parquet"], facts["answers"]["deltatx"])
+    result.check("same answer with the columns option", facts["answers"]["parquet"],
+                 facts["answers"]["deltatx_columns"])
+    result.criterion("write vs Spark Parquet", write_ratio <= WRITE_TARGET,
+                     f"{median(write_dtx):.2f} s vs {median(write_pq):.2f} s = {write_ratio:.2f}× "
+                     f"(target ≤ {WRITE_TARGET:g}×)")
+    result.criterion("read count+sum+max vs Spark Parquet", read_ratio <= READ_TARGET,
+                     f"{median(read_dtx):.2f} s vs {median(read_pq):.2f} s = {read_ratio:.2f}× "
+                     f"(target ≤ {READ_TARGET:g}×)")
+    return result
+
+
+def _to_monotonic(epoch_ms: int) -> float:
+    """An epoch-ms wall-clock instant on the benchmark's monotonic clock (for the commit share)."""
+    import time
+
+    return now() - (time.time() - epoch_ms / 1000)

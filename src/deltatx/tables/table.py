@@ -23,7 +23,7 @@ from ..txnlog.features import check_writable, required_protocol
 from ..txnlog.history import read_history
 from ..txnlog.schema import normalize_schema, schema_to_json
 from ..txnlog.snapshot import Snapshot, load_snapshot
-from ..txnlog.store import LogStore, VersionExistsError, commit_name, open_store
+from ..txnlog.store import LogStore, VersionExistsError, open_store
 from . import properties as props
 from .transaction import ENGINE_INFO, CommitResult, Transaction
 
@@ -182,11 +182,11 @@ class Table:
     def _latest_transaction(self, user_metadata: str | None) -> Transaction:
         """One operation = one transaction, started at the latest version like Delta's commands.
 
-        A single existence check of the next commit tells whether the cached snapshot is stale;
-        only then is the log listed (an explicit ``transaction()`` stays pinned where it is).
+        Catching up reads the next commits by name — usually one failed open — and lists the log
+        only when far behind (an explicit ``transaction()`` stays pinned where it is).
         """
-        if not self._pinned and self._store.log_file_exists(commit_name(self._snapshot.version + 1)):
-            self.refresh()
+        if not self._pinned:
+            self._snapshot = self._snapshot.catch_up(self._store)
         return self.transaction(user_metadata=user_metadata)
 
     def _run(self, user_metadata: str | None, stage) -> CommitResult:

@@ -30,7 +30,16 @@ from ..errors import (
     TableNotFoundError,
     TimeTravelError,
 )
-from .actions import FILE_SCHEMA, REMOVE_SCHEMA, CommitActions, DomainMetadata, Metadata, Protocol, Txn
+from .actions import (
+    FILE_SCHEMA,
+    REMOVE_SCHEMA,
+    CommitActions,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    Txn,
+    parse_commit,
+)
 from .checkpoint import CheckpointState, complete_checkpoints, read_checkpoint, read_last_checkpoint_hint
 from .features import check_readable
 from .history import commit_info_from_bytes, ict_enablement_version, monotonic_mtimes, version_at_timestamp
@@ -101,6 +110,27 @@ class Snapshot:
                     version=commit.version,
                 )
             expected += 1
+        return _advance(self, commits, mtimes=None) if commits else self
+
+    def catch_up(self, store: LogStore, limit: int = 32) -> "Snapshot":
+        """The latest version, found by reading the next commits by name (no listing).
+
+        What a writer does before each operation: usually the next commit does not exist (one
+        failed open) or a few do. ``limit`` commits behind, a listing is cheaper — it may find a
+        checkpoint — so this falls back to :meth:`refresh`. The timestamps come from the
+        commits' own clocks, as for :meth:`apply`.
+        """
+        commits: list[CommitActions] = []
+        version = self.version + 1
+        while len(commits) < limit:
+            try:
+                raw = store.read_commit(version)
+            except FileNotFoundError:
+                break
+            commits.append(parse_commit(raw, version, validate=False))
+            version += 1
+        if len(commits) == limit:
+            return self.refresh(store)
         return _advance(self, commits, mtimes=None) if commits else self
 
     @without_gc

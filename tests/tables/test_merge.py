@@ -366,3 +366,24 @@ def test_random_merges_match_the_python_model(tmp_path_factory, target_keys, sou
 
 def by_key(table: pa.Table) -> dict[int, dict]:
     return {r["k"]: r for r in table.to_pylist()}
+
+
+def test_update_spanning_many_files_keeps_every_other_row(tmp_path):
+    """Updated string and float values land at the right rows of every file (per-file scatter)."""
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string()), ("score", pa.float64())])
+    t = deltatx.create_table(str(tmp_path / "many"), schema)
+    for f in range(4):  # four files of 50 rows
+        ids = list(range(f * 50, f * 50 + 50))
+        t.append(pa.table({"id": ids, "name": [f"n{i}" for i in ids], "score": [float(i) for i in ids]},
+                          schema=schema))
+    src_ids = list(range(3, 200, 7))
+    source = pa.table({"id": src_ids, "name": [None if i % 2 else f"new{i}" for i in src_ids],
+                       "score": [i * 10.0 for i in src_ids]}, schema=schema)
+    t.merge(source, on="t.id = s.id").when_matched_update_all().execute()
+    got = {r["id"]: (r["name"], r["score"]) for r in t.to_arrow().to_pylist()}
+    assert len(got) == 200
+    for i in range(200):
+        if i in set(src_ids):
+            assert got[i] == (None if i % 2 else f"new{i}", i * 10.0)
+        else:
+            assert got[i] == (f"n{i}", float(i))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -117,6 +118,55 @@ def _scatter(column: pa.ChunkedArray, values: list[pa.Array], index: pa.Array) -
     strings, and it drops deleted rows in the same pass.
     """
     return pa.chunked_array(list(column.chunks) + values, column.type).take(index)
+
+
+def _fixed_width(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t)
+
+
+def _overwrite_fixed(column: pa.ChunkedArray, pieces: list[tuple[np.ndarray, pa.Array]]) -> pa.ChunkedArray:
+    """A fixed-width column with values written at positions (no row deleted): one NumPy copy.
+
+    Far cheaper than a ``take`` over every row; NULLs on either side fall back to the take.
+    """
+    values = [v for _, v in pieces]
+    if column.null_count or any(v.null_count for v in values):
+        n = len(column)
+        return _scatter(column, values, _scatter_index(n, pieces, None))
+    out = column.to_numpy()  # concatenates the chunks: a fresh, writable copy
+    if not out.flags.writeable:
+        out = out.copy()
+    for positions, v in pieces:
+        out[positions] = v.to_numpy(zero_copy_only=False)
+    return pa.chunked_array([pa.array(out, column.type)], column.type)
+
+
+def _scatter_by_chunk(column: pa.ChunkedArray, pieces: list[tuple[np.ndarray, pa.Array]]) -> pa.ChunkedArray:
+    """Values written at positions, no row deleted: one small ``take`` per chunk (≈ per file).
+
+    A single take over millions of variable-width rows allocates one huge buffer, whose first
+    touch dominated MERGE time; chunk-sized takes reuse memory and run on several cores.
+    """
+    positions = np.concatenate([p for p, _ in pieces])
+    values = pa.concat_arrays([v for _, v in pieces]) if len(pieces) > 1 else pieces[0][1]
+    order = np.argsort(positions, kind="stable")
+    positions = positions[order]
+    bounds = np.cumsum([0] + [len(c) for c in column.chunks])
+    cuts = np.searchsorted(positions, bounds)
+
+    def one(k: int) -> pa.Array:
+        chunk = column.chunks[k]
+        lo, hi = cuts[k], cuts[k + 1]
+        if lo == hi:
+            return chunk
+        local = positions[lo:hi] - bounds[k]
+        index = np.arange(len(chunk), dtype=np.int64)
+        index[local] = len(chunk) + np.arange(hi - lo, dtype=np.int64)
+        new = values.take(pa.array(order[lo:hi], pa.int64()))
+        return pa.concat_arrays([chunk, new.cast(chunk.type)]).take(pa.array(index))
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return pa.chunked_array(list(pool.map(one, range(column.num_chunks))), column.type)
 
 
 def _first_clause(clauses: list[BoundClause], view: pa.Table, active: np.ndarray, first_code: int,
@@ -358,18 +408,27 @@ class MergeExecutor:
                 updates.setdefault(name, []).append((positions, values))
         kept = np.flatnonzero(~deleted) if deleted.any() else None
         indexes: dict[tuple[int, ...], pa.Array] = {}  # columns set by the same clauses share one
-        columns = []
+        jobs = []
         for name in self.schema.names:
             column = full.column(name)
             if name in updates:
                 pieces = updates[name]
+                if kept is None and _fixed_width(column.type):
+                    jobs.append(partial(_overwrite_fixed, column, pieces))
+                    continue
+                if kept is None:
+                    jobs.append(partial(_scatter_by_chunk, column, pieces))
+                    continue
                 key = tuple(id(p) for p, _ in pieces)
                 if key not in indexes:
                     indexes[key] = _scatter_index(n, pieces, kept)
-                column = _scatter(column, [v for _, v in pieces], indexes[key])
+                jobs.append(partial(_scatter, column, [v for _, v in pieces], indexes[key]))
             elif kept is not None:
-                column = column.take(pa.array(kept, pa.int64()))
-            columns.append(column)
+                jobs.append(partial(column.take, pa.array(kept, pa.int64())))
+            else:
+                jobs.append(partial(lambda c: c, column))
+        with ThreadPoolExecutor(max_workers=_READ_WORKERS) as pool:  # Arrow kernels release the GIL
+            columns = list(pool.map(lambda job: job(), jobs))
         self.metrics["numTargetRowsCopied"] = n - int(deleted.sum()) - self.metrics["numTargetRowsUpdated"]
         return [pa.Table.from_arrays(columns, schema=self.schema)]
 

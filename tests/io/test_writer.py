@@ -290,3 +290,42 @@ def test_input_checks(table_uri):
     adds = write_data_files(store, batch, schema, [], WriteOptions(compression="zstd"))
     assert adds["path"].to_pylist()[0].endswith("-c000.zstd.parquet")
     assert read_files(store, adds, schema, []).sort_by("id").to_pydict() == {"id": [1, 2], "s": ["a", "b"]}
+
+
+def test_unpartitioned_stream_is_encoded_while_it_arrives(table_uri):
+    """Unpartitioned streams: files cut at the target, several row groups each, exact stats."""
+    store = open_store(table_uri)
+    data = _table(300_000)
+    reader = pa.RecordBatchReader.from_batches(data.schema, data.to_batches(max_chunksize=10_000))
+    adds = write_data_files(store, reader, data.schema, [], WriteOptions(target_file_rows=200_000))
+    stats = [orjson.loads(s) for s in adds["stats"].to_pylist()]
+    assert sorted(s["numRecords"] for s in stats) == [100_000, 200_000]
+    assert {s["minValues"]["id"] for s in stats} == {0, 200_000}
+    assert {s["maxValues"]["id"] for s in stats} == {199_999, 299_999}
+    first = [p for p in adds["path"].to_pylist()]
+    groups = [pq.ParquetFile(os.path.join(table_uri, decode_path(p))).metadata.num_row_groups for p in first]
+    assert max(groups) > 1, "row groups are written as the rows arrive"
+    assert _sorted(read_files(store, adds, data.schema, [])).equals(data)
+
+
+def test_unpartitioned_stream_shorter_than_the_sample_and_small_files(table_uri):
+    store = open_store(table_uri)
+    data = _table(1_000)
+    reader = pa.RecordBatchReader.from_batches(data.schema, data.to_batches(max_chunksize=64))
+    adds = write_data_files(store, reader, data.schema, [], WriteOptions(target_file_rows=300))
+    assert sorted(orjson.loads(s)["numRecords"] for s in adds["stats"].to_pylist()) == [250, 250, 250, 250]
+    assert _sorted(read_files(store, adds, data.schema, [])).equals(data)
+
+
+def test_failure_in_an_unpartitioned_stream_deletes_its_files(table_uri):
+    store = open_store(table_uri)
+    data = _table(60_000)
+
+    def batches():
+        yield from data.to_batches(max_chunksize=10_000)[:5]
+        raise ValueError("source broke")
+
+    reader = pa.RecordBatchReader.from_batches(data.schema, batches())
+    with pytest.raises(ValueError, match="source broke"):
+        write_data_files(store, reader, data.schema, [], WriteOptions(target_file_rows=20_000))
+    assert _data_files(store.root) == []

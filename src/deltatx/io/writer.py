@@ -42,6 +42,7 @@ from ..txnlog.actions import FILE_SCHEMA
 from ..txnlog.stats import compute_stats
 from .grouping import group_codes
 from .paths import encode_path, partition_dir, serialize_partition_value
+from .streamfile import StreamedFile, stats_for
 
 if TYPE_CHECKING:
     from ..txnlog.store import LogStore
@@ -227,12 +228,79 @@ class _WriteJob:
 
     def write_stream(self, reader: pa.RecordBatchReader) -> None:
         """Chunks of about one file's rows; the next chunk is read while the last one is written."""
+        if not self.partition_columns:
+            self._stream_files(reader)
+            return
         pending: list[Future] = []
         for chunk in self._chunks(reader):
             futures = self._submit_chunk(self._conform(chunk), spread=False)
             self._wait(pending)  # at most two chunks in memory: the one writing, the one read
             pending = futures
         self._wait(pending)
+
+    def _stream_files(self, reader: pa.RecordBatchReader) -> None:
+        """Unpartitioned: each file is encoded row group by row group while its rows arrive.
+
+        The first rows of a file are held back until there are enough to decide which columns
+        deserve a dictionary (see :meth:`_dictionary_columns`).
+        """
+        current: StreamedFile | None = None
+        relative = ""
+        limit: int | None = None
+        head: list[pa.Table] = []
+        try:
+            for batch in reader:
+                if not batch.num_rows:
+                    continue
+                rows = self._conform(pa.Table.from_batches([batch])).select(self.data_columns)
+                if limit is None:
+                    limit = self._rows_per_file(batch.nbytes / batch.num_rows)
+                while rows.num_rows:
+                    if current is None:
+                        head.append(rows)
+                        if sum(t.num_rows for t in head) < _DICTIONARY_SAMPLE_ROWS:
+                            break
+                        rows, head = pa.concat_tables(head), []
+                        current, relative = self._open_streamed(rows)
+                    room = limit - current.rows
+                    current.add(rows.slice(0, room))
+                    rows = rows.slice(room)
+                    if current.rows >= limit:
+                        self._finish_streamed(current, relative)
+                        current = None
+            if head:  # a stream shorter than the dictionary sample
+                rows = pa.concat_tables(head)
+                for offset, length in _pieces(rows.num_rows, limit or rows.num_rows):
+                    current, relative = self._open_streamed(rows.slice(offset, length))
+                    current.add(rows.slice(offset, length))
+                    self._finish_streamed(current, relative)
+                    current = None
+            if current is not None:
+                self._finish_streamed(current, relative)
+                current = None
+        except BaseException:
+            if current is not None:
+                current.abort()
+            raise
+
+    def _open_streamed(self, sample: pa.Table) -> tuple[StreamedFile, str]:
+        name = f"part-{self._next_file_number():05d}-{uuid.uuid4()}-c000{self.suffix}"
+        directory = self.store.arrow_root
+        self._ensure_dir(directory)
+        full = f"{directory}/{name}"
+        with self.lock:
+            self.started.append(full)
+        sink = self.fs.open_output_stream(full)
+        streamed = StreamedFile(sink, self.file_schema, compression=self.options.compression,
+                                use_dictionary=self._dictionary_columns(sample),
+                                row_group_rows=self.options.row_group_rows,
+                                stats=stats_for(self.options.stats_columns, self.options.num_indexed_cols))
+        return streamed, name
+
+    def _finish_streamed(self, streamed: StreamedFile, relative: str) -> None:
+        size, mtime, stats = streamed.close()
+        with self.lock:
+            self.results.append((encode_path(relative), (), size, mtime, stats))
 
     def _chunks(self, reader: pa.RecordBatchReader) -> Iterator[pa.Table]:
         batches: list[pa.RecordBatch] = []

@@ -268,13 +268,10 @@ class _WriteJob:
                     if current.rows >= limit:
                         self._finish_streamed(current, relative)
                         current = None
-            if head:  # a stream shorter than the dictionary sample
+            if head:  # the rest is shorter than the dictionary sample: plain small files
                 rows = pa.concat_tables(head)
                 for offset, length in _pieces(rows.num_rows, limit or rows.num_rows):
-                    current, relative = self._open_streamed(rows.slice(offset, length))
-                    current.add(rows.slice(offset, length))
-                    self._finish_streamed(current, relative)
-                    current = None
+                    self._write_file(rows.slice(offset, length), "", ())
             if current is not None:
                 self._finish_streamed(current, relative)
                 current = None

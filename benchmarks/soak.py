@@ -53,8 +53,9 @@ PARTS = ("R1", "R2", "R4", "R5")
 
 
 def _crash_helpers():
-    if str(CRASH_HELPERS_DIR) not in sys.path:
-        sys.path.insert(0, str(CRASH_HELPERS_DIR))
+    for folder in (CRASH_HELPERS_DIR.parent, CRASH_HELPERS_DIR):  # tests/ holds shared helpers
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
     import crash_helpers
 
     return crash_helpers

@@ -39,6 +39,7 @@ from typing import Any, Iterator
 
 import orjson
 import pyarrow as pa
+from tablefiles import data_files as _data_files
 
 CRASH_EXIT_CODE = 137
 CRASH_PHASES: tuple[str, ...] = (
@@ -252,14 +253,6 @@ def _rows(table: pa.Table) -> list[Row]:
     return sorted(zip(table["id"].to_pylist(), table["part"].to_pylist(), table["payload"].to_pylist()))
 
 
-def _data_files(uri: str) -> set[str]:
-    out = set()
-    for dirpath, dirnames, filenames in os.walk(uri):
-        if "_delta_log" in dirnames:
-            dirnames.remove("_delta_log")
-        for fn in filenames:
-            out.add(os.path.relpath(os.path.join(dirpath, fn), uri).replace(os.sep, "/"))
-    return out
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ import time
 
 import orjson
 import pyarrow as pa
+from tablefiles import data_files
 import pyarrow.parquet as pq
 import pytest
 
@@ -25,14 +26,6 @@ def rows(ids: list[int], part: int) -> pa.Table:
     return pa.table({"id": ids, "part": [part] * len(ids)}, schema=SCHEMA)
 
 
-def data_files(uri: str) -> set[str]:
-    out = set()
-    for dirpath, dirnames, filenames in os.walk(uri):
-        if "_delta_log" in dirnames:
-            dirnames.remove("_delta_log")
-        for fn in filenames:
-            out.add(os.path.relpath(os.path.join(dirpath, fn), uri).replace(os.sep, "/"))
-    return out
 
 
 def age(uri: str, relative: list[str] | set[str], hours: float) -> None:

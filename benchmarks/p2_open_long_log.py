@@ -7,12 +7,9 @@ replays every commit. Target: deltatx ≤ 1.0 s (deltalake measured 2.07 s here)
 
 from __future__ import annotations
 
-import deltatx
-from deltalake import DeltaTable
-
 from .common import BenchResult, median, scratch_dir, time_call
 from .logbuilder import build_log
-from .workloads import stats_row_count
+from .workloads import open_both, stats_row_count
 
 ID = "P2"
 TITLE = "open a 10,001-commit log (no checkpoint)"
@@ -25,13 +22,7 @@ def run(quick: bool = False) -> BenchResult:
     with scratch_dir("p2") as root:
         uri = str(root / "table")
         build_s, last = time_call(lambda: build_log(uri, commits, 1))
-        dtx_times, dl_times = [], []
-        table = dt = None
-        for _ in range(reps):
-            t, table = time_call(lambda: deltatx.Table(uri))
-            dtx_times.append(t)
-            t, dt = time_call(lambda: DeltaTable(uri))
-            dl_times.append(t)
+        dtx_times, dl_times, table, dt = open_both(uri, reps)
 
         result = BenchResult(
             id=ID, title=TITLE, metric="median open time", unit="s",

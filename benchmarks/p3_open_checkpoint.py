@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import shutil
 
-import deltatx
 from deltalake import DeltaTable
 
 from deltatx.txnlog.checkpoint import write_checkpoint
@@ -20,21 +19,11 @@ from deltatx.txnlog.store import open_store
 
 from .common import BenchResult, median, scratch_dir, time_call
 from .logbuilder import build_log
+from .workloads import open_both
 
 ID = "P3"
 TITLE = "open 100k adds / 10k commits with a checkpoint"
 TARGET_S = 0.10
-
-
-def _open_both(uri: str, reps: int) -> tuple[list[float], list[float], deltatx.Table, DeltaTable]:
-    dtx_times, dl_times = [], []
-    table = dt = None
-    for _ in range(reps):
-        t, table = time_call(lambda: deltatx.Table(uri))
-        dtx_times.append(t)
-        t, dt = time_call(lambda: DeltaTable(uri))
-        dl_times.append(t)
-    return dtx_times, dl_times, table, dt
 
 
 def run(quick: bool = False) -> BenchResult:
@@ -51,8 +40,8 @@ def run(quick: bool = False) -> BenchResult:
         checkpoint_s, _ = time_call(lambda: write_checkpoint(store, load_snapshot(store)))
         DeltaTable(rs_uri).create_checkpoint()
 
-        dtx_times, dl_times, table, dt = _open_both(uri, reps)
-        rs_dtx_times, rs_dl_times, rs_table, rs_dt = _open_both(rs_uri, reps)
+        dtx_times, dl_times, table, dt = open_both(uri, reps)
+        rs_dtx_times, rs_dl_times, rs_table, rs_dt = open_both(rs_uri, reps)
 
         result = BenchResult(
             id=ID, title=TITLE, metric="median open time", unit="s",

@@ -8,6 +8,8 @@ can abort the interpreter at exit (delta-rs #2184).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import orjson
 import pyarrow as pa
@@ -65,3 +67,21 @@ def deltalake_ids(uri: str) -> list[int]:
     if not uris:
         return []
     return sorted(pads.dataset(uris, format="parquet").to_table(columns=["id"]).column("id").to_pylist())
+
+
+def open_both(uri: str, reps: int) -> tuple[list[float], list[float], Any, Any]:
+    """Open ``uri`` with each engine ``reps`` times, alternating; the open times and last handles."""
+    import deltatx
+    from deltalake import DeltaTable
+
+    from .common import time_call
+
+    dtx_times, dl_times = [], []
+    table = dt = None
+    for _ in range(reps):
+        t, table = time_call(lambda: deltatx.Table(uri))
+        dtx_times.append(t)
+        t, dt = time_call(lambda: DeltaTable(uri))
+        dl_times.append(t)
+    return dtx_times, dl_times, table, dt
+

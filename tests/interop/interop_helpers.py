@@ -14,6 +14,7 @@ from __future__ import annotations
 import glob
 import importlib.util
 import os
+import shutil
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from typing import Any, Callable
@@ -209,6 +210,22 @@ def assert_has_checkpoint(uri: str) -> int:
 
 
 # ---------------------------------------------------------------------------------- foreign readers
+def copy_with_checkpoint_only(uri: str, dest: str) -> str:
+    """Copy a local table and drop every commit up to its newest checkpoint: the checkpoint must
+    then carry the whole state for any reader."""
+    shutil.copytree(uri, dest)
+    drop_commits_up_to(dest, assert_has_checkpoint(dest))
+    return dest
+
+
+def drop_commits_up_to(uri: str, last: int) -> None:
+    """Delete the JSON commits of versions ≤ ``last`` (what log cleanup does)."""
+    log = os.path.join(uri, "_delta_log")
+    for name in os.listdir(log):
+        if name.endswith(".json") and int(name.split(".")[0]) <= last:
+            os.remove(os.path.join(log, name))
+
+
 def read_deltalake(uri: str, version: int | None = None, storage_options: dict[str, str] | None = None) -> pa.Table:
     from deltalake import DeltaTable
 

@@ -17,7 +17,6 @@ deltalake is read through ``pyarrow.table(dt.scan())`` only (see interop_helpers
 from __future__ import annotations
 
 import os
-import shutil
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -31,6 +30,8 @@ from interop_helpers import (
     SCHEMA,
     Model,
     assert_has_checkpoint,
+    copy_with_checkpoint_only,
+    drop_commits_up_to,
     assert_same_rows,
     build_deltatx_table,
     read_deltalake,
@@ -84,13 +85,8 @@ def test_deltalake_stats_match_ours(deltatx_written):
 def test_deltalake_reads_from_checkpoint_alone(deltatx_written, tmp_path):
     """Drop every commit up to the newest checkpoint: the checkpoint must carry the whole state."""
     uri, model, _ = deltatx_written
-    copy = str(tmp_path / "copy")
-    shutil.copytree(uri, copy)
+    copy = copy_with_checkpoint_only(uri, str(tmp_path / "copy"))
     checkpoint = assert_has_checkpoint(copy)
-    log = os.path.join(copy, "_delta_log")
-    for name in os.listdir(log):
-        if name.endswith(".json") and int(name.split(".")[0]) <= checkpoint:
-            os.remove(os.path.join(log, name))
     assert_same_rows(read_deltalake(copy), model.current, "deltalake from checkpoint")
     assert_same_rows(deltatx.Table(copy).to_arrow(), model.current, "deltatx from checkpoint")
     if checkpoint < len(model.versions) - 1:
@@ -173,10 +169,7 @@ def test_deltatx_reads_deltalake_checkpoint_alone(tmp_path):
     model = _deltalake_scenario(uri, partitioned=True)
     checkpoint = assert_has_checkpoint(uri)
     assert checkpoint == len(model.versions) - 1
-    log = os.path.join(uri, "_delta_log")
-    for name in os.listdir(log):
-        if name.endswith(".json") and int(name.split(".")[0]) < checkpoint:
-            os.remove(os.path.join(log, name))
+    drop_commits_up_to(uri, checkpoint - 1)
     t = deltatx.Table(uri)
     assert t.version == checkpoint
     assert_same_rows(t.to_arrow(), model.current, "deltatx from a deltalake checkpoint")

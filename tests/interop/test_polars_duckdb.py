@@ -6,8 +6,6 @@ partition values and min/max stats, and with partition values that need escaping
 
 from __future__ import annotations
 
-import os
-import shutil
 from datetime import date, datetime, timezone
 from decimal import Decimal
 
@@ -20,6 +18,7 @@ import deltatx
 from interop_helpers import (
     Model,
     assert_has_checkpoint,
+    copy_with_checkpoint_only,
     assert_same_rows,
     build_deltatx_table,
     duckdb_delta_extension,
@@ -120,13 +119,7 @@ def test_duckdb_reads_latest(deltatx_written, duck):
 
 def test_readers_from_checkpoint_alone(deltatx_written, tmp_path):
     uri, model = deltatx_written
-    copy = str(tmp_path / "copy")
-    shutil.copytree(uri, copy)
-    checkpoint = assert_has_checkpoint(copy)
-    log = os.path.join(copy, "_delta_log")
-    for name in os.listdir(log):
-        if name.endswith(".json") and int(name.split(".")[0]) <= checkpoint:
-            os.remove(os.path.join(log, name))
+    copy = copy_with_checkpoint_only(uri, str(tmp_path / "copy"))
     assert_same_rows(read_polars(copy), model.current, "polars from checkpoint")
     assert_same_rows(read_duckdb(copy), model.current, "duckdb from checkpoint")
 

@@ -134,3 +134,23 @@ def test_restore_in_a_transaction_conflicts_with_concurrent_delete(history, tabl
     deltatx.Table(table_uri).delete("id = 30")
     with pytest.raises(errors.ConcurrentModificationException):
         tx.commit()
+
+
+def test_restore_inside_a_transaction_with_other_writes(history, table_uri):
+    """Restore is a transaction operation too: staged with an append, committed as one version."""
+    t = history
+    before = t.version
+    with t.transaction() as tx:
+        tx.restore(version=1)
+        tx.append(rows([99], 1))
+    assert t.version == before + 1
+    assert ids(deltatx.Table(table_uri)) == [1, 2, 3, 99]
+    info = commit_actions(table_uri, before + 1)[0]["commitInfo"]
+    assert info["operation"] == "TRANSACTION"
+
+
+def test_restore_inside_a_transaction_needs_one_target(history):
+    tx = history.transaction()
+    with pytest.raises(errors.TimeTravelError):
+        tx.restore()
+    tx.abort()

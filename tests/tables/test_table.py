@@ -295,3 +295,21 @@ def test_feature_opt_in_upgrades_the_protocol_without_a_metadata_change(tmp_path
     assert result.version == 2
     assert "domainMetadata" in (upgraded.protocol.writer_features or ())
     assert not any(k.startswith("delta.feature.") for k in upgraded.properties)
+
+
+def test_a_failed_checkpoint_only_warns_and_the_commit_keeps_its_files(tmp_path, monkeypatch):
+    import deltatx.tables.table as table_module
+    from deltatx.errors import PostCommitHookWarning
+
+    uri = str(tmp_path / "hook")
+    t = deltatx.create_table(uri, pa.schema([("id", pa.int64())]), properties={"delta.checkpointInterval": "1"})
+
+    def broken(store, snapshot):
+        raise OSError("disk full while writing the checkpoint")
+
+    monkeypatch.setattr(table_module, "write_checkpoint", broken)
+    with pytest.warns(PostCommitHookWarning, match="version 1 is committed"):
+        result = t.append(pa.table({"id": [1, 2]}))
+    assert result.version == 1
+    reopened = deltatx.Table(uri)
+    assert reopened.version == 1 and reopened.to_arrow()["id"].to_pylist() == [1, 2]

@@ -240,15 +240,23 @@ class Or(_Connective):
 
 
 @dataclass(frozen=True)
-class Not(Expr):
+class _Unary(Expr):
+    """A node whose one child is ``operand`` (NOT, IS NULL, LIKE, CAST): the tree plumbing once."""
+
     operand: Expr
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "operand", _as_expr(self.operand))
 
     def children(self) -> tuple[Expr, ...]:
         return (self.operand,)
 
     def with_children(self, children: tuple[Expr, ...]) -> Expr:
-        return Not(children[0])
+        return replace(self, operand=children[0])
 
+
+@dataclass(frozen=True)
+class Not(_Unary):
     def _prec(self) -> int:
         return _PRECEDENCE["NOT"]
 
@@ -284,18 +292,8 @@ class In(Expr):
 
 
 @dataclass(frozen=True)
-class IsNull(Expr):
-    operand: Expr
+class IsNull(_Unary):
     negated: bool = False
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "operand", _as_expr(self.operand))
-
-    def children(self) -> tuple[Expr, ...]:
-        return (self.operand,)
-
-    def with_children(self, children: tuple[Expr, ...]) -> Expr:
-        return replace(self, operand=children[0])
 
     def _prec(self) -> int:
         return _PRECEDENCE["CMP"]
@@ -306,22 +304,12 @@ class IsNull(Expr):
 
 
 @dataclass(frozen=True)
-class Like(Expr):
+class Like(_Unary):
     """``operand [NOT] LIKE|ILIKE pattern``; ``%`` any run, ``_`` one char, ``\\`` escapes."""
 
-    operand: Expr
     pattern: str
     negated: bool = False
     case_insensitive: bool = False
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "operand", _as_expr(self.operand))
-
-    def children(self) -> tuple[Expr, ...]:
-        return (self.operand,)
-
-    def with_children(self, children: tuple[Expr, ...]) -> Expr:
-        return replace(self, operand=children[0])
 
     def _prec(self) -> int:
         return _PRECEDENCE["CMP"]
@@ -412,20 +400,10 @@ class Func(Expr):
 
 
 @dataclass(frozen=True)
-class Cast(Expr):
+class Cast(_Unary):
     """``CAST(operand AS to)``."""
 
-    operand: Expr
     to: pa.DataType
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "operand", _as_expr(self.operand))
-
-    def children(self) -> tuple[Expr, ...]:
-        return (self.operand,)
-
-    def with_children(self, children: tuple[Expr, ...]) -> Expr:
-        return replace(self, operand=children[0])
 
     def _sql(self) -> str:
         return f"CAST({self.operand._sql()} AS {type_sql(self.to)})"

@@ -11,36 +11,20 @@ from __future__ import annotations
 import time
 import uuid
 import warnings
-from datetime import date, datetime, timezone
 from typing import Any
 
 import pyarrow as pa
 
-from ..errors import DeltaTxError, PostCommitHookWarning, SchemaMismatchError, TableAlreadyExistsError, TableNotFoundError
+from ..errors import DeltaTxError, PostCommitHookWarning, SchemaMismatchError, TableAlreadyExistsError
 from ..txnlog.actions import Metadata, encode_commit
 from ..txnlog.checkpoint import checkpoint_interval, write_checkpoint
 from ..txnlog.features import check_writable, required_protocol
-from ..txnlog.history import read_history
+from ..txnlog.history import read_history, to_timestamp_ms
 from ..txnlog.schema import normalize_schema, schema_to_json
 from ..txnlog.snapshot import Snapshot, load_snapshot
 from ..txnlog.store import LogStore, VersionExistsError, open_store
 from . import properties as props
 from .transaction import ENGINE_INFO, CommitResult, Transaction
-
-
-def _timestamp_ms(ts: Any) -> int:
-    """datetime (naive = UTC) / date / ISO string / epoch milliseconds → epoch ms."""
-    if isinstance(ts, (int, float)) and not isinstance(ts, bool):
-        return int(ts)
-    if isinstance(ts, str):
-        ts = datetime.fromisoformat(ts.replace("Z", "+00:00"))
-    if isinstance(ts, date) and not isinstance(ts, datetime):
-        ts = datetime(ts.year, ts.month, ts.day)
-    if isinstance(ts, datetime):
-        if ts.tzinfo is None:
-            ts = ts.replace(tzinfo=timezone.utc)
-        return int(ts.timestamp() * 1000)
-    raise TypeError(f"timestamp must be a datetime, date, ISO string or epoch ms, not {type(ts).__name__}")
 
 
 class Table:
@@ -62,7 +46,7 @@ class Table:
         else:
             self._snapshot = load_snapshot(
                 self._store, version=version,
-                timestamp_ms=_timestamp_ms(timestamp) if timestamp is not None else None,
+                timestamp_ms=to_timestamp_ms(timestamp) if timestamp is not None else None,
             )
 
     # ------------------------------------------------------------------ state
@@ -246,10 +230,7 @@ class Table:
                       enforce_retention_duration=enforce_retention_duration)
 
     def restore(self, version: int | None = None, timestamp: Any = None) -> CommitResult:
-        from .ops.restore import stage_restore
-
-        ts = _timestamp_ms(timestamp) if timestamp is not None else None
-        return self._run(None, lambda tx: stage_restore(tx, version=version, timestamp_ms=ts))
+        return self._run(None, lambda tx: tx.restore(version=version, timestamp=timestamp))
 
     def checkpoint(self) -> None:
         """Write a checkpoint of the current version now."""

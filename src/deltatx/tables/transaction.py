@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -29,7 +29,7 @@ from .. import __version__, phases
 from ..conflicts import ReadSet, TransactionInfo, check_commit
 from ..errors import CommitRetriesExceededError, DeltaTxError
 from ..expr import Expr
-from ..isolation import IsolationLevel, effective_isolation_level, table_isolation_level
+from ..isolation import effective_isolation_level, table_isolation_level
 from ..txnlog.actions import (
     FILE_SCHEMA,
     REMOVE_SCHEMA,
@@ -310,6 +310,14 @@ class Transaction:
         from .ops.properties import stage_set_properties
 
         stage_set_properties(self, properties)
+
+    def restore(self, version: int | None = None, timestamp: Any = None) -> dict[str, Any]:
+        """Bring the table back to ``version`` (or the one current at ``timestamp``)."""
+        from ..txnlog.history import to_timestamp_ms
+        from .ops.restore import stage_restore
+
+        ts = to_timestamp_ms(timestamp) if timestamp is not None else None
+        return stage_restore(self, version=version, timestamp_ms=ts)
 
     # ------------------------------------------------------------------ commit
     def has_changes(self) -> bool:

@@ -15,6 +15,7 @@ exists, else from the oldest complete checkpoint.
 from __future__ import annotations
 
 import bisect
+from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any, Sequence
 
 import orjson
@@ -183,3 +184,18 @@ def read_history(store: LogStore, limit: int | None = None) -> list[dict[str, An
         info["timestamp"] = int(ict) if isinstance(ict, int) else mtimes[i]
         history.append(info)
     return history
+
+
+def to_timestamp_ms(ts: Any) -> int:
+    """datetime (naive = UTC) / date / ISO string / epoch milliseconds → epoch ms."""
+    if isinstance(ts, (int, float)) and not isinstance(ts, bool):
+        return int(ts)
+    if isinstance(ts, str):
+        ts = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    if isinstance(ts, date) and not isinstance(ts, datetime):
+        ts = datetime(ts.year, ts.month, ts.day)
+    if isinstance(ts, datetime):
+        if ts.tzinfo is None:
+            ts = ts.replace(tzinfo=timezone.utc)
+        return int(ts.timestamp() * 1000)
+    raise TypeError(f"timestamp must be a datetime, date, ISO string or epoch ms, not {type(ts).__name__}")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...expr import Expr, to_arrow
+from ...expr import Expr
 from ...io.reader import read_files
 from ...io.writer import WriteOptions, write_data_files
 from .. import properties as props

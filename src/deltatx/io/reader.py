@@ -203,7 +203,7 @@ class _ScanPlan:
     """The files of one read: decoded paths, partition expressions, the pyarrow view of them."""
 
     def __init__(self, store: "LogStore", files: pa.Table, schema: pa.Schema, partition_columns: list[str]):
-        _refuse_deletion_vectors(files)
+        refuse_deletion_vectors(files)
         self.store = store
         self.schema = schema
         self.partition_columns = [c for c in partition_columns if c in schema.names]
@@ -282,7 +282,7 @@ class _ScanPlan:
             ) from exc
 
 
-def _refuse_deletion_vectors(files: pa.Table) -> None:
+def refuse_deletion_vectors(files: pa.Table) -> None:
     if "deletionVector" not in files.column_names:
         return
     dv = files.column("deletionVector")

@@ -39,10 +39,10 @@ import pyarrow.parquet as pq
 
 from ..errors import SchemaMismatchError
 from ..txnlog.actions import FILE_SCHEMA
-from ..txnlog.stats import compute_stats
+from ..txnlog.stats import FileStats, compute_stats
 from .grouping import group_codes
 from .paths import encode_path, partition_dir, serialize_partition_value
-from .streamfile import StreamedFile, stats_for
+from .streamfile import StreamedFile
 
 if TYPE_CHECKING:
     from ..txnlog.store import LogStore
@@ -291,7 +291,8 @@ class _WriteJob:
         streamed = StreamedFile(sink, self.file_schema, compression=self.options.compression,
                                 use_dictionary=self._dictionary_columns(sample),
                                 row_group_rows=self.options.row_group_rows,
-                                stats=stats_for(self.options.stats_columns, self.options.num_indexed_cols))
+                                stats=FileStats(self.file_schema, self.options.stats_columns,
+                                                self.options.num_indexed_cols))
         return streamed, name
 
     def _finish_streamed(self, streamed: StreamedFile, relative: str) -> None:

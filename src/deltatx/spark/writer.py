@@ -155,7 +155,7 @@ def plan_write(options: Mapping[str, str], spark_schema: Any, overwrite: bool) -
         changed = not schema.equals(snapshot.schema) or partition_columns != current_parts
         already = False
         if spec.txn_app_id is not None:
-            txn = snapshot.app_txns.get(spec.txn_app_id)
+            txn = snapshot.live_app_txns().get(spec.txn_app_id)
             already = txn is not None and int(spec.txn_version) <= txn.version
     _check_partition_columns(schema, partition_columns)
     if spec.replace_where is not None:

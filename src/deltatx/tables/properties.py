@@ -64,6 +64,7 @@ _VALIDATORS = {
     DELETED_FILE_RETENTION: lambda k, v: parse_interval_hours(v, k),
     LOG_RETENTION: lambda k, v: parse_interval_hours(v, k),
     "delta.checkpointRetentionDuration": lambda k, v: parse_interval_hours(v, k),
+    "delta.setTransactionRetentionDuration": lambda k, v: parse_interval_hours(v, k),
     "delta.enableChangeDataFeed": _bool,
     "delta.enableDeletionVectors": _bool,
     "delta.enableRowTracking": _bool,

@@ -51,6 +51,11 @@ class Table:
 
     # ------------------------------------------------------------------ state
     @property
+    def store(self) -> LogStore:
+        """Where the table lives (its log and data files), e.g. to hand file paths to another engine."""
+        return self._store
+
+    @property
     def snapshot(self) -> Snapshot:
         return self._snapshot
 

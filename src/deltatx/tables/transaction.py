@@ -217,7 +217,7 @@ class Transaction:
         staged = self._txns.get(app_id)
         if staged is not None:
             return staged.version
-        txn = self.snapshot.app_txns.get(app_id)
+        txn = self.snapshot.live_app_txns().get(app_id)
         return txn.version if txn is not None else None
 
     # ------------------------------------------------------------------ staging

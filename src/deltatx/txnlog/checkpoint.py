@@ -203,8 +203,9 @@ def build_checkpoint_table(snapshot: "Snapshot", now_ms: int | None = None) -> p
     if v2:
         meta = {"version": snapshot.version, "tags": {}}
         sections.append(_section(schema, "checkpointMetadata", pa.array([meta], CHECKPOINT_METADATA_STRUCT)))
-    if snapshot.app_txns:
-        rows = [t.to_json() for t in snapshot.app_txns.values()]
+    live_txns = snapshot.live_app_txns(now_ms)
+    if live_txns:
+        rows = [t.to_json() for t in live_txns.values()]
         sections.append(_section(schema, "txn", pa.array(rows, TXN_STRUCT)))
     live_domains = [d.to_json() for d in snapshot.domains.values() if not d.removed]
     if live_domains:

@@ -18,6 +18,7 @@ rules live in replay.py, checkpoint files in checkpoint.py, commit timestamps in
 from __future__ import annotations
 
 import operator
+import time
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Sequence
@@ -40,7 +41,8 @@ from .actions import (
     Txn,
     parse_commit,
 )
-from .checkpoint import CheckpointState, complete_checkpoints, read_checkpoint, read_last_checkpoint_hint
+from .checkpoint import (CheckpointState, complete_checkpoints, interval_ms, read_checkpoint,
+                         read_last_checkpoint_hint)
 from .features import check_readable
 from .history import commit_info_from_bytes, ict_enablement_version, monotonic_mtimes, version_at_timestamp
 from .replay import FileTail, TableActions, read_commits, require_contiguous, without_gc
@@ -49,6 +51,9 @@ from .store import LogFile, LogStore
 
 #: refresh() reloads from a newer checkpoint instead of replaying more commits than this
 REFRESH_RELOAD_COMMITS = 1000
+
+#: how long txn (application transaction) identifiers are honoured; unset: forever
+TXN_RETENTION = "delta.setTransactionRetentionDuration"
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -96,6 +101,21 @@ class Snapshot:
     @property
     def num_files(self) -> int:
         return self.files.num_rows
+
+    def live_app_txns(self, now_ms: int | None = None) -> dict[str, Txn]:
+        """The application transactions (txn actions) a writer must still honour.
+
+        All of ``app_txns``, unless the table sets ``delta.setTransactionRetentionDuration``: then,
+        as in Delta, an identifier whose ``lastUpdated`` is at or before ``now - retention`` has
+        expired and is ignored (idempotent writers may repeat such a version) and left out of
+        checkpoints, so the set of stream and job ids does not grow forever. A txn without
+        ``lastUpdated`` never expires.
+        """
+        retention = self.metadata.configuration.get(TXN_RETENTION)
+        if retention is None or not self.app_txns:
+            return self.app_txns
+        horizon = (int(time.time() * 1000) if now_ms is None else now_ms) - interval_ms(retention, TXN_RETENTION)
+        return {k: t for k, t in self.app_txns.items() if t.last_updated is None or t.last_updated > horizon}
 
     # ------------------------------------------------------------------ moving forward
     def apply(self, *commits: CommitActions) -> "Snapshot":

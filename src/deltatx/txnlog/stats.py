@@ -205,6 +205,68 @@ def _put(doc: dict[str, Any], path: Path, value: Any) -> None:
     doc[path[-1]] = value
 
 
+class FileStats:
+    """Stats of one data file, accumulated chunk by chunk (a row group at a time).
+
+    Why: a file streamed in row groups can have its statistics computed while its rows arrive
+    (on the encoder thread) instead of in one pass over all rows once the last one is in, which
+    would sit on the write's critical path. Per chunk only Arrow scalars are kept (a min and a max
+    per leaf), so memory does not grow with the file. :func:`compute_stats` is one ``add``.
+    """
+
+    def __init__(self, schema: pa.Schema, stats_columns: Sequence[str] | None = None,
+                 num_indexed_cols: int = 32):
+        self._leaves = stats_leaf_paths(schema, stats_columns, num_indexed_cols)
+        self.num_records = 0
+        self._nulls = [0] * len(self._leaves)
+        self._no_bounds = [False] * len(self._leaves)  # a NaN was seen: no min/max at all
+        self._mins: list[list[pa.Scalar]] = [[] for _ in self._leaves]
+        self._maxs: list[list[pa.Scalar]] = [[] for _ in self._leaves]
+
+    def add(self, table: pa.Table) -> None:
+        """Fold ``table`` (the next rows of the file, partition columns removed) into the stats."""
+        self.num_records += table.num_rows
+        for i, (path, _field) in enumerate(self._leaves):
+            arr = _plain(_column_at(table, path))
+            nulls = arr.null_count
+            self._nulls[i] += nulls
+            t = arr.type
+            if self._no_bounds[i] or not has_min_max(t) or nulls == len(arr):
+                continue
+            if pa.types.is_floating(t) and pc.any(pc.is_nan(arr)).as_py():
+                self._no_bounds[i] = True
+                continue
+            bounds = pc.min_max(arr)
+            self._mins[i].append(bounds["min"])
+            self._maxs[i].append(bounds["max"])
+
+    def to_json(self) -> str:
+        """The ``stats`` JSON of the ``add`` action."""
+        min_values: dict[str, Any] = {}
+        max_values: dict[str, Any] = {}
+        null_count: dict[str, Any] = {}
+        for i, (path, field) in enumerate(self._leaves):
+            _put(null_count, path, self._nulls[i])
+            if self._no_bounds[i] or not self._mins[i]:
+                continue
+            low, high = self._mins[i], self._maxs[i]
+            if len(low) > 1:
+                low, high = [pc.min(pa.array(low))], [pc.max(pa.array(high))]
+            t = low[0].type
+            low_json = _bound_json(low[0], t, is_max=False)
+            high_json = _bound_json(high[0], t, is_max=True)
+            if low_json is not None and high_json is not None:
+                _put(min_values, path, low_json)
+                _put(max_values, path, high_json)
+        doc = {
+            "numRecords": self.num_records,
+            "minValues": min_values,
+            "maxValues": max_values,
+            "nullCount": null_count,
+        }
+        return orjson.dumps(doc).decode()
+
+
 def compute_stats(
     table: pa.Table, stats_columns: list[str] | None = None, num_indexed_cols: int = 32
 ) -> str:
@@ -212,30 +274,9 @@ def compute_stats(
 
     Columnar: one ``min_max`` and one null count per indexed leaf column, whatever the row count.
     """
-    min_values: dict[str, Any] = {}
-    max_values: dict[str, Any] = {}
-    null_count: dict[str, Any] = {}
-    for path, field in stats_leaf_paths(table.schema, stats_columns, num_indexed_cols):
-        arr = _plain(_column_at(table, path))
-        _put(null_count, path, arr.null_count)
-        t = arr.type
-        if not has_min_max(t) or arr.null_count == len(arr):
-            continue
-        if pa.types.is_floating(t) and pc.any(pc.is_nan(arr)).as_py():
-            continue
-        bounds = pc.min_max(arr)
-        low = _bound_json(bounds["min"], t, is_max=False)
-        high = _bound_json(bounds["max"], t, is_max=True)
-        if low is not None and high is not None:
-            _put(min_values, path, low)
-            _put(max_values, path, high)
-    doc = {
-        "numRecords": table.num_rows,
-        "minValues": min_values,
-        "maxValues": max_values,
-        "nullCount": null_count,
-    }
-    return orjson.dumps(doc).decode()
+    stats = FileStats(table.schema, stats_columns, num_indexed_cols)
+    stats.add(table)
+    return stats.to_json()
 
 
 # --------------------------------------------------------------------------------------------

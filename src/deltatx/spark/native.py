@@ -1,0 +1,146 @@
+"""Read a snapshot with Spark's built-in Parquet reader: ``deltatx.spark.read(..., engine="parquet")``.
+
+Why this exists beside the ``deltatx`` format: Spark's Python Data Source API moves every column
+of every row through a Python worker, Arrow IPC and JVM row conversion, and never prunes
+columns; an empty read alone costs about 0.1 s of Python workers (P8 measures both). A Delta
+snapshot is a list of Parquet files plus per-file partition values, which is what Delta's own
+Spark connector hands to Spark's Parquet reader. So here the driver plans the snapshot (log
+replay, time travel, the same :class:`~deltatx.tables.table.Table` every other read uses) and
+Spark reads the files itself: vectorized, only the columns a query uses, row groups skipped by
+their Parquet statistics.
+
+Partition values come from the log, never from directory names (Delta does not require
+Hive-style paths): the files of each distinct partition form one Parquet relation whose
+partition columns are literals, and the relations are unioned. Spark folds a filter on a
+partition column against those literals, so a filtered query never opens the other partitions.
+
+When it applies (:func:`unavailable_reason` says why not, and ``engine="auto"`` then uses the
+``deltatx`` format instead): the table is on a local filesystem (Spark has no S3 or in-memory
+filesystem without extra jars), no data file path holds a character Spark would take for a glob,
+and the snapshot has at most :data:`MAX_PARTITION_GROUPS` distinct partitions (one relation
+each). Deletion vectors fail the read with ``UnsupportedFeatureError``, as every deltatx read does.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from functools import reduce
+from typing import Any, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import DeltaTxError
+from ..io.grouping import group_codes
+from ..io.paths import data_file_path, decode_path
+from ..io.reader import partition_values_table, refuse_deletion_vectors
+from ..tables.table import Table
+from ..txnlog.store import LocalLogStore
+from .options import arrow_schema_to_spark
+
+#: most distinct partitions read natively: each is one Parquet relation in a union
+MAX_PARTITION_GROUPS = 64
+
+#: characters that make Spark expand a path as a glob pattern
+_GLOB_CHARACTERS = set("{}[]*?\\")
+
+
+class NativeReadUnavailableError(DeltaTxError):
+    """``engine="parquet"`` was asked for a table Spark's Parquet reader cannot read as is."""
+
+
+def _file_paths(table: Table, files: pa.Table) -> list[str]:
+    store = table.store
+    return [data_file_path(store, decode_path(p)) for p in files.column("path").to_pylist()]
+
+
+def unavailable_reason(table: Table, files: pa.Table | None = None) -> str | None:
+    """Why Spark's Parquet reader cannot read this snapshot directly, or None when it can."""
+    if not isinstance(table.store, LocalLogStore):
+        return f"the table is not on a local filesystem ({table.uri!r}); Spark reads it only through the deltatx format"
+    files = table.snapshot.files if files is None else files
+    for path in _file_paths(table, files):
+        if not path.startswith("/"):
+            return f"data file {path!r} is not a local absolute path"
+        if _GLOB_CHARACTERS & set(path):
+            return f"data file path {path!r} holds a character Spark expands as a glob"
+    partition_columns = table.snapshot.partition_columns
+    if partition_columns and files.num_rows:
+        groups = _count_groups(table, files)
+        if groups > MAX_PARTITION_GROUPS:
+            return f"the snapshot has {groups} distinct partitions (more than {MAX_PARTITION_GROUPS})"
+    return None
+
+
+def _count_groups(table: Table, files: pa.Table) -> int:
+    values = partition_values_table(files, table.schema, table.snapshot.partition_columns)
+    return pc.max(group_codes(values.columns)).as_py() + 1  # codes are dense: 0..K-1
+
+
+def _literal(value: Any, spark_type: Any) -> Any:
+    """A Spark literal column of ``spark_type`` holding ``value`` exactly (None -> typed null).
+
+    Dates, timestamps and decimals go through their text form with an explicit offset, so the
+    session time zone never shifts them.
+    """
+    from pyspark.sql import functions as F
+
+    if value is None:
+        return F.lit(None).cast(spark_type)
+    if isinstance(value, dt.datetime):
+        text = value.isoformat()  # aware values carry their offset; naive ones are timestamp_ntz
+        return F.lit(text).cast(spark_type)
+    if isinstance(value, (dt.date, Decimal)):
+        return F.lit(str(value)).cast(spark_type)
+    if isinstance(value, (bytes, bytearray)):
+        return F.lit(bytearray(value)).cast(spark_type)
+    return F.lit(value).cast(spark_type)
+
+
+def native_dataframe(spark: Any, table: Table, columns: Sequence[str] | None = None) -> Any:
+    """The snapshot of ``table`` as a DataFrame over Spark's Parquet reader.
+
+    Raises :class:`NativeReadUnavailableError` (with the reason) when :func:`unavailable_reason`
+    finds one, and ``UnsupportedFeatureError`` for deletion vectors.
+    """
+    from pyspark.sql.types import StructType
+
+    snapshot = table.snapshot
+    files = snapshot.files
+    refuse_deletion_vectors(files)
+    reason = unavailable_reason(table, files)
+    if reason is not None:
+        raise NativeReadUnavailableError(f"Spark's Parquet reader cannot read this table directly: {reason}")
+    schema = snapshot.schema
+    spark_schema = arrow_schema_to_spark(schema)
+    wanted = list(columns) if columns else list(schema.names)
+    missing = [c for c in wanted if c not in schema.names]
+    if missing:
+        raise NativeReadUnavailableError(f"columns {missing} are not in the table ({schema.names})")
+    # no rows, the table's exact schema: the whole read when there are no files, and otherwise a
+    # union member that keeps partition columns nullable (a literal is not; Spark drops the
+    # empty relation when it optimizes the query)
+    empty = spark.createDataFrame([], spark_schema).select(*wanted)
+    if files.num_rows == 0:
+        return empty
+    partition_columns = [c for c in snapshot.partition_columns if c in schema.names]
+    data_schema = StructType([f for f in spark_schema.fields if f.name not in partition_columns])
+    paths = _file_paths(table, files)
+    if not partition_columns:
+        return spark.read.schema(data_schema).parquet(*paths).select(*wanted)
+    types = {f.name: f.dataType for f in spark_schema.fields}
+    values = partition_values_table(files, schema, partition_columns)
+    codes = group_codes(values.columns).to_pylist()
+    members: dict[int, list[int]] = {}
+    for row, code in enumerate(codes):
+        members.setdefault(code, []).append(row)
+    relations = []
+    for rows in members.values():
+        first = rows[0]
+        literals = {c: _literal(values.column(c)[first].as_py(), types[c]) for c in partition_columns}
+        relation = spark.read.schema(data_schema).parquet(*[paths[r] for r in rows])
+        relations.append(relation.select(*[
+            literals[c].alias(c) if c in literals else c for c in wanted
+        ]))
+    return reduce(lambda a, b: a.unionByName(b), relations + [empty])

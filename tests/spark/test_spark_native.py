@@ -1,0 +1,133 @@
+"""deltatx.spark.read with Spark's own Parquet reader: same rows as the format, pruned columns, fallbacks.
+
+Tables are written with the core API (no Spark job) so that only the reads cost Spark time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+
+import deltatx
+import deltatx.spark as dspark
+from deltatx.errors import DeltaTxError, UnsupportedFeatureError
+from deltatx.spark import native
+from deltatx.spark.native import NativeReadUnavailableError, unavailable_reason
+
+UTC = dt.timezone.utc
+
+
+def _rows(df) -> list[dict]:
+    return sorted((r.asDict() for r in df.collect()), key=lambda r: (r["id"],))
+
+
+def _executed_plan(df) -> str:
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
+@pytest.fixture
+def typed_partitions(table_uri) -> str:
+    """Partitioned by a string (with a null), a date and an int: 3 partitions, 2 appends, 6 files."""
+    schema = pa.schema([("id", pa.int64()), ("region", pa.string()), ("day", pa.date32()),
+                        ("bucket", pa.int32()), ("amount", pa.decimal128(10, 2)),
+                        ("ts", pa.timestamp("us", tz="UTC"))])
+    table = deltatx.create_table(table_uri, schema, partition_by=["region", "day", "bucket"])
+    for low in (0, 30):
+        ids = list(range(low, low + 30))
+        table.append(pa.table({
+            "id": ids,
+            "region": [None if i % 3 == 0 else f"r{i % 3}" for i in ids],
+            "day": [dt.date(2024, 1, 1 + i % 3) for i in ids],
+            "bucket": pa.array([i % 3 for i in ids], pa.int32()),
+            "amount": pa.array([Decimal(i) / 4 for i in ids], pa.decimal128(10, 2)),
+            "ts": pa.array([dt.datetime(2024, 5, 1, i % 24, tzinfo=UTC) for i in ids], pa.timestamp("us", "UTC")),
+        }, schema=schema))
+    return table_uri
+
+
+def test_native_read_returns_the_format_rows_with_partition_values_from_the_log(spark, typed_partitions):
+    natively = dspark.read(spark, typed_partitions, engine="parquet")
+    through_format = dspark.read(spark, typed_partitions, engine="format")
+    assert [f for f, g in zip(natively.schema.fields, through_format.schema.fields) if f != g] == []
+    assert natively.columns == ["id", "region", "day", "bucket", "amount", "ts"]
+    rows = _rows(natively)
+    assert rows == _rows(through_format)
+    assert len(rows) == 60
+    assert rows[0] == {"id": 0, "region": None, "day": dt.date(2024, 1, 1), "bucket": 0,
+                       "amount": Decimal("0.00"), "ts": dt.datetime(2024, 5, 1, 0)}
+    assert rows[5]["region"] == "r2" and rows[5]["day"] == dt.date(2024, 1, 3) and rows[5]["bucket"] == 2
+    assert "FileScan parquet" in _executed_plan(natively)
+
+
+def test_a_partition_filter_opens_only_that_partitions_files(spark, typed_partitions):
+    df = dspark.read(spark, typed_partitions)  # auto: a local table reads natively
+    assert "FileScan parquet" in _executed_plan(df)
+    assert len(df.inputFiles()) == deltatx.Table(typed_partitions).files().num_rows == 6
+    only = df.where("region = 'r1'")
+    assert len(only.inputFiles()) == 2  # the other partitions' relations are folded away
+    assert sorted(r.id for r in only.collect()) == list(range(1, 60, 3))
+    assert df.where("region IS NULL AND day = DATE'2024-01-01'").count() == 20
+
+
+def test_only_the_queried_columns_are_read(spark, typed_partitions):
+    df = dspark.read(spark, typed_partitions).select("id")
+    assert "ReadSchema: struct<id:bigint>" in _executed_plan(df)
+    fewer = dspark.read(spark, typed_partitions, columns=["amount", "id"])
+    assert fewer.columns == ["amount", "id"] and "ReadSchema: struct<id:bigint,amount:decimal(10,2)>" in \
+        _executed_plan(fewer)
+    assert fewer.agg({"id": "sum"}).collect()[0][0] == sum(range(60))
+
+
+def test_time_travel_removes_and_empty_snapshots(spark, table_uri):
+    table = deltatx.create_table(table_uri, pa.schema([("id", pa.int64())]))
+    assert dspark.read(spark, table_uri).count() == 0  # version 0: no files
+    table.append(pa.table({"id": [1, 2]}))          # version 1
+    table.append(pa.table({"id": [3]}))             # version 2
+    table.delete("id = 1")                          # version 3
+    assert sorted(r.id for r in dspark.read(spark, table_uri, engine="parquet").collect()) == [2, 3]
+    assert sorted(r.id for r in dspark.read(spark, table_uri, version=1, engine="parquet").collect()) == [1, 2]
+    at = deltatx.Table(table_uri).history()[1]["timestamp"]  # version 2's commit time
+    expected = sorted(deltatx.Table(table_uri, timestamp=at).to_arrow()["id"].to_pylist())
+    assert sorted(r.id for r in dspark.read(spark, table_uri, timestamp=at, engine="parquet").collect()) == expected
+
+
+def test_format_only_options_and_unreadable_tables_use_the_format(spark, typed_partitions, memory_uri, monkeypatch):
+    with_pushdown = dspark.read(spark, typed_partitions, filterPushdown=True)
+    assert "FileScan parquet" not in _executed_plan(with_pushdown)  # an option only the format knows
+    assert with_pushdown.count() == 60
+
+    deltatx.create_table(memory_uri, pa.schema([("id", pa.int64())]))
+    reason = unavailable_reason(deltatx.Table(memory_uri))
+    assert reason is not None and "not on a local filesystem" in reason
+    with pytest.raises(NativeReadUnavailableError, match="not on a local filesystem"):
+        dspark.read(spark, memory_uri, engine="parquet")
+
+    monkeypatch.setattr(native, "MAX_PARTITION_GROUPS", 2)
+    assert "3 distinct partitions" in unavailable_reason(deltatx.Table(typed_partitions))
+    fallback = dspark.read(spark, typed_partitions)
+    assert "FileScan parquet" not in _executed_plan(fallback) and fallback.count() == 60
+    with pytest.raises(DeltaTxError, match="engine must be one of"):
+        dspark.read(spark, typed_partitions, engine="arrow")
+
+
+def test_deletion_vectors_fail_the_native_read_typed(spark, table_uri):
+    table = deltatx.create_table(table_uri, pa.schema([("id", pa.int64())]))
+    table.append(pa.table({"id": [1, 2, 3]}))
+    add = table.files().to_pylist()[0]
+    commit = [
+        {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"],
+                      "writerFeatures": ["deletionVectors"]}},
+        {"remove": {"path": add["path"], "deletionTimestamp": 1, "dataChange": True}},
+        {"add": {"path": add["path"], "partitionValues": {}, "size": add["size"],
+                 "modificationTime": add["modificationTime"], "dataChange": True,
+                 "deletionVector": {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^",
+                                    "offset": 4, "sizeInBytes": 40, "cardinality": 1}}},
+    ]
+    log = deltatx.Table(table_uri).store
+    log.fs.pipe_file(f"{log.log_root}/{2:020d}.json", "\n".join(json.dumps(a) for a in commit).encode())
+    with pytest.raises(UnsupportedFeatureError, match="deletionVectors"):
+        dspark.read(spark, table_uri, engine="parquet")

@@ -9,6 +9,8 @@ alternating. Targets: write ≤ 1.3×, read ≤ 1.5× Spark Parquet.
 
 Measured in the same run, to show where the time goes (all in the details):
 
+- ``deltatx.spark.write(df, uri)``: deltatx plans the write and commits it, Spark's own Parquet
+  writer writes the files (:mod:`deltatx.spark.native_write`); its ratio is a criterion of its own;
 - ``deltatx.spark.read(spark, uri)``: deltatx plans the snapshot, Spark's own Parquet reader reads
   its files (:mod:`deltatx.spark.native`); its ratio is a criterion of its own;
 - the format read naming its two columns with the ``columns`` option (Spark does not prune the
@@ -133,7 +135,7 @@ def run(quick: bool = False) -> BenchResult:
     for floor in _floor_sources():
         spark.dataSource.register(floor)
     source = _source(spark, rows)
-    write_dtx, write_pq, write_floor = [], [], []
+    write_dtx, write_pq, write_floor, write_native = [], [], [], []
     read_dtx, read_pq, read_dtx_columns, read_native, read_empty, read_pyarrow = [], [], [], [], [], []
     commit_tail: list[float] = []
     facts: dict[str, dict] = {}
@@ -145,6 +147,8 @@ def run(quick: bool = False) -> BenchResult:
             source.write.format("deltatx").mode("append").save(str(root / "warm-dtx"))
             source.write.mode("overwrite").parquet(str(root / "warm-pq"))
             source.write.format("p8_counting_sink").mode("append").save()
+            shutil.rmtree(root / "warm-native", ignore_errors=True)
+            dspark.write(source, str(root / "warm-native"))
         if not quick:
             for _ in range(WARM_UP_ROUNDS):
                 _aggregate(spark.read.format("deltatx").load(str(root / "warm-dtx")))
@@ -164,6 +168,12 @@ def run(quick: bool = False) -> BenchResult:
             write_pq.append(t)
             t, _ = time_call(lambda: source.write.format("p8_counting_sink").mode("append").save())
             write_floor.append(t)
+            native_uri = str(root / f"native-{rep}")
+            t, native_result = time_call(lambda: dspark.write(source, native_uri))
+            write_native.append(t)
+            facts["native_write_version"] = {"version": native_result.version,
+                                             "rows": deltalake_facts(native_uri)["rows"]}
+            shutil.rmtree(native_uri, ignore_errors=True)
             if rep < reps - 1:
                 shutil.rmtree(dtx_uri, ignore_errors=True)
                 shutil.rmtree(pq_uri, ignore_errors=True)
@@ -196,6 +206,7 @@ def run(quick: bool = False) -> BenchResult:
     write_ratio = median(write_dtx) / median(write_pq)
     read_ratio = median(read_dtx) / median(read_pq)
     native_ratio = median(read_native) / median(read_pq)
+    native_write_ratio = median(write_native) / median(write_pq)
     floors = {
         "write_counting_sink_median_s": median(write_floor),
         "write_counting_sink_ratio": median(write_floor) / median(write_pq),
@@ -217,6 +228,9 @@ def run(quick: bool = False) -> BenchResult:
             "read_deltatx_columns_option_samples_s": read_dtx_columns,
             "read_deltatx_median_s": median(read_dtx), "read_parquet_median_s": median(read_pq),
             "read_deltatx_columns_option_median_s": median(read_dtx_columns),
+            "write_deltatx_native_samples_s": write_native,
+            "write_deltatx_native_median_s": median(write_native),
+            "write_native_ratio": native_write_ratio,
             "read_deltatx_native_samples_s": read_native,
             "read_deltatx_native_median_s": median(read_native),
             "write_ratio": write_ratio, "read_ratio": read_ratio, "read_native_ratio": native_ratio,
@@ -233,6 +247,8 @@ def run(quick: bool = False) -> BenchResult:
     result.check("same answer as Parquet", facts["answers"]["parquet"], facts["answers"]["deltatx"])
     result.check("same answer with the columns option", facts["answers"]["parquet"],
                  facts["answers"]["deltatx_columns"])
+    result.check("native write: one commit (version 0) of every row", {"version": 0, "rows": rows},
+                 facts["native_write_version"])
     result.check("same answer read natively", facts["answers"]["parquet"], facts["answers"]["deltatx_native"])
     result.check("same answer from the pyarrow floor source", facts["answers"]["parquet"],
                  facts["answers"]["pyarrow_source"])
@@ -245,6 +261,10 @@ def run(quick: bool = False) -> BenchResult:
                      f"(target ≤ {READ_TARGET:g}×; the Python source API alone: "
                      f"{floors['read_empty_source_ratio']:.2f}× for no rows, "
                      f"{floors['read_pyarrow_source_ratio']:.2f}× reading the files with bare pyarrow)")
+    result.criterion("write via deltatx.spark.write (Spark's Parquet writer) vs Spark Parquet",
+                     native_write_ratio <= WRITE_TARGET,
+                     f"{median(write_native):.2f} s vs {median(write_pq):.2f} s = {native_write_ratio:.2f}× "
+                     f"(target ≤ {WRITE_TARGET:g}×)")
     result.criterion("read count+sum+max via deltatx.spark.read (Spark's Parquet reader) vs Spark Parquet",
                      native_ratio <= READ_TARGET,
                      f"{median(read_native):.2f} s vs {median(read_pq):.2f} s = {native_ratio:.2f}× "

@@ -233,5 +233,10 @@ class SparkUnavailableError(DeltaTxError):
     """PySpark or a Java runtime it needs is not installed (``deltatx.spark`` only)."""
 
 
+class NativeUnavailableError(DeltaTxError):
+    """``engine="parquet"`` was asked of ``deltatx.spark.read/write`` for a table or write that
+    Spark's own Parquet reader/writer cannot handle as is; the message says why."""
+
+
 class PostCommitHookWarning(UserWarning):
     """A commit succeeded but a hook after it (checkpoint, auto-compaction) failed."""

@@ -18,6 +18,7 @@ from deltatx.txnlog.stats import (
     STRING_PREFIX_LENGTH,
     FileStats,
     compute_stats,
+    stats_from_parquet_footer,
     parse_stats,
     parse_timestamps,
     stats_leaf_paths,
@@ -175,6 +176,27 @@ def test_stats_accumulated_chunk_by_chunk_equal_one_pass(cuts):
     whole = orjson.loads(stats.to_json())
     assert "f" not in whole["minValues"] and whole["nullCount"]["g"] == 20  # the NaN in one chunk wins
     assert whole["maxValues"]["s"] == "z" * 32 + MAX_STRING_TIE_BREAKER
+
+
+def test_footer_stats_match_computed_stats_without_float_and_timestamp_bounds(tmp_path):
+    """Row groups of a Parquet footer combine into the stats compute_stats gives for its rows."""
+    import pyarrow.parquet as pq
+
+    table = _mixed_table().drop_columns(["st", "l"])
+    table = table.set_column(0, "i", pa.array([None] * 10 + table["i"].to_pylist()[10:], pa.int32()))
+    path = tmp_path / "f.parquet"
+    pq.write_table(table, path, row_group_size=10)  # 4 row groups, the first all-null in "i"
+    footer = orjson.loads(stats_from_parquet_footer(pq.read_metadata(path), table.schema))
+    computed = stats_of(table)
+    assert footer["numRecords"] == 40 and footer["nullCount"] == computed["nullCount"]
+    unbounded = {"f", "g", "ts"}  # floats (a footer does not tell NaN apart) and timestamps
+    assert footer["minValues"] == {k: v for k, v in computed["minValues"].items() if k not in unbounded}
+    assert footer["maxValues"] == {k: v for k, v in computed["maxValues"].items() if k not in unbounded}
+
+    no_stats = tmp_path / "bare.parquet"
+    pq.write_table(table, no_stats, write_statistics=False)
+    bare = orjson.loads(stats_from_parquet_footer(pq.read_metadata(no_stats), table.schema))
+    assert bare == {"numRecords": 40, "minValues": {}, "maxValues": {}, "nullCount": {}}
 
 
 def test_dictionary_columns_are_decoded():

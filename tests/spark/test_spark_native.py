@@ -14,9 +14,9 @@ import pytest
 
 import deltatx
 import deltatx.spark as dspark
-from deltatx.errors import DeltaTxError, UnsupportedFeatureError
+from deltatx.errors import DeltaTxError, NativeUnavailableError, UnsupportedFeatureError
 from deltatx.spark import native
-from deltatx.spark.native import NativeReadUnavailableError, unavailable_reason
+from deltatx.spark.native import unavailable_reason
 
 UTC = dt.timezone.utc
 
@@ -103,7 +103,7 @@ def test_format_only_options_and_unreadable_tables_use_the_format(spark, typed_p
     deltatx.create_table(memory_uri, pa.schema([("id", pa.int64())]))
     reason = unavailable_reason(deltatx.Table(memory_uri))
     assert reason is not None and "not on a local filesystem" in reason
-    with pytest.raises(NativeReadUnavailableError, match="not on a local filesystem"):
+    with pytest.raises(NativeUnavailableError, match="not on a local filesystem"):
         dspark.read(spark, memory_uri, engine="parquet")
 
     monkeypatch.setattr(native, "MAX_PARTITION_GROUPS", 2)

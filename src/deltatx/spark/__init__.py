@@ -47,7 +47,9 @@ of a DataFrame in its later queries that push no filter, which would return too 
 
 :func:`read` plans the snapshot in deltatx and, for tables on local files, lets Spark's own
 Parquet reader read its files (column pruning, vectorized decoding, no Python workers); see
-:mod:`deltatx.spark.native`. Other tables go through the format. (:func:`register` switches on
+:mod:`deltatx.spark.native`. :func:`write` likewise lets Spark's Parquet writer write the files
+of a plain append/overwrite and commits them through deltatx (:mod:`deltatx.spark.native_write`).
+Other tables and writes go through the format; ``engine=`` chooses explicitly. (:func:`register` switches on
 ``spark.sql.python.filterPushdown.enabled``, without which Spark fails such reads.)
 
 SQL users::
@@ -71,7 +73,7 @@ import shutil
 import tempfile
 from typing import Any
 
-from ..errors import DeltaTxError, SparkUnavailableError, TableAlreadyExistsError
+from ..errors import DeltaTxError, NativeUnavailableError, SparkUnavailableError, TableAlreadyExistsError
 
 try:
     import pyspark  # noqa: F401
@@ -87,6 +89,12 @@ from .source import FORMAT_NAME, DeltaTxDataSource
 from .unwrap import typed_error
 
 __all__ = ["FORMAT_NAME", "DeltaTxDataSource", "register", "write", "read", "activate", "typed_error"]
+
+#: how deltatx.spark.read/write move rows: Spark's own Parquet reader/writer, or the format
+ENGINES = ("auto", "parquet", "format")
+
+#: read options the native (Spark Parquet) path honours; any other option selects the deltatx format
+_NATIVE_OPTIONS = {"columns"}
 
 #: the SQL conf a reader with filter pushdown needs (Spark fails reads of such sources without it)
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -132,7 +140,7 @@ def _option_value(value: Any) -> str:
     return str(value)
 
 
-def write(df: Any, uri: str, mode: str = "append", **options: Any) -> CommitResult | None:
+def write(df: Any, uri: str, mode: str = "append", engine: str = "auto", **options: Any) -> CommitResult | None:
     """Write ``df`` to the deltatx table at ``uri``; typed errors, and the commit's result.
 
     ``mode``: ``append`` | ``overwrite`` | ``error`` (``errorifexists``) | ``ignore``. ``options``
@@ -142,7 +150,15 @@ def write(df: Any, uri: str, mode: str = "append", **options: Any) -> CommitResu
     (``skipped=True`` for an idempotent write already applied), or None for ``ignore`` on an
     existing table. Raises the deltatx exception of the failure (e.g. ``ConcurrentAppendException``
     with ``.version`` = the winning commit) instead of Spark's generic error.
+
+    ``engine``: ``"auto"`` (default) lets Spark's own Parquet writer write the files when the
+    write allows it (local table, no replaceWhere; see :mod:`deltatx.spark.native_write`) and
+    commits them through deltatx, otherwise uses ``format("deltatx")``; ``"parquet"`` insists
+    (``NativeUnavailableError`` says why not); ``"format"`` always uses the format. Both plan the
+    write (and capture its read version) before the job runs, and commit once.
     """
+    if engine not in ENGINES:
+        raise DeltaTxError(f"engine must be one of {ENGINES}, not {engine!r}")
     spark = df.sparkSession
     activate(spark)
     mode = mode.lower()
@@ -157,12 +173,23 @@ def write(df: Any, uri: str, mode: str = "append", **options: Any) -> CommitResu
         mode = "append"
     if mode not in ("append", "overwrite"):
         raise DeltaTxError(f"mode must be append, overwrite, error or ignore, not {mode!r}")
+    raw = {_option_key(k): _option_value(v) for k, v in options.items()}
+    if engine != "format":
+        from .native_write import native_write, unavailable_reason
+        from .writer import plan_write
+
+        plan = plan_write({**raw, "path": uri}, df.schema, mode == "overwrite")
+        reason = unavailable_reason(plan)
+        if reason is None:
+            return native_write(df, {**raw, "path": uri}, mode == "overwrite", plan=plan)
+        if engine == "parquet":
+            raise NativeUnavailableError(f"Spark's Parquet writer cannot do this write directly: {reason}")
     report_dir = tempfile.mkdtemp(prefix="deltatx-spark-write-")
     report_path = os.path.join(report_dir, "outcome.pickle")
     try:
         writer = df.write.format(FORMAT_NAME).mode(mode)
-        for key, value in options.items():
-            writer = writer.option(_option_key(key), _option_value(value))
+        for key, value in raw.items():
+            writer = writer.option(key, value)
         writer = writer.option(REPORT_OPTION, report_path)
         try:
             writer.save(uri)
@@ -178,11 +205,6 @@ def write(df: Any, uri: str, mode: str = "append", **options: Any) -> CommitResu
         shutil.rmtree(report_dir, ignore_errors=True)
 
 
-#: read options the native (Spark Parquet) path honours; any other option selects the deltatx format
-_NATIVE_OPTIONS = {"columns"}
-ENGINES = ("auto", "parquet", "format")
-
-
 def read(spark: Any, uri: str, version: int | None = None, timestamp: Any = None, engine: str = "auto",
          **options: Any) -> Any:
     """The table at ``uri`` (optionally at a version or timestamp) as a DataFrame.
@@ -193,7 +215,7 @@ def read(spark: Any, uri: str, version: int | None = None, timestamp: Any = None
       allows it (local files; see :mod:`deltatx.spark.native`) and only ``columns`` is given;
       otherwise the ``deltatx`` format. Native reads prune columns and run vectorized: the P8
       benchmark measures both.
-    - ``"parquet"``: insist on the native reader (``NativeReadUnavailableError`` says why not).
+    - ``"parquet"``: insist on the native reader (``NativeUnavailableError`` says why not).
     - ``"format"``: always ``spark.read.format("deltatx")``.
 
     Both read one consistent snapshot, pinned now. ``options`` are the format's read options

@@ -31,7 +31,7 @@ from typing import Any, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import DeltaTxError
+from ..errors import NativeUnavailableError
 from ..io.grouping import group_codes
 from ..io.paths import data_file_path, decode_path
 from ..io.reader import partition_values_table, refuse_deletion_vectors
@@ -44,10 +44,6 @@ MAX_PARTITION_GROUPS = 64
 
 #: characters that make Spark expand a path as a glob pattern
 _GLOB_CHARACTERS = set("{}[]*?\\")
-
-
-class NativeReadUnavailableError(DeltaTxError):
-    """``engine="parquet"`` was asked for a table Spark's Parquet reader cannot read as is."""
 
 
 def _file_paths(table: Table, files: pa.Table) -> list[str]:
@@ -101,7 +97,7 @@ def _literal(value: Any, spark_type: Any) -> Any:
 def native_dataframe(spark: Any, table: Table, columns: Sequence[str] | None = None) -> Any:
     """The snapshot of ``table`` as a DataFrame over Spark's Parquet reader.
 
-    Raises :class:`NativeReadUnavailableError` (with the reason) when :func:`unavailable_reason`
+    Raises :class:`NativeUnavailableError` (with the reason) when :func:`unavailable_reason`
     finds one, and ``UnsupportedFeatureError`` for deletion vectors.
     """
     from pyspark.sql.types import StructType
@@ -111,13 +107,13 @@ def native_dataframe(spark: Any, table: Table, columns: Sequence[str] | None = N
     refuse_deletion_vectors(files)
     reason = unavailable_reason(table, files)
     if reason is not None:
-        raise NativeReadUnavailableError(f"Spark's Parquet reader cannot read this table directly: {reason}")
+        raise NativeUnavailableError(f"Spark's Parquet reader cannot read this table directly: {reason}")
     schema = snapshot.schema
     spark_schema = arrow_schema_to_spark(schema)
     wanted = list(columns) if columns else list(schema.names)
     missing = [c for c in wanted if c not in schema.names]
     if missing:
-        raise NativeReadUnavailableError(f"columns {missing} are not in the table ({schema.names})")
+        raise NativeUnavailableError(f"columns {missing} are not in the table ({schema.names})")
     # no rows, the table's exact schema: the whole read when there are no files, and otherwise a
     # union member that keeps partition columns nullable (a literal is not; Spark drops the
     # empty relation when it optimizes the query)

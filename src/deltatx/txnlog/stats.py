@@ -279,6 +279,68 @@ def compute_stats(
     return stats.to_json()
 
 
+def stats_from_parquet_footer(
+    metadata: Any, schema: pa.Schema, stats_columns: Sequence[str] | None = None, num_indexed_cols: int = 32
+) -> str:
+    """Delta stats JSON for a Parquet file another writer made, from its footer alone (no rows read).
+
+    For files Spark's own Parquet writer wrote (``deltatx.spark.write`` natively): their row-group
+    statistics are combined per column. ``schema`` is the table's schema without partition
+    columns; only top-level primitive columns are looked up. Conservative where a footer cannot
+    be trusted to match Delta's rules: a column loses its bounds when any row group with values
+    lacks them, floating-point columns never get bounds (a footer does not say whether a NaN was
+    seen), timestamps never do (their Parquet encodings vary: INT96 has no usable order), and a
+    column missing from the file or without null counts is left out. Fewer stats only mean less
+    file skipping, never a wrong skip.
+    """
+    positions = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
+    min_values: dict[str, Any] = {}
+    max_values: dict[str, Any] = {}
+    null_count: dict[str, Any] = {}
+    for path, field in stats_leaf_paths(schema, stats_columns, num_indexed_cols):
+        index = positions.get(".".join(path))
+        if len(path) != 1 or index is None:
+            continue
+        t = field.type
+        nulls, lows, highs, complete, bounded = 0, [], [], True, True
+        for g in range(metadata.num_row_groups):
+            chunk = metadata.row_group(g).column(index)
+            st = chunk.statistics
+            if st is None or not st.has_null_count:
+                complete = False
+                break
+            nulls += st.null_count
+            if st.null_count == chunk.num_values:
+                continue  # all null: nothing to bound
+            if st.has_min_max:
+                lows.append(st.min)
+                highs.append(st.max)
+            else:
+                bounded = False
+        if not complete:
+            continue
+        _put(null_count, path, nulls)
+        if not (bounded and lows) or not has_min_max(t) or pa.types.is_floating(t) or pa.types.is_timestamp(t):
+            continue
+        try:
+            low = pa.scalar(min(lows), type=t)
+            high = pa.scalar(max(highs), type=t)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+            continue
+        low_json = _bound_json(low, t, is_max=False)
+        high_json = _bound_json(high, t, is_max=True)
+        if low_json is not None and high_json is not None:
+            _put(min_values, path, low_json)
+            _put(max_values, path, high_json)
+    doc = {
+        "numRecords": metadata.num_rows,
+        "minValues": min_values,
+        "maxValues": max_values,
+        "nullCount": null_count,
+    }
+    return orjson.dumps(doc).decode()
+
+
 # --------------------------------------------------------------------------------------------
 # Reading: many stats JSON strings -> typed struct columns
 # --------------------------------------------------------------------------------------------

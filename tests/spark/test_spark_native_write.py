@@ -1,0 +1,131 @@
+"""deltatx.spark.write with Spark's own Parquet writer: files in Delta's layout, footer stats, one commit.
+
+The commit path (conflicts, idempotency, schema changes) is the format's; these tests cover what
+differs: where the files land, their partition values and statistics, cleanup on failure, and
+which writes fall back to the format.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from tablefiles import data_files
+
+import deltatx
+import deltatx.spark as dspark
+from deltatx.errors import ConcurrentAppendException, NativeUnavailableError
+from deltatx.io.paths import decode_path
+from deltatx.spark.native_write import native_write, unavailable_reason
+from deltatx.spark.writer import plan_write
+from deltatx.txnlog.stats import compute_stats
+
+
+def _rows(uri: str) -> list[dict]:
+    return sorted(deltatx.Table(uri).to_arrow().to_pylist(), key=lambda r: r["id"])
+
+
+def test_native_write_lands_files_in_delta_layout_with_footer_stats(spark, table_uri):
+    df = spark.createDataFrame(
+        [(i, f"n{i:02d}", None if i % 4 == 0 else i * 10, i / 2, f"r{i % 2}" if i % 3 else None,
+          dt.date(2024, 1, 1 + i % 2), i % 2 == 0) for i in range(12)],
+        "id long, name string, score int, x double, region string, day date, flag boolean")
+    result = dspark.write(df, table_uri, engine="parquet", partitionBy="region,day,flag")
+    assert result.version == 0 and result.read_version == -1
+
+    table = deltatx.Table(table_uri)
+    files = table.files()
+    paths = [decode_path(p) for p in files["path"].to_pylist()]
+    assert data_files(table_uri) == set(paths)  # no staging folder, no .crc, no _SUCCESS left
+    assert all(p.split("/")[0].startswith("region=") for p in paths)
+    assert any(p.startswith("region=__HIVE_DEFAULT_PARTITION__/") for p in paths)
+
+    rows = _rows(table_uri)
+    assert [r["id"] for r in rows] == list(range(12))
+    assert rows[3] == {"id": 3, "name": "n03", "score": 30, "x": 1.5, "region": None,
+                       "day": dt.date(2024, 1, 2), "flag": False}
+    assert rows[4]["score"] is None and rows[4]["region"] == "r0" and rows[4]["flag"] is True
+
+    for add in files.to_pylist():  # footer stats = stats of the file's rows, minus float bounds
+        rows_of_file = pq.read_table(os.path.join(table_uri, decode_path(add["path"])))
+        expected = orjson.loads(compute_stats(rows_of_file))
+        got = orjson.loads(add["stats"])
+        assert got["numRecords"] == expected["numRecords"] and got["nullCount"] == expected["nullCount"]
+        assert got["minValues"] == {k: v for k, v in expected["minValues"].items() if k != "x"}
+        assert got["maxValues"] == {k: v for k, v in expected["maxValues"].items() if k != "x"}
+
+    pruned = table.to_arrow(where="id >= 10", columns=["id"])
+    assert sorted(pruned["id"].to_pylist()) == [10, 11]
+
+
+def test_native_append_overwrite_merge_schema_and_idempotency(spark, table_uri):
+    dspark.write(spark.range(5).selectExpr("id", "cast(id % 2 as int) as part"), table_uri,
+                 engine="parquet", partitionBy="part")
+    wider = spark.range(5, 7).selectExpr("id", "cast(id % 2 as int) as part", "'new' as tag")
+    dspark.write(wider, table_uri, engine="parquet", mergeSchema=True)
+    assert deltatx.Table(table_uri).schema.names == ["id", "part", "tag"]
+    assert [r["tag"] for r in _rows(table_uri)] == [None] * 5 + ["new", "new"]
+
+    first = dspark.write(spark.range(100, 101).selectExpr("id", "1 as part"), table_uri,
+                         engine="parquet", txnAppId="job", txnVersion=3)
+    before = data_files(table_uri)
+    again = dspark.write(spark.range(200, 201).selectExpr("id", "1 as part"), table_uri,
+                         engine="parquet", txnAppId="job", txnVersion=3)
+    assert again.skipped and not first.skipped
+    assert data_files(table_uri) == before  # the skipped write leaves nothing behind
+
+    result = dspark.write(spark.range(3).selectExpr("id + 1000 as id", "0 as part"), table_uri,
+                          mode="overwrite", engine="parquet")
+    assert result.metrics["numRemovedFiles"] >= 3
+    assert [r["id"] for r in _rows(table_uri)] == [1000, 1001, 1002]
+
+
+def test_a_lost_race_raises_typed_and_deletes_the_files(spark, table_uri):
+    table = deltatx.create_table(table_uri, pa.schema([("id", pa.int64())]),
+                                 properties={"delta.isolationLevel": "Serializable"})
+    table.append(pa.table({"id": [1]}))
+    df = spark.range(10, 12)
+    plan = plan_write({"path": table_uri}, df.schema, True)  # the overwrite reads version 1 ...
+    table.append(pa.table({"id": [2]}))                        # ... and an append lands first
+    before = data_files(table_uri)
+    with pytest.raises(ConcurrentAppendException) as info:
+        native_write(df, {"path": table_uri}, True, plan=plan)
+    assert info.value.version == 2
+    assert data_files(table_uri) == before and deltatx.Table(table_uri).version == 2
+
+
+def test_a_failing_job_leaves_no_files_and_no_commit(spark, table_uri):
+    deltatx.create_table(table_uri, pa.schema([("id", pa.int64())]))
+
+    def explode(batches):
+        for batch in batches:
+            yield batch
+            raise RuntimeError("task broke")
+
+    df = spark.range(0, 50, numPartitions=2)
+    broken = df.mapInArrow(explode, df.schema)
+    with pytest.raises(Exception, match="task broke"):
+        dspark.write(broken, table_uri, engine="parquet")
+    assert data_files(table_uri) == set() and deltatx.Table(table_uri).version == 0
+
+
+def test_writes_the_native_path_cannot_do_use_the_format(spark, table_uri, memory_uri):
+    dspark.write(spark.range(4).selectExpr("id", "cast(id % 2 as int) as part"), table_uri, partitionBy="part")
+    replacement = spark.range(10, 12).selectExpr("id", "1 as part")
+    with pytest.raises(NativeUnavailableError, match="replaceWhere"):
+        dspark.write(replacement, table_uri, mode="overwrite", replaceWhere="part = 1", engine="parquet")
+    result = dspark.write(replacement, table_uri, mode="overwrite", replaceWhere="part = 1")  # auto: the format
+    assert result.version == 1 and [r["id"] for r in _rows(table_uri)] == [0, 2, 10, 11]
+
+    stamped = spark.range(1).selectExpr("id", "timestamp'2024-01-01 00:00:00' as ts")
+    plan = plan_write({"path": table_uri + "-ts"}, stamped.schema, False)
+    assert "timestamp" in unavailable_reason(plan)
+    dspark.write(stamped, table_uri + "-ts")
+    assert deltatx.Table(table_uri + "-ts").to_arrow()["ts"].to_pylist()[0].year == 2024
+
+    plan = plan_write({"path": memory_uri}, spark.range(1).schema, False)
+    assert "not on a local filesystem" in unavailable_reason(plan)

@@ -205,6 +205,22 @@ def _put(doc: dict[str, Any], path: Path, value: Any) -> None:
     doc[path[-1]] = value
 
 
+def _put_bounds(min_values: dict[str, Any], max_values: dict[str, Any], path: Path,
+                low: pa.Scalar, high: pa.Scalar) -> None:
+    """Record a column's bounds, both or neither (a bound JSON cannot hold leaves both out)."""
+    low_json = _bound_json(low, low.type, is_max=False)
+    high_json = _bound_json(high, high.type, is_max=True)
+    if low_json is not None and high_json is not None:
+        _put(min_values, path, low_json)
+        _put(max_values, path, high_json)
+
+
+def _stats_json(num_records: int, min_values: dict[str, Any], max_values: dict[str, Any],
+                null_count: dict[str, Any]) -> str:
+    doc = {"numRecords": num_records, "minValues": min_values, "maxValues": max_values, "nullCount": null_count}
+    return orjson.dumps(doc).decode()
+
+
 class FileStats:
     """Stats of one data file, accumulated chunk by chunk (a row group at a time).
 
@@ -252,19 +268,8 @@ class FileStats:
             low, high = self._mins[i], self._maxs[i]
             if len(low) > 1:
                 low, high = [pc.min(pa.array(low))], [pc.max(pa.array(high))]
-            t = low[0].type
-            low_json = _bound_json(low[0], t, is_max=False)
-            high_json = _bound_json(high[0], t, is_max=True)
-            if low_json is not None and high_json is not None:
-                _put(min_values, path, low_json)
-                _put(max_values, path, high_json)
-        doc = {
-            "numRecords": self.num_records,
-            "minValues": min_values,
-            "maxValues": max_values,
-            "nullCount": null_count,
-        }
-        return orjson.dumps(doc).decode()
+            _put_bounds(min_values, max_values, path, low[0], high[0])
+        return _stats_json(self.num_records, min_values, max_values, null_count)
 
 
 def compute_stats(
@@ -327,18 +332,8 @@ def stats_from_parquet_footer(
             high = pa.scalar(max(highs), type=t)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
             continue
-        low_json = _bound_json(low, t, is_max=False)
-        high_json = _bound_json(high, t, is_max=True)
-        if low_json is not None and high_json is not None:
-            _put(min_values, path, low_json)
-            _put(max_values, path, high_json)
-    doc = {
-        "numRecords": metadata.num_rows,
-        "minValues": min_values,
-        "maxValues": max_values,
-        "nullCount": null_count,
-    }
-    return orjson.dumps(doc).decode()
+        _put_bounds(min_values, max_values, path, low, high)
+    return _stats_json(metadata.num_rows, min_values, max_values, null_count)
 
 
 # --------------------------------------------------------------------------------------------

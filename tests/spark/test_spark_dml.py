@@ -192,6 +192,19 @@ def test_merge_into_empty_table_only_inserts(spark, tmp_path):
     assert r.metrics["numTargetRowsInserted"] == 10 and r.metrics["numTargetFilesRemoved"] == 0
 
 
+def test_merge_with_schema_evolution_matches_core(spark, tmp_path):
+    spark_path, core_path = twin(tmp_path, partitioned=True)
+    source = pa.table({"id": [5, 31, 500], "part": ["a", "b", "c"], "value": [1, 2, 3], "note": ["x", "y", "z"]})
+    r = (SparkTable(spark, str(spark_path)).merge(spark.createDataFrame(source.to_pandas()), on="t.id = s.id")
+         .with_schema_evolution().when_matched_update_all().when_not_matched_insert_all().execute())
+    c = (deltatx.Table(str(core_path)).merge(source, on="t.id = s.id")
+         .with_schema_evolution().when_matched_update_all().when_not_matched_insert_all().execute())
+    assert_same_commit(spark_path, core_path, r, c)
+    assert deltatx.Table(str(spark_path)).schema.names == ["id", "part", "value", "note"]
+    notes = {row["id"]: row["note"] for row in content(spark_path)}
+    assert (notes[5], notes[31], notes[500], notes[6]) == ("x", "y", "z", None)
+
+
 def test_merge_cardinality_violation_is_typed_and_commits_nothing(spark, tmp_path):
     path = make_table(tmp_path / "t", partitioned=True)
     before = parquet_files(path)

@@ -59,7 +59,7 @@ import pyarrow.compute as pc
 
 from ..errors import DeltaTxError
 from ..expr import bind, parse_predicate
-from ..tables.ops.merge import MergeBuilder, plan_merge
+from ..tables.ops.merge import MergeBuilder, as_source_table, evolve_schema, plan_merge
 from ..tables.ops.merge_rows import MergeExecutor
 from ..tables.ops.rewrite import is_partition_only
 from ..tables.ops.update import bind_assignments
@@ -193,11 +193,16 @@ class SparkTable:
         return SparkMergeBuilder(self, source, on, source_alias=source_alias, target_alias=target_alias)
 
     # ------------------------------------------------------------------ MERGE
-    def _merge(self, source: Any, on: str, clauses: list, source_alias: str, target_alias: str) -> CommitResult:
+    def _merge(self, source: Any, on: str, clauses: list, source_alias: str, target_alias: str,
+               schema_evolution: bool = False) -> CommitResult:
         started = time.perf_counter()
         tx = self._begin(None)
         try:
-            plan = plan_merge(tx.schema, _as_arrow(source), on, clauses,
+            source = _as_arrow(source)
+            if schema_evolution:  # staged first: tasks read and write with the widened schema
+                source = as_source_table(source)
+                evolve_schema(tx, source, clauses)
+            plan = plan_merge(tx.schema, source, on, clauses,
                               source_alias=source_alias, target_alias=target_alias)
             planner = MergeExecutor(tx, plan)  # the core's planning: eligible source rows, candidate files
             files = planner.candidate_files(planner.eligible_source())  # tx.scan(): records the read
@@ -300,7 +305,7 @@ class SparkMergeBuilder(MergeBuilder):
             raise DeltaTxError("this MERGE was already executed; build a new one with merge(...)")
         self._executed = True
         return self._spark_table._merge(self._source, self._on, self._clauses, self._source_alias,
-                                        self._target_alias)
+                                        self._target_alias, schema_evolution=self._schema_evolution)
 
 
 def _as_arrow(source: Any) -> Any:

@@ -14,7 +14,8 @@ TRUE applies (``WHEN MATCHED``, ``WHEN NOT MATCHED [BY TARGET]``, ``WHEN NOT MAT
 only the last clause of each kind may omit its condition. Matched conditions and SET expressions
 see ``t.*`` and ``s.*``; NOT MATCHED clauses only the source; NOT MATCHED BY SOURCE only the
 target. ``UPDATE SET *`` / ``INSERT *`` pair columns by name (case-insensitive); a target column
-the source lacks is kept (update) or NULL (insert).
+the source lacks is kept (update) or NULL (insert). ``with_schema_evolution()`` first adds the
+source columns the target lacks (:func:`evolve_schema`), so ``*`` clauses carry them over.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from ...expr import (
     parse_predicate,
     qualifiers,
 )
+from ...txnlog.schema import schema_to_json
 from ..data import to_reader
 
 if TYPE_CHECKING:
@@ -92,6 +94,18 @@ class MergeBuilder:
         self._source_alias, self._target_alias = source_alias, target_alias
         self._clauses: list[MergeClause] = []
         self._executed = False
+        self._schema_evolution = False
+
+    def with_schema_evolution(self) -> "MergeBuilder":
+        """MERGE WITH SCHEMA EVOLUTION: source columns the target lacks join the table.
+
+        As Delta's ``withSchemaEvolution()``: only ``UPDATE SET *`` / ``INSERT *`` carry columns
+        over, so only they add them (nullable, at the end, in the source's order); rows the MERGE
+        does not give a value keep null there. The commit changes the table's metadata, so
+        concurrent writers that read the old schema fail with ``MetadataChangedException``.
+        """
+        self._schema_evolution = True
+        return self
 
     def _add(self, clause: MergeClause) -> "MergeBuilder":
         self._clauses.append(clause)
@@ -131,8 +145,8 @@ class MergeBuilder:
         self._executed = True
 
         def stage(tx: "Transaction") -> dict[str, Any]:
-            return stage_merge(tx, self._source, self._on, self._clauses,
-                               source_alias=self._source_alias, target_alias=self._target_alias)
+            return stage_merge(tx, self._source, self._on, self._clauses, source_alias=self._source_alias,
+                               target_alias=self._target_alias, schema_evolution=self._schema_evolution)
 
         if self._tx is not None:
             return stage(self._tx)
@@ -144,7 +158,8 @@ class MergeBuilder:
 # --------------------------------------------------------------------------------------------
 
 
-def _source_table(source: Any) -> pa.Table:
+def as_source_table(source: Any) -> pa.Table:
+    """The MERGE source as one Arrow table with Delta's canonical types where it has them."""
     from ...txnlog.schema import normalize_schema
 
     table = to_reader(source).read_all()
@@ -259,7 +274,7 @@ def plan_merge(target: pa.Schema, source: Any, on: str | Expr, clauses: list[Mer
                source_alias: str = "s", target_alias: str = "t") -> MergePlan:
     """Bind ON and the clauses against the target and source schemas."""
     ta, sa = target_alias, source_alias
-    table = _source_table(source)
+    table = as_source_table(source)
     raw = parse_predicate(on) if isinstance(on, str) else on
     bound_on = bind_predicate(raw, _NO_COLUMNS, aliases={ta: target, sa: table.schema})
     bound = _bind_clauses(clauses, target, table.schema, ta, sa)
@@ -284,10 +299,36 @@ def plan_merge(target: pa.Schema, source: Any, on: str | Expr, clauses: list[Mer
     return plan
 
 
+def evolve_schema(tx: "Transaction", source: pa.Table, clauses: list[MergeClause]) -> list[str]:
+    """Stage the target schema widened by the source's new columns; returns their names.
+
+    See :meth:`MergeBuilder.with_schema_evolution`. Staged before the MERGE is planned, so the
+    clauses bind to the new columns and every file is read (old files: nulls) and written with
+    the new schema.
+    """
+    if not any(c.assignments is None and c.action in ("update", "insert") for c in clauses):
+        return []
+    target = tx.schema
+    new = [f.with_nullable(True) for f in source.schema if _find_column(target, f.name) is None]
+    if not new:
+        return []
+    widened = pa.schema(list(target) + new)
+    try:
+        schema_string = schema_to_json(widened)
+    except (DeltaTxError, ValueError, TypeError, KeyError) as exc:
+        raise SchemaMismatchError(f"MERGE schema evolution cannot add source columns {[f.name for f in new]}: {exc}") \
+            from None
+    tx.stage_metadata(tx.metadata.replace(schema_string=schema_string))
+    return [f.name for f in new]
+
+
 def stage_merge(tx: "Transaction", source: Any, on: str | Expr, clauses: list[MergeClause], *,
-                source_alias: str = "s", target_alias: str = "t") -> dict[str, Any]:
+                source_alias: str = "s", target_alias: str = "t", schema_evolution: bool = False) -> dict[str, Any]:
     """Stage a MERGE into ``tx``; returns Delta's MERGE metrics."""
     from .merge_rows import execute_merge
 
+    if schema_evolution:
+        source = as_source_table(source)
+        evolve_schema(tx, source, clauses)
     plan = plan_merge(tx.schema, source, on, clauses, source_alias=source_alias, target_alias=target_alias)
     return execute_merge(tx, plan)

@@ -11,7 +11,8 @@ Hierarchy::
     ├── TableNotFoundError, TableAlreadyExistsError
     ├── InvalidTableError
     │   ├── CorruptLogError            (bad JSON line, missing required field, version gap)
-    │   └── CorruptCheckpointError
+    │   ├── CorruptCheckpointError
+    │   └── CorruptDeletionVectorError (a DV that does not decode or does not add up)
     ├── UnsupportedFeatureError        (reader or writer feature we do not implement)
     ├── InvalidPropertyError           (bad table property value)
     ├── SchemaMismatchError            (append/overwrite data does not fit the table)
@@ -66,6 +67,13 @@ class CorruptLogError(InvalidTableError):
 
 class CorruptCheckpointError(InvalidTableError):
     """A checkpoint is unreadable and no older state can replace it."""
+
+
+class CorruptDeletionVectorError(InvalidTableError):
+    """A deletion vector cannot be decoded, or its size, checksum or cardinality do not match.
+
+    Reading on would return rows the table has deleted, so the read stops.
+    """
 
 
 class UnsupportedFeatureError(DeltaTxError):

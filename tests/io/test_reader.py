@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from dvtables import portable_bitmap, z85_encode
 
 from deltatx.errors import (
     DataFileNotFoundError,
@@ -145,16 +146,24 @@ def test_missing_file_in_memory_store(memory_uri):
         read_files(store, files, pa.schema([("a", pa.int64())]), [])
 
 
-def test_deletion_vectors_are_refused(table_uri):
+def test_deletion_vectors_drop_rows_in_both_read_paths(table_uri):
+    """Files with a DV are read whole, their deleted positions dropped, then filtered."""
     store = open_store(table_uri)
-    files = _adds([{
-        "path": "x.parquet",
-        "deletionVector": {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^", "offset": 4,
-                           "sizeInBytes": 40, "cardinality": 2},
-    }])
-    with pytest.raises(UnsupportedFeatureError, match="deletion vectors") as info:
-        read_files(store, files, pa.schema([("a", pa.int64())]), [])
-    assert info.value.feature == "deletionVectors" and info.value.kind == "reader"
+    schema = pa.schema([("a", pa.int64()), ("p", pa.string())])
+    _write_parquet(table_uri, "p=x/plain.parquet", pa.table({"a": [0, 1, 2]}))
+    _write_parquet(table_uri, "p=y/dv.parquet", pa.table({"a": [10, 11, 12, 13]}))
+    dv = portable_bitmap([0, 2])
+    files = _adds([
+        {"path": "p=x/plain.parquet", "partitionValues": {"p": "x"}},
+        {"path": "p=y/dv.parquet", "partitionValues": {"p": "y"},
+         "deletionVector": {"storageType": "i", "pathOrInlineDv": z85_encode(dv), "sizeInBytes": len(dv),
+                            "cardinality": 2}},
+    ])
+    table = read_files(store, files, schema, ["p"])
+    assert sorted(zip(table["a"].to_pylist(), table["p"].to_pylist())) == [
+        (0, "x"), (1, "x"), (2, "x"), (11, "y"), (13, "y")]
+    batches = list(iter_batches(store, files, schema, ["p"], filter=pc.field("a") > 1))
+    assert sorted(pa.Table.from_batches(batches)["a"].to_pylist()) == [2, 11, 13]
 
 
 def test_absolute_file_uri_paths_are_read(tmp_path):

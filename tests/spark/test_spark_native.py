@@ -6,15 +6,15 @@ Tables are written with the core API (no Spark job) so that only the reads cost 
 from __future__ import annotations
 
 import datetime as dt
-import json
 from decimal import Decimal
 
 import pyarrow as pa
 import pytest
+from dvtables import add_deletion_vectors
 
 import deltatx
 import deltatx.spark as dspark
-from deltatx.errors import DeltaTxError, NativeUnavailableError, UnsupportedFeatureError
+from deltatx.errors import DeltaTxError, NativeUnavailableError
 from deltatx.spark import native
 from deltatx.spark.native import unavailable_reason
 
@@ -114,20 +114,13 @@ def test_format_only_options_and_unreadable_tables_use_the_format(spark, typed_p
         dspark.read(spark, typed_partitions, engine="arrow")
 
 
-def test_deletion_vectors_fail_the_native_read_typed(spark, table_uri):
+def test_deletion_vectors_are_applied_through_the_format(spark, table_uri):
     table = deltatx.create_table(table_uri, pa.schema([("id", pa.int64())]))
-    table.append(pa.table({"id": [1, 2, 3]}))
-    add = table.files().to_pylist()[0]
-    commit = [
-        {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"],
-                      "writerFeatures": ["deletionVectors"]}},
-        {"remove": {"path": add["path"], "deletionTimestamp": 1, "dataChange": True}},
-        {"add": {"path": add["path"], "partitionValues": {}, "size": add["size"],
-                 "modificationTime": add["modificationTime"], "dataChange": True,
-                 "deletionVector": {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^",
-                                    "offset": 4, "sizeInBytes": 40, "cardinality": 1}}},
-    ]
-    log = deltatx.Table(table_uri).store
-    log.fs.pipe_file(f"{log.log_root}/{2:020d}.json", "\n".join(json.dumps(a) for a in commit).encode())
-    with pytest.raises(UnsupportedFeatureError, match="deletionVectors"):
+    table.append(pa.table({"id": list(range(10))}))
+    add_deletion_vectors(table_uri, {table.files()["path"][0].as_py(): [1, 3, 8]}, storage="u")
+    assert "deletion vectors" in unavailable_reason(deltatx.Table(table_uri))
+    df = dspark.read(spark, table_uri)  # auto: Spark's Parquet reader would return deleted rows
+    assert "FileScan parquet" not in _executed_plan(df)
+    assert sorted(r.id for r in df.collect()) == [0, 2, 4, 5, 6, 7, 9]
+    with pytest.raises(NativeUnavailableError, match="deletion vectors"):
         dspark.read(spark, table_uri, engine="parquet")

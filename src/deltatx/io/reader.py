@@ -33,9 +33,9 @@ from ..errors import (
     InvalidTableError,
     PredicateError,
     SchemaMismatchError,
-    UnsupportedFeatureError,
 )
 from .grouping import group_codes
+from .deletion_vectors import deleted_rows, keep_mask
 from .paths import data_file_path, decode_path
 
 if TYPE_CHECKING:
@@ -149,21 +149,30 @@ def read_files(
     columns: list[str] | None = None,
     filter: pc.Expression | None = None,
 ) -> pa.Table:
-    """The rows of the given files as one table with exactly ``schema``'s (or ``columns``') types."""
+    """The rows of the given files as one table with exactly ``schema``'s (or ``columns``') types.
+
+    Rows a file's deletion vector deletes are left out (before ``filter`` is applied).
+    """
     out_schema = _output_schema(schema, columns)
     if files.num_rows == 0:
         return out_schema.empty_table()
-    plan = _ScanPlan(store, files, schema, partition_columns)
-    try:
-        table = plan.dataset().to_table(columns=out_schema.names, filter=filter, use_threads=True)
-    except _ARROW_ERRORS as exc:
-        if not _is_cast_failure(exc):
-            _raise_read_error(exc)
-        table = plan.read_per_file(out_schema.names, filter)
-    except OSError as exc:
-        plan.raise_if_missing(exc)
-        raise
-    return _conform(table, out_schema)
+    plain, with_dvs = split_deletion_vectors(files)
+    parts = []
+    if plain.num_rows:
+        plan = _ScanPlan(store, plain, schema, partition_columns)
+        try:
+            parts.append(plan.dataset().to_table(columns=out_schema.names, filter=filter, use_threads=True))
+        except _ARROW_ERRORS as exc:
+            if not _is_cast_failure(exc):
+                _raise_read_error(exc)
+            parts.append(plan.read_per_file(out_schema.names, filter))
+        except OSError as exc:
+            plan.raise_if_missing(exc)
+            raise
+    if with_dvs.num_rows:
+        parts.append(_ScanPlan(store, with_dvs, schema, partition_columns).read_per_file(out_schema.names, filter))
+    parts = [_conform(p, out_schema) for p in parts]
+    return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
 
 def iter_batches(
@@ -174,11 +183,26 @@ def iter_batches(
     columns: list[str] | None = None,
     filter: pc.Expression | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Stream the rows of the given files, batch by batch, in file order, cast to ``schema``."""
+    """Stream the rows of the given files, batch by batch, cast to ``schema``.
+
+    Files without a deletion vector come first, in file order; then the files with one, each
+    read whole, its deleted rows left out.
+    """
     out_schema = _output_schema(schema, columns)
     if files.num_rows == 0:
         return
-    plan = _ScanPlan(store, files, schema, partition_columns)
+    plain, with_dvs = split_deletion_vectors(files)
+    if plain.num_rows:
+        yield from _iter_plain(_ScanPlan(store, plain, schema, partition_columns), out_schema, filter)
+    if with_dvs.num_rows:
+        plan = _ScanPlan(store, with_dvs, schema, partition_columns)
+        for i in range(with_dvs.num_rows):
+            for batch in _conform(plan.read_one(i, out_schema.names, filter), out_schema).to_batches():
+                if batch.num_rows:
+                    yield batch
+
+
+def _iter_plain(plan: "_ScanPlan", out_schema: pa.Schema, filter: pc.Expression | None) -> Iterator[pa.RecordBatch]:
     yielded = 0
     try:
         for batch in plan.dataset().to_batches(columns=out_schema.names, filter=filter, use_threads=True):
@@ -199,11 +223,20 @@ def iter_batches(
         raise
 
 
+def split_deletion_vectors(files: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """(files without a deletion vector, files with one)."""
+    if "deletionVector" not in files.column_names or files.num_rows == 0:
+        return files, files.slice(0, 0)
+    has = pc.is_valid(files.column("deletionVector"))
+    if not pc.any(has).as_py():
+        return files, files.slice(0, 0)
+    return files.filter(pc.invert(has)), files.filter(has)
+
+
 class _ScanPlan:
     """The files of one read: decoded paths, partition expressions, the pyarrow view of them."""
 
     def __init__(self, store: "LogStore", files: pa.Table, schema: pa.Schema, partition_columns: list[str]):
-        refuse_deletion_vectors(files)
         self.store = store
         self.schema = schema
         self.partition_columns = [c for c in partition_columns if c in schema.names]
@@ -211,6 +244,10 @@ class _ScanPlan:
         self.paths = [data_file_path(store, decode_path(p)) for p in files.column("path").to_pylist()]
         self.partition_values = (
             partition_values_table(files, schema, self.partition_columns) if self.partition_columns else None
+        )
+        self.deletion_vectors: list[dict[str, Any] | None] = (
+            files.column("deletionVector").to_pylist() if "deletionVector" in files.column_names
+            else [None] * files.num_rows
         )
 
     def dataset(self) -> ds.FileSystemDataset:
@@ -243,30 +280,36 @@ class _ScanPlan:
             expressions[code] = expr
         return [expressions[c] for c in group.to_pylist()]
 
-    def read_per_file(self, names: list[str], filter: pc.Expression | None) -> pa.Table:
-        """Slow path: read each file alone and cast unsafely (ns -> us truncation)."""
-        def one(i: int) -> pa.Table:
-            try:
-                raw = pq.read_table(self.paths[i], filesystem=self.filesystem, coerce_int96_timestamp_unit="us")
-            except OSError as exc:
-                self.raise_if_missing(exc)
-                raise
-            cols = []
-            for f in self.schema:
-                if f.name in raw.column_names:
-                    cols.append(raw.column(f.name).cast(f.type, safe=False))
-                elif f.name in self.partition_columns and self.partition_values is not None:
-                    value = self.partition_values.column(f.name)[i]
-                    cols.append(pa.repeat(value, raw.num_rows) if value.is_valid else pa.nulls(raw.num_rows, f.type))
-                else:
-                    cols.append(pa.nulls(raw.num_rows, f.type))
-            table = pa.table(cols, schema=self.schema)
-            if filter is not None:
-                table = table.filter(filter)
-            return table.select(names)
+    def read_one(self, i: int, names: list[str], filter: pc.Expression | None) -> pa.Table:
+        """File ``i`` alone, every row in file order, cast unsafely (ns -> us truncation), partition
+        values added, its deletion vector applied, then ``filter``."""
+        try:
+            raw = pq.read_table(self.paths[i], filesystem=self.filesystem, coerce_int96_timestamp_unit="us")
+        except OSError as exc:
+            self.raise_if_missing(exc)
+            raise
+        cols = []
+        for f in self.schema:
+            if f.name in raw.column_names:
+                cols.append(raw.column(f.name).cast(f.type, safe=False))
+            elif f.name in self.partition_columns and self.partition_values is not None:
+                value = self.partition_values.column(f.name)[i]
+                cols.append(pa.repeat(value, raw.num_rows) if value.is_valid else pa.nulls(raw.num_rows, f.type))
+            else:
+                cols.append(pa.nulls(raw.num_rows, f.type))
+        table = pa.table(cols, schema=self.schema)
+        descriptor = self.deletion_vectors[i]
+        if descriptor is not None:
+            deleted = deleted_rows(self.store, descriptor, self.paths[i])
+            table = table.filter(pa.array(keep_mask(table.num_rows, deleted, self.paths[i])))
+        if filter is not None:
+            table = table.filter(filter)
+        return table.select(names)
 
+    def read_per_file(self, names: list[str], filter: pc.Expression | None) -> pa.Table:
+        """Slow path: :meth:`read_one` for every file (a few at a time), concatenated in order."""
         with ThreadPoolExecutor(max_workers=8) as pool:
-            parts = list(pool.map(one, range(len(self.paths))))
+            parts = list(pool.map(lambda i: self.read_one(i, names, filter), range(len(self.paths))))
         return pa.concat_tables(parts)
 
     def raise_if_missing(self, exc: BaseException) -> None:
@@ -280,19 +323,6 @@ class _ScanPlan:
                 f"it may have been vacuumed or deleted outside deltatx. Time travel to a version whose "
                 f"files still exist, or restore the files."
             ) from exc
-
-
-def refuse_deletion_vectors(files: pa.Table) -> None:
-    if "deletionVector" not in files.column_names:
-        return
-    dv = files.column("deletionVector")
-    if dv.null_count < len(dv):
-        raise UnsupportedFeatureError(
-            "this table has files with deletion vectors, which deltatx cannot apply; reading them "
-            "would return deleted rows. Run a Delta engine's REORG TABLE ... APPLY (PURGE) first.",
-            feature="deletionVectors",
-            kind="reader",
-        )
 
 
 def _output_schema(schema: pa.Schema, columns: list[str] | None) -> pa.Schema:

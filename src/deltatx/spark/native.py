@@ -18,7 +18,8 @@ When it applies (:func:`unavailable_reason` says why not, and ``engine="auto"`` 
 ``deltatx`` format instead): the table is on a local filesystem (Spark has no S3 or in-memory
 filesystem without extra jars), no data file path holds a character Spark would take for a glob,
 and the snapshot has at most :data:`MAX_PARTITION_GROUPS` distinct partitions (one relation
-each). Deletion vectors fail the read with ``UnsupportedFeatureError``, as every deltatx read does.
+each), and no file has a deletion vector (Spark's Parquet reader would return its deleted rows;
+the format applies them).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import pyarrow.compute as pc
 from ..errors import NativeUnavailableError
 from ..io.grouping import group_codes
 from ..io.paths import data_file_path, decode_path
-from ..io.reader import partition_values_table, refuse_deletion_vectors
+from ..io.reader import partition_values_table, split_deletion_vectors
 from ..tables.table import Table
 from ..txnlog.store import LocalLogStore
 from .options import arrow_schema_to_spark
@@ -56,6 +57,9 @@ def unavailable_reason(table: Table, files: pa.Table | None = None) -> str | Non
     if not isinstance(table.store, LocalLogStore):
         return f"the table is not on a local filesystem ({table.uri!r}); Spark reads it only through the deltatx format"
     files = table.snapshot.files if files is None else files
+    with_dvs = split_deletion_vectors(files)[1].num_rows
+    if with_dvs:
+        return f"{with_dvs} data file(s) have deletion vectors, which Spark's Parquet reader would not apply"
     for path in _file_paths(table, files):
         if not path.startswith("/"):
             return f"data file {path!r} is not a local absolute path"
@@ -98,13 +102,12 @@ def native_dataframe(spark: Any, table: Table, columns: Sequence[str] | None = N
     """The snapshot of ``table`` as a DataFrame over Spark's Parquet reader.
 
     Raises :class:`NativeUnavailableError` (with the reason) when :func:`unavailable_reason`
-    finds one, and ``UnsupportedFeatureError`` for deletion vectors.
+    finds one.
     """
     from pyspark.sql.types import StructType
 
     snapshot = table.snapshot
     files = snapshot.files
-    refuse_deletion_vectors(files)
     reason = unavailable_reason(table, files)
     if reason is not None:
         raise NativeUnavailableError(f"Spark's Parquet reader cannot read this table directly: {reason}")

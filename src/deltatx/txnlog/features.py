@@ -32,6 +32,7 @@ from .schema import schema_from_json
 #: Reader features deltatx implements: reading such a table gives the right rows.
 SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
     {
+        "deletionVectors",  # io/deletion_vectors.py drops the rows a file's DV deletes
         "timestampNtz",  # a column type; the schema module maps it to timestamp without zone
         "v2Checkpoint",  # checkpoint.py reads UUID-named checkpoints and sidecars
         "vacuumProtocolCheck",  # only asks VACUUM to check the writer protocol (check_writable)

@@ -4,6 +4,7 @@
 
     listing of the table root (minus hidden entries)        ─┐
     valid = live adds ∪ tombstones removed after the cutoff  ─┼─► delete listed − valid
+            (their data files and deletion vector files)     │
     cutoff = now − retention; only files older than cutoff   ─┘   whose mtime < cutoff
 
 What is *hidden* follows Delta: a path component starting with ``_`` or ``.`` is skipped
@@ -28,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...errors import DeltaTxError, VacuumRetentionError
+from ...io.deletion_vectors import dv_file_relative_path
 from ...io.paths import data_file_path, decode_path, escape_partition_value
 from ...txnlog.features import check_writable
 from .. import properties as props
@@ -86,6 +88,8 @@ def vacuum(table: "Table", retention_hours: float | None = None, dry_run: bool =
     valid = pa.concat_arrays([
         relative_paths(store, snapshot.files["path"]),
         relative_paths(store, recent["path"]),
+        deletion_vector_paths(store, snapshot.files),
+        deletion_vector_paths(store, recent),
     ])
     doomed = paths.filter(pc.invert(pc.is_in(paths, value_set=valid)))
     result = sorted(doomed.to_pylist())
@@ -119,6 +123,23 @@ def relative_paths(store: "LogStore", add_paths: pa.ChunkedArray | pa.Array) -> 
         full = data_file_path(store, decoded)
         out[i] = full[len(prefix):] if full.startswith(prefix) else decoded
     return pa.array(out, pa.string())
+
+
+def deletion_vector_paths(store: "LogStore", actions: pa.Table) -> pa.Array:
+    """Paths (relative to the table root) of the DV files the actions' deletion vectors are in."""
+    if "deletionVector" not in actions.column_names or not actions.num_rows:
+        return pa.array([], pa.string())
+    column = actions.column("deletionVector")
+    present = column.filter(pc.is_valid(column))
+    if not len(present):
+        return pa.array([], pa.string())
+    out = []
+    for dv in present.to_pylist():
+        if dv["storageType"] == "u":
+            out.append(dv_file_relative_path(dv["pathOrInlineDv"]))
+        elif dv["storageType"] == "p":
+            out.append(dv["pathOrInlineDv"])
+    return relative_paths(store, pa.array(out, pa.string())) if out else pa.array([], pa.string())
 
 
 def _visible(paths: pa.Array, partition_columns: list[str]) -> pa.Array:

@@ -119,6 +119,16 @@ def test_vacuum_keeps_referenced_dv_files_and_drops_unreferenced_ones(table_uri,
     monkeypatch.setattr(vacuum_module, "now_ms", lambda: 4_000_000_000_000)  # every file is old
     assert table.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=True) == []
     before = _ids(read_duckdb(table_uri))
-    table.delete("id >= 0")  # every file rewritten (to nothing): only tombstones refer to the DVs
+    result = table.delete("id >= 0")  # every file removed: only tombstones refer to the DVs now
+    assert result.metrics["numDeletedRows"] == len(before)  # numRecords less each DV's cardinality
     deleted = deltatx.Table(table_uri).vacuum(retention_hours=0, enforce_retention_duration=False)
     assert set(dv_files) <= set(deleted) and before and _ids(deltatx.Table(table_uri).to_arrow()) == []
+
+
+def test_a_partition_delete_counts_the_rows_left_after_the_dvs(table_uri):
+    _table(table_uri, partitioned=True)
+    expected = _delete_every_third_row(table_uri, "i")
+    result = deltatx.Table(table_uri).delete("part = 'p0'")  # whole files go, counted from stats
+    assert result.metrics["numFilesRead"] == 0
+    assert result.metrics["numDeletedRows"] == len([i for i in expected if i % 2 == 0])
+    assert _ids(deltatx.Table(table_uri).to_arrow()) == [i for i in expected if i % 2] == _ids(read_duckdb(table_uri))

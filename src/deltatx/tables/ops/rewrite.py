@@ -37,12 +37,16 @@ def write_files(tx: "Transaction", data: pa.Table | pa.RecordBatchReader, schema
 
 
 def num_records(files: pa.Table) -> int:
-    """Sum of ``numRecords`` in the files' stats (columnar; files without stats count 0)."""
+    """Rows the files hold: ``numRecords`` from their stats (columnar; files without stats count
+    0), less the rows their deletion vectors delete (``numRecords`` counts those too)."""
     if not files.num_rows:
         return 0
     found = pc.extract_regex(files["stats"], r'"numRecords":(?P<n>\d+)')
     nums = pc.cast(pc.struct_field(found, "n"), pa.int64())
-    return pc.sum(nums).as_py() or 0
+    total = pc.sum(nums).as_py() or 0
+    if "deletionVector" in files.column_names and files.column("deletionVector").null_count < files.num_rows:
+        total -= pc.sum(pc.struct_field(files.column("deletionVector"), "cardinality")).as_py() or 0
+    return total
 
 
 def is_partition_only(pred: Expr, partition_columns: list[str]) -> bool:

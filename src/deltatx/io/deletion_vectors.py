@@ -114,26 +114,26 @@ def decode_bitmap(payload: bytes) -> np.ndarray:
     data = memoryview(payload)
     if len(data) < 4:
         raise ValueError("too short for a deletion vector")
-    parts: list[np.ndarray] = []
+    # Each bitmap follows a 4-byte header: its key (portable) or its byte size (native, whose
+    # key is the bitmap's index and whose size the portable layout leaves to the bitmap itself).
     if struct.unpack_from("<I", data, 0)[0] == PORTABLE_MAGIC:
-        buckets = struct.unpack_from("<Q", data, 4)[0]
-        pos = 12
-        for _ in range(buckets):
-            key = struct.unpack_from("<I", data, pos)[0]
-            pos += 4
-            size = _roaring32_size(data, pos)
-            parts.append(_bitmap32(data, pos, pos + size) | (np.uint64(key) << np.uint64(32)))
-            pos += size
+        count, pos = struct.unpack_from("<Q", data, 4)[0], 12
+
+        def header(at: int, index: int) -> tuple[int, int]:
+            return struct.unpack_from("<I", data, at)[0], _roaring32_size(data, at + 4)
     elif struct.unpack_from(">I", data, 0)[0] == NATIVE_MAGIC:
-        count = struct.unpack_from(">I", data, 4)[0]
-        pos = 8
-        for key in range(count):
-            size = struct.unpack_from(">I", data, pos)[0]
-            pos += 4
-            parts.append(_bitmap32(data, pos, pos + size) | (np.uint64(key) << np.uint64(32)))
-            pos += size
+        count, pos = struct.unpack_from(">I", data, 4)[0], 8
+
+        def header(at: int, index: int) -> tuple[int, int]:
+            return index, struct.unpack_from(">I", data, at)[0]
     else:
         raise ValueError("unknown deletion vector format (magic number)")
+    parts: list[np.ndarray] = []
+    for index in range(count):
+        key, size = header(pos, index)
+        pos += 4
+        parts.append(_bitmap32(data, pos, pos + size) | (np.uint64(key) << np.uint64(32)))
+        pos += size
     if pos > len(data):
         raise ValueError("deletion vector is truncated")
     return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)

@@ -129,3 +129,13 @@ def test_writes_the_native_path_cannot_do_use_the_format(spark, table_uri, memor
 
     plan = plan_write({"path": memory_uri}, spark.range(1).schema, False)
     assert "not on a local filesystem" in unavailable_reason(plan)
+
+
+def test_partition_values_spark_escapes_in_folder_names_round_trip(spark, table_uri):
+    values = ["a b", "x:y", "50%", "a/b", "é=1", "", None, "plain"]
+    df = spark.createDataFrame([(i, v) for i, v in enumerate(values)], "id long, tag string")
+    dspark.write(df, table_uri, engine="parquet", partitionBy="tag")
+    rows = {r["id"]: r["tag"] for r in deltatx.Table(table_uri).to_arrow().to_pylist()}
+    # Delta (and Spark) store an empty string partition value as null
+    assert rows == {i: (v if v != "" else None) for i, v in enumerate(values)}
+    assert deltatx.Table(table_uri).to_arrow(where="tag = 'x:y'")["id"].to_pylist() == [1]

@@ -1,4 +1,5 @@
 # deltatx — the two set-up commands are `make demo` and `make test`; both create .venv and install.
+SHELL  := /bin/bash
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -10,11 +11,12 @@ STAMP  := $(VENV)/.deltatx-installed
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-# Re-install whenever the dependency list changes.
+# Re-install whenever the dependency list changes. pip's own status decides (pipefail); only its
+# "Location ... is ignored" noise is filtered out.
 $(STAMP): pyproject.toml Makefile | $(PY)
-	$(PIP) install -q --upgrade pip 2>&1 | grep -v "is ignored" || true
-	$(PIP) install -q -e '.[test,spark]' 2>&1 | grep -v "is ignored" || true
-	$(PY) -c "import deltatx, pyarrow, deltalake, polars, duckdb, moto, hypothesis, pyspark"
+	set -o pipefail; $(PIP) install -q --upgrade pip 2>&1 | { grep -v "is ignored" || true; }
+	set -o pipefail; $(PIP) install -q -e '.[test,spark]' 2>&1 | { grep -v "is ignored" || true; }
+	$(PY) -c "import deltatx, pyarrow, pyroaring, deltalake, polars, duckdb, duckdb_extension_delta, moto, boto3, s3fs, hypothesis, pytest_timeout, pyspark"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -24,7 +24,6 @@ from typing import Any, Callable, Iterator
 import orjson
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-TMP_ROOT = "/tmp"
 
 
 # --------------------------------------------------------------------------------------------
@@ -64,8 +63,8 @@ def ratio(numerator: float | None, denominator: float | None) -> float | None:
 
 @contextlib.contextmanager
 def scratch_dir(label: str) -> Iterator[Path]:
-    """A fresh directory under /tmp for a benchmark's tables, removed afterwards (even on error)."""
-    path = Path(tempfile.mkdtemp(prefix=f"deltatx-bench-{label}-", dir=TMP_ROOT))
+    """A fresh temporary directory (TMPDIR) for a benchmark's tables, removed afterwards (even on error)."""
+    path = Path(tempfile.mkdtemp(prefix=f"deltatx-bench-{label}-"))
     try:
         yield path
     finally:

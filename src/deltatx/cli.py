@@ -23,8 +23,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import contextmanager, nullcontext
 from datetime import datetime, timezone
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import pyarrow.compute as pc
 
@@ -172,16 +173,23 @@ def _pairs(mapping: Any) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _open(args: argparse.Namespace):
-    """The table at ``args.uri``; a URI no store understands becomes a one-line CliError."""
-    import deltatx
-
+@contextmanager
+def _uri_errors(uri: str) -> Iterator[None]:
+    """A URI no store understands (unknown scheme, missing fsspec backend) becomes a one-line CliError."""
     try:
-        return deltatx.Table(args.uri, storage_options=dict(args.storage_option) or None)
+        yield
     except DeltaTxError:
         raise
     except (ValueError, ImportError, NotADirectoryError) as exc:
-        raise CliError(f"cannot open {args.uri!r}: {exc}") from None
+        raise CliError(f"cannot open {uri!r}: {exc}") from None
+
+
+def _open(args: argparse.Namespace):
+    """The table at ``args.uri``."""
+    import deltatx
+
+    with _uri_errors(args.uri):
+        return deltatx.Table(args.uri, storage_options=dict(args.storage_option) or None)
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -330,8 +338,6 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
 
 def _stress_progress(enabled: bool):
     """A (callback, context manager) pair drawing a rich progress bar on stderr."""
-    from contextlib import nullcontext
-
     if not enabled:
         return None, nullcontext()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -351,6 +357,10 @@ def cmd_stress(args: argparse.Namespace) -> int:
         from .harness import run_stress
     except ImportError as exc:
         raise CliError(f"the stress harness is not available ({exc})") from None
+    from .txnlog.store import open_store
+
+    with _uri_errors(args.uri):  # before any process starts
+        open_store(args.uri, dict(args.storage_option) or None)
     callback, context = _stress_progress(not args.json)
     with context:
         report = run_stress(

@@ -124,8 +124,15 @@ def show_history(uri: str, level: str) -> None:
     console.print(grid)
 
 
-def run(base_dir: str) -> None:
-    """The Spark part of the demo, on fresh tables under ``base_dir`` (see the module docstring)."""
+def run(base_dir: str) -> dict[str, dict[str, Any]]:
+    """The Spark part of the demo, on fresh tables under ``base_dir`` (see the module docstring).
+
+    Returns per isolation level the race's outcomes: ``append`` (CommitResult), ``delete``
+    (CommitResult or the exception), ``remaining`` rows in the cleaned range, ``retry``. Uses the
+    active SparkSession if there is one (and leaves it running), else starts and stops its own.
+    """
+    from pyspark.sql import SparkSession
+
     import deltatx.spark as dspark
     from deltatx.spark import SparkTable
     from deltatx.spark.session import local_session
@@ -134,7 +141,9 @@ def run(base_dir: str) -> None:
     base = Path(base_dir)
     base.mkdir(parents=True, exist_ok=True)
     console.rule("[bold]deltatx on Spark: a pipeline appends while a cleanup job deletes")
-    spark = local_session("deltatx-demo", fast_start=True)
+    existing = SparkSession.getActiveSession()
+    spark = existing or local_session("deltatx-demo", fast_start=True)
+    outcomes: dict[str, dict[str, Any]] = {}
     try:
         dspark.register(spark)
         rows = []
@@ -151,8 +160,10 @@ def run(base_dir: str) -> None:
             delete = outcome.get("delete")
             remaining = _remaining(spark, uri)
             retry = ""
+            outcomes[level] = {"append": append, "delete": delete, "remaining": remaining, "retry": None}
             if isinstance(delete, ConcurrentModificationException):
                 again = SparkTable(spark, uri).delete(CLEANUP)
+                outcomes[level]["retry"] = again
                 retry = f"retry: v{again.version}, -{again.metrics['numDeletedRows']} rows"
             rows.append((level, f"v{append.version}" if append is not None else "[red]failed[/]",
                          _describe_delete(delete), str(remaining), retry))
@@ -169,7 +180,9 @@ def run(base_dir: str) -> None:
         for level in LEVELS:
             show_history(str(base / f"events-{level.lower()}"), level)
     finally:
-        spark.stop()
+        if existing is None:
+            spark.stop()
+    return outcomes
 
 
 def main(argv: list[str] | None = None) -> None:

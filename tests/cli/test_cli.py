@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from tablefiles import data_files
 
 import deltatx
 from deltatx.cli import EXIT_ANOMALY, EXIT_OK, EXIT_USAGE, main
@@ -125,6 +127,7 @@ def test_properties_bad_value_is_one_line_exit_2_and_commits_nothing(capsys, tab
 def test_properties_malformed_set_argument(capsys, table):
     assert main(["properties", table.uri, "--set", "no-equals-sign"]) == EXIT_USAGE
     assert "KEY=VALUE" in capsys.readouterr().err
+    assert deltatx.Table(table.uri).version == 3
 
 
 # ----------------------------------------------------------------------------------- optimize
@@ -146,6 +149,7 @@ def test_optimize_with_nothing_to_compact(capsys, table):
 def test_optimize_bad_predicate(capsys, table):
     err = run_error(capsys, "optimize", table.uri, "--where", "no_such_column = 1")
     assert "PredicateError" in err
+    assert deltatx.Table(table.uri).version == 3
 
 
 # ----------------------------------------------------------------------------------- vacuum
@@ -174,8 +178,12 @@ def test_vacuum_dry_run_then_real(capsys, monkeypatch, table):
 
 
 def test_vacuum_short_retention_is_refused_without_override(capsys, table):
+    table.overwrite(rows([9], 1), where="part = 1")  # files a 0-hour VACUUM would delete
+    _age_all_data_files(table.uri, 2)
+    before = data_files(table.uri)
     err = run_error(capsys, "vacuum", table.uri, "--retention-hours", "0")
     assert "VacuumRetentionError" in err
+    assert data_files(table.uri) == before
 
 
 # ----------------------------------------------------------------------------------- checkpoint
@@ -202,6 +210,8 @@ def test_bad_uri_is_one_line_exit_2(capsys, tmp_path):
     a_file.write_text("not a directory")
     err = run_error(capsys, "history", str(a_file / "table"))
     assert "Not a directory" in err
+    err = run_error(capsys, "stress", "nosuchscheme://bucket/table", "--processes", "1", "--ops", "1")
+    assert "cannot open 'nosuchscheme://bucket/table'" in err  # exit 2, not the anomaly code
 
 
 def test_corrupt_log_is_one_line_exit_2(capsys, table):
@@ -240,7 +250,8 @@ class _Report:
 
 def _fake_harness(monkeypatch, anomalies: list) -> list[dict]:
     """Replace run_stress with a recorder (the real one is exercised below): checks the wiring."""
-    harness = pytest.importorskip("deltatx.harness")
+    import deltatx.harness as harness
+
     calls: list[dict] = []
 
     def fake_run_stress(uri, **kwargs):
@@ -279,7 +290,6 @@ def test_stress_exits_non_zero_on_anomaly(capsys, monkeypatch, tmp_path):
 
 
 def test_stress_real_run_small(capsys, tmp_path):
-    pytest.importorskip("deltatx.harness")
     code = main(["stress", str(tmp_path / "t"), "--processes", "2", "--ops", "5", "--workload", "append",
                  "--json"])
     out, err = capsys.readouterr()
@@ -290,9 +300,8 @@ def test_stress_real_run_small(capsys, tmp_path):
 
 # ----------------------------------------------------------------------------------- console script
 def test_installed_console_script(table):
-    script = REPO / ".venv" / "bin" / "deltatx"
-    if not script.exists():
-        pytest.skip("the console script is installed by `make install`")
+    script = Path(sys.executable).parent / "deltatx"  # installed beside this interpreter by `make install`
+    assert script.exists(), f"the deltatx console script is not installed next to {sys.executable}"
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
     ok = subprocess.run([str(script), "describe", table.uri, "--json"], capture_output=True, text=True,
                         env=env, timeout=120)

@@ -11,8 +11,6 @@ interpreter at exit (delta-rs #2184). deltalake is read through ``pyarrow.table(
 
 from __future__ import annotations
 
-import glob
-import importlib.util
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -21,6 +19,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from duckdb_delta import duckdb_delta_extension, read_duckdb  # noqa: F401 - re-exported
 
 SCHEMA = pa.schema([
     ("id", pa.int64()),
@@ -239,26 +238,6 @@ def read_polars(uri: str, version: int | None = None) -> pa.Table:
     if version is None:
         return pl.read_delta(uri).to_arrow()
     return pl.scan_delta(uri, version=version).collect().to_arrow()
-
-
-def duckdb_delta_extension() -> str:
-    """Absolute path of ``delta.duckdb_extension`` shipped in the duckdb-extension-delta wheel."""
-    spec = importlib.util.find_spec("duckdb_extension_delta")
-    assert spec is not None and spec.origin, "duckdb-extension-delta is not installed"
-    found = glob.glob(os.path.join(os.path.dirname(spec.origin), "extensions", "*", "delta.duckdb_extension"))
-    assert found, "delta.duckdb_extension not found inside duckdb_extension_delta"
-    return os.path.abspath(found[0])
-
-
-def read_duckdb(uri: str) -> pa.Table:
-    import duckdb
-
-    con = duckdb.connect()
-    try:
-        con.execute(f"LOAD '{duckdb_delta_extension()}'")
-        return con.execute("SELECT * FROM delta_scan(?)", [uri]).to_arrow_table()
-    finally:
-        con.close()
 
 
 def deltalake_storage_options(s3_options: dict[str, Any]) -> dict[str, str]:

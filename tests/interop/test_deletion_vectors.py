@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 from dvtables import add_deletion_vectors
 from interop_helpers import read_duckdb
+from tablefiles import data_files
 
 import deltatx
 from deltatx.errors import CorruptDeletionVectorError, DataFileNotFoundError, UnsupportedFeatureError
@@ -88,9 +89,18 @@ def test_tables_that_write_dvs_are_read_only(table_uri):
         fh.write(json.dumps({"metaData": metadata}) + "\n")
     table = deltatx.Table(table_uri)
     assert len(table.to_arrow()) == 26  # reads work
-    with pytest.raises(UnsupportedFeatureError, match="deletionVectors") as info:
-        table.append(pa.table({"id": [1], "part": ["p0"], "x": [0.0]}, schema=SCHEMA))
-    assert info.value.kind == "writer"
+    before = data_files(table_uri)
+    writes = [
+        lambda: table.append(pa.table({"id": [1], "part": ["p0"], "x": [0.0]}, schema=SCHEMA)),
+        lambda: table.delete("id = 1"),
+        lambda: table.update("id = 1", set={"x": "0"}),
+        lambda: table.optimize(),
+    ]
+    for write in writes:
+        with pytest.raises(UnsupportedFeatureError, match="deletionVectors") as info:
+            write()
+        assert info.value.kind == "writer"
+    assert deltatx.Table(table_uri).version == version and data_files(table_uri) == before
 
 
 def test_a_missing_or_damaged_dv_file_fails_the_read_typed(table_uri):
@@ -132,3 +142,14 @@ def test_a_partition_delete_counts_the_rows_left_after_the_dvs(table_uri):
     assert result.metrics["numFilesRead"] == 0
     assert result.metrics["numDeletedRows"] == len([i for i in expected if i % 2 == 0])
     assert _ids(deltatx.Table(table_uri).to_arrow()) == [i for i in expected if i % 2] == _ids(read_duckdb(table_uri))
+
+
+def test_projected_reads_of_files_with_dvs_keep_row_positions(table_uri):
+    _table(table_uri, partitioned=True)
+    expected = _delete_every_third_row(table_uri, "u")
+    table = deltatx.Table(table_uri)
+    assert sorted(table.to_arrow(columns=["x"]).column("x").to_pylist()) == [i / 4 for i in expected]
+    assert sorted(table.to_arrow(columns=["part"]).column("part").to_pylist()) == \
+        sorted(f"p{i % 2}" for i in expected)
+    assert sorted(table.to_arrow(where="x >= 25", columns=["id"]).column("id").to_pylist()) == \
+        [i for i in expected if i >= 100]

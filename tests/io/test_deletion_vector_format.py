@@ -65,3 +65,30 @@ def test_descriptors_that_do_not_add_up_are_corrupt(tmp_path):
         keep_mask(5, np.array([1, 5], dtype=np.uint64), "f")
     assert keep_mask(4, np.array([0, 2], dtype=np.uint64), "f").tolist() == [False, True, False, True]
     assert BitMap.deserialize(good[16:]) == BitMap([1, 5])  # the layout the helper writes
+
+
+@pytest.mark.parametrize("run_optimize", [False, True], ids=["plain", "run-containers"])
+def test_a_truncated_portable_bitmap_is_corrupt(run_optimize):
+    rows = [1, 2, 3] + list(range(70_000, 80_000)) + [(3 << 32) + 9]
+    good = portable_bitmap(rows, run_optimize=run_optimize)
+    for cut in (4, 8, 12, 13, len(good) // 2, len(good) - 1):
+        payload = good[:cut]
+        inline = {"storageType": "i", "pathOrInlineDv": z85_encode(payload), "sizeInBytes": len(payload)}
+        with pytest.raises(CorruptDeletionVectorError):
+            deleted_rows(None, inline, "f")
+
+
+def test_io_errors_other_than_a_missing_file_are_not_called_corruption(tmp_path):
+    class _FailingFs:
+        def open_input_file(self, location):
+            raise PermissionError(13, "Permission denied", location)
+
+    class _Store:
+        root = arrow_root = str(tmp_path)
+        arrow_fs = _FailingFs()
+
+    descriptor = {"storageType": "p", "pathOrInlineDv": f"file://{tmp_path}/dv.bin", "sizeInBytes": 10,
+                  "offset": 1, "cardinality": 1}
+    with pytest.raises(PermissionError) as info:
+        deleted_rows(_Store(), descriptor, "f")
+    assert not isinstance(info.value, CorruptDeletionVectorError)

@@ -343,7 +343,10 @@ def check_corrupted_log(log, data) -> None:
             got = snapshot_state(snapshot)
         except DeltaTxError as exc:
             event(f"{kind}: {type(exc).__name__}")
-            return  # typed: always acceptable for a corrupted log
+            # typed, as it must be, and only for a log the model rejects too
+            assert isinstance(expected, InvalidLog), (
+                f"{kind} of commit {v}: typed error {exc!r} on a log the model reads ({expected})")
+            return
         except Exception as exc:  # noqa: BLE001 - the property under test
             pytest.fail(f"{kind} of commit {v} raised an untyped {type(exc).__name__}: {exc}")
         assert not isinstance(expected, InvalidLog), (

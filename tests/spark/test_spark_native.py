@@ -14,7 +14,7 @@ from dvtables import add_deletion_vectors
 
 import deltatx
 import deltatx.spark as dspark
-from deltatx.errors import DeltaTxError, NativeUnavailableError
+from deltatx.errors import DeltaTxError, NativeUnavailableError, SchemaMismatchError
 from deltatx.spark import native
 from deltatx.spark.native import unavailable_reason
 
@@ -80,6 +80,8 @@ def test_only_the_queried_columns_are_read(spark, typed_partitions):
     assert fewer.columns == ["amount", "id"] and "ReadSchema: struct<id:bigint,amount:decimal(10,2)>" in \
         _executed_plan(fewer)
     assert fewer.agg({"id": "sum"}).collect()[0][0] == sum(range(60))
+    with pytest.raises(SchemaMismatchError, match="nope"):  # the format's error, natively too
+        dspark.read(spark, typed_partitions, columns=["nope"])
 
 
 def test_time_travel_removes_and_empty_snapshots(spark, table_uri):

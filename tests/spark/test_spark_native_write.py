@@ -18,7 +18,7 @@ from tablefiles import data_files
 
 import deltatx
 import deltatx.spark as dspark
-from deltatx.errors import ConcurrentAppendException, NativeUnavailableError
+from deltatx.errors import ConcurrentAppendException, NativeUnavailableError, SchemaMismatchError
 from deltatx.io.paths import decode_path
 from deltatx.spark.native_write import native_write, unavailable_reason
 from deltatx.spark.writer import plan_write
@@ -93,7 +93,7 @@ def test_a_lost_race_raises_typed_and_deletes_the_files(spark, table_uri):
     table.append(pa.table({"id": [2]}))                        # ... and an append lands first
     before = data_files(table_uri)
     with pytest.raises(ConcurrentAppendException) as info:
-        native_write(df, {"path": table_uri}, True, plan=plan)
+        native_write(df, plan)
     assert info.value.version == 2
     assert data_files(table_uri) == before and deltatx.Table(table_uri).version == 2
 
@@ -139,3 +139,25 @@ def test_partition_values_spark_escapes_in_folder_names_round_trip(spark, table_
     # Delta (and Spark) store an empty string partition value as null
     assert rows == {i: (v if v != "" else None) for i, v in enumerate(values)}
     assert deltatx.Table(table_uri).to_arrow(where="tag = 'x:y'")["id"].to_pylist() == [1]
+
+
+def test_an_underscore_partition_column_keeps_its_rows(spark, table_uri):
+    df = spark.createDataFrame([(1, "a"), (2, "b"), (3, None)], "id long, _p string")
+    result = dspark.write(df, table_uri, engine="parquet", partitionBy="_p")
+    assert result.version == 0
+    assert {r["id"]: r["_p"] for r in deltatx.Table(table_uri).to_arrow().to_pylist()} == {1: "a", 2: "b", 3: None}
+    assert all(p.startswith("_p=") for p in data_files(table_uri))
+
+
+def test_a_lossy_type_change_goes_through_the_format_and_is_refused(spark, table_uri):
+    deltatx.create_table(table_uri, pa.schema([("id", pa.int64())]))
+    doubles = spark.createDataFrame([(1.5,), (2.7,)], "id double")
+    plan = plan_write({"path": table_uri}, doubles.schema, False)
+    from deltatx.spark.options import spark_schema_to_arrow
+
+    assert "double in the DataFrame but int64 in the table" in unavailable_reason(plan, spark_schema_to_arrow(doubles.schema))
+    with pytest.raises(NativeUnavailableError, match="double in the DataFrame"):
+        dspark.write(doubles, table_uri, engine="parquet")
+    with pytest.raises(SchemaMismatchError):
+        dspark.write(doubles, table_uri)  # auto: the format, whose safe cast refuses 1.5 -> 1
+    assert deltatx.Table(table_uri).version == 0 and data_files(table_uri) == set()

@@ -68,12 +68,13 @@ def test_each_micro_batch_is_one_idempotent_commit_and_a_replay_is_skipped(spark
     assert sorted(table.to_arrow()["id"].to_pylist()) == [1, 2, 3, 4]
 
 
-def test_stream_plan_needs_a_stable_query_id(spark):
+def test_stream_plan_needs_a_stable_query_id(spark, tmp_path):
     from pyspark.sql.types import LongType, StructField, StructType
 
+    never = str(tmp_path / "never-created")
     schema = StructType([StructField("id", LongType())])
     with pytest.raises(InvalidPropertyError, match="checkpointLocation"):
-        plan_stream({"path": "/tmp/never-created"}, schema, False)
+        plan_stream({"path": never}, schema, False)
     with pytest.raises(InvalidPropertyError, match="txnappid"):
-        plan_stream({"path": "/tmp/never-created", "queryId": "q", "txnAppId": "x", "txnVersion": "1"}, schema, False)
-    assert plan_stream({"path": "/tmp/never-created", "queryId": "q"}, schema, False).query_id == "q"
+        plan_stream({"path": never, "queryId": "q", "txnAppId": "x", "txnVersion": "1"}, schema, False)
+    assert plan_stream({"path": never, "queryId": "q"}, schema, False).query_id == "q"

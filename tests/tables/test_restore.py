@@ -154,3 +154,35 @@ def test_restore_inside_a_transaction_needs_one_target(history):
     with pytest.raises(errors.TimeTravelError):
         tx.restore()
     tx.abort()
+
+
+def test_restore_undoes_a_deletion_vector_on_the_same_path(table_uri):
+    """A file re-added with a DV has the same path as before: RESTORE must still see them as
+    different logical files (path + DV id), remove the DV one and re-add the plain one."""
+    from dvtables import add_deletion_vectors
+
+    t = deltatx.create_table(table_uri, SCHEMA)
+    t.append(rows(list(range(10)), 0))  # v1: one file
+    path = t.files()["path"].to_pylist()[0]
+    add_deletion_vectors(table_uri, {path: [1, 3, 8]})  # v2
+    t = deltatx.Table(table_uri)
+    assert t.version == 2 and len(ids(t)) == 7
+
+    result = t.restore(version=1)
+    assert result.version == 3
+    assert ids(deltatx.Table(table_uri)) == list(range(10))
+    actions = commit_actions(table_uri, 3)
+    removes = [a["remove"] for a in actions if "remove" in a]
+    adds = [a["add"] for a in actions if "add" in a]
+    assert [r["path"] for r in removes] == [path] and removes[0]["deletionVector"]["cardinality"] == 3
+    assert [a["path"] for a in adds] == [path] and adds[0].get("deletionVector") is None
+    assert result.metrics["numRestoredFiles"] == 1 and result.metrics["numRemovedFiles"] == 1
+
+
+@pytest.mark.parametrize("version", ["1", 1.0, True])
+def test_restore_version_must_be_an_integer(table_uri, version):
+    t = deltatx.create_table(table_uri, SCHEMA)
+    t.append(rows([1], 0))
+    with pytest.raises(errors.TimeTravelError, match="integer"):
+        t.restore(version=version)
+    assert deltatx.Table(table_uri).version == 1

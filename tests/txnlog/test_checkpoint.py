@@ -12,6 +12,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from duckdb_delta import read_duckdb
 from txnlog_logs import LogWriter, add_row, assert_same_snapshot, dv, paths, remove_row
 
 from deltatx.errors import CorruptCheckpointError, InvalidPropertyError, TimeTravelError
@@ -175,7 +176,8 @@ def _write_data_table(root: str) -> LogWriter:
 
 
 def test_deltalake_reads_our_checkpoint(tmp_path) -> None:
-    deltalake = pytest.importorskip("deltalake")
+    import deltalake
+
     root = str(tmp_path / "t")
     log = _write_data_table(root)
     dt = deltalake.DeltaTable(root)
@@ -186,18 +188,10 @@ def test_deltalake_reads_our_checkpoint(tmp_path) -> None:
 
 
 def test_duckdb_reads_our_checkpoint(tmp_path) -> None:
-    duckdb = pytest.importorskip("duckdb")
-    ext_pkg = pytest.importorskip("duckdb_extension_delta")
-    ext_dir = os.path.join(os.path.dirname(ext_pkg.__file__), "extensions")
-    found = [os.path.join(d, f) for d, _, fs in os.walk(ext_dir) for f in fs if f == "delta.duckdb_extension"]
-    if not found:
-        pytest.skip("delta.duckdb_extension not installed")
     root = str(tmp_path / "t")
     _write_data_table(root)
-    con = duckdb.connect()
-    con.execute(f"LOAD '{found[0]}'")
-    rows = con.execute(f"SELECT id, part FROM delta_scan('{root}') ORDER BY id").fetchall()
-    assert rows == [(0, "a"), (2, "a"), (10, "a"), (12, "a")]
+    rows = read_duckdb(root, "SELECT id, part FROM delta_scan(?) ORDER BY id").to_pylist()
+    assert [(r["id"], r["part"]) for r in rows] == [(0, "a"), (2, "a"), (10, "a"), (12, "a")]
 
 
 # --------------------------------------------------------------------------------------------
@@ -418,3 +412,54 @@ def test_time_travel_before_the_oldest_checkpoint(two_checkpoints) -> None:
     assert load_snapshot(log.store, version=2).files.num_rows == 4  # rebuilt from the checkpoint at 2
     with pytest.raises(TimeTravelError, match="earliest version that can be rebuilt is 2"):
         load_snapshot(log.store, version=1)
+
+
+def _v2_json_inline(snap, *, extra_adds: int = 0, bad_size: object = None) -> bytes:
+    """A V2 JSON checkpoint of ``snap`` with its file actions inline (plus ``extra_adds`` fillers)."""
+    from deltatx.txnlog.actions import file_rows
+
+    lines, _ = _v2_parts(snap)
+    adds = file_rows(snap.files)
+    adds += [add_row(f"part=a/filler-{i}.parquet") for i in range(extra_adds)]
+    if bad_size is not None:
+        adds[0] = {**adds[0], "size": bad_size}
+    lines += [orjson.dumps({"add": a}) for a in adds]
+    return b"\n".join(lines) + b"\n"
+
+
+@pytest.mark.parametrize("extra_adds", [0, 80])  # dict parser and columnar parser
+def test_v2_json_checkpoint_with_inline_adds(log: LogWriter, extra_adds: int) -> None:
+    build_rich_table(log)
+    snap = load_snapshot(log.store)
+    log.store.write_log_file(f"{4:020d}.checkpoint.{uuid.uuid4()}.json", _v2_json_inline(snap, extra_adds=extra_adds))
+    drop_commits_before(log.store, 5)
+    restored = load_snapshot(log.store)
+    assert restored.files.num_rows == snap.files.num_rows + extra_adds
+    assert set(paths(snap.files)) <= set(paths(restored.files))
+
+
+@pytest.mark.parametrize("extra_adds", [0, 80])
+@pytest.mark.parametrize("bad_size", [1.5, "100"])
+def test_v2_json_checkpoint_with_a_bad_add_falls_back(log: LogWriter, extra_adds: int, bad_size) -> None:
+    """A wrong-typed field is caught (a float size is not truncated) and the checkpoint is skipped."""
+    build_rich_table(log)
+    snap = load_snapshot(log.store)
+    name = f"{4:020d}.checkpoint.{uuid.uuid4()}.json"
+    log.store.write_log_file(name, _v2_json_inline(snap, extra_adds=extra_adds, bad_size=bad_size))
+    assert_same_snapshot(load_snapshot(log.store), snap)  # log replay from commit 0 instead
+    with pytest.raises(CorruptCheckpointError, match="size"):
+        read_checkpoint(log.store, [f for f in log.store.list_log() if f.name == name])
+    drop_commits_before(log.store, 5)  # nothing left to fall back to
+    with pytest.raises(CorruptCheckpointError, match=name):
+        load_snapshot(log.store)
+
+
+def test_v2_json_checkpoint_with_a_bad_checkpoint_metadata_is_corrupt(log: LogWriter) -> None:
+    build_rich_table(log)
+    snap = load_snapshot(log.store)
+    lines, _ = _v2_parts(snap)
+    lines[0] = orjson.dumps({"checkpointMetadata": {"version": "4"}})
+    log.store.write_log_file(f"{4:020d}.checkpoint.{uuid.uuid4()}.json", b"\n".join(lines))
+    drop_commits_before(log.store, 5)
+    with pytest.raises(CorruptCheckpointError, match="checkpointMetadata"):
+        load_snapshot(log.store)

@@ -59,3 +59,32 @@ def test_history_uses_in_commit_timestamps(log: LogWriter) -> None:
 def test_history_of_missing_table(store) -> None:
     with pytest.raises(TableNotFoundError):
         read_history(store)
+
+
+@pytest.mark.parametrize("bad", ["garbage", "2024-13-45", float("nan"), float("inf")])
+def test_unparseable_timestamp_is_a_time_travel_error(bad) -> None:
+    from deltatx.errors import TimeTravelError
+    from deltatx.txnlog.history import to_timestamp_ms
+
+    with pytest.raises(TimeTravelError):
+        to_timestamp_ms(bad)
+    with pytest.raises(ValueError):  # TimeTravelError stays a ValueError for older callers
+        to_timestamp_ms(bad)
+
+
+def test_timestamps_that_parse_still_do() -> None:
+    from deltatx.txnlog.history import to_timestamp_ms
+
+    assert to_timestamp_ms("1970-01-01T00:00:01Z") == 1000
+    assert to_timestamp_ms(1234.9) == 1234
+
+
+def test_non_integer_ict_enablement_version_is_an_invalid_property() -> None:
+    from deltatx.errors import InvalidPropertyError
+    from deltatx.txnlog.history import ICT_ENABLED, ICT_ENABLEMENT_VERSION, ict_enablement_version
+
+    assert ict_enablement_version({ICT_ENABLED: "true", ICT_ENABLEMENT_VERSION: "3"}) == 3
+    assert ict_enablement_version({ICT_ENABLED: "true"}) == 0
+    assert ict_enablement_version({ICT_ENABLED: "false", ICT_ENABLEMENT_VERSION: "x"}) is None
+    with pytest.raises(InvalidPropertyError, match="inCommitTimestampEnablementVersion"):
+        ict_enablement_version({ICT_ENABLED: "true", ICT_ENABLEMENT_VERSION: "three"})

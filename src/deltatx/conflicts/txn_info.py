@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -52,29 +52,6 @@ class ReadSet:
     def files_array(self) -> pa.Array:
         """``files`` as an arrow string array, built once, for vectorised path matching."""
         return pa.array(list(self.files), type=pa.string())
-
-    def union(self, other: "ReadSet") -> "ReadSet":
-        """The read set of a transaction that did both reads (predicates keep their order)."""
-        seen = list(self.predicates)
-        seen.extend(p for p in other.predicates if p not in seen)
-        return ReadSet(
-            predicates=tuple(seen),
-            files=self.files | other.files,
-            whole_table=self.whole_table or other.whole_table,
-            app_ids=self.app_ids | other.app_ids,
-        )
-
-    def with_predicate(self, predicate: "Expr", files: Iterable[str] = ()) -> "ReadSet":
-        """This read set plus one scan: its predicate and the paths of the files it returned."""
-        return self.union(ReadSet(predicates=(predicate,), files=frozenset(files)))
-
-    def with_whole_table(self, files: Iterable[str] = ()) -> "ReadSet":
-        """This read set plus a scan of the whole table (no predicate)."""
-        return self.union(ReadSet(whole_table=True, files=frozenset(files)))
-
-    def with_app_id(self, app_id: str) -> "ReadSet":
-        """This read set plus a lookup of the last committed version of ``app_id``."""
-        return dataclasses.replace(self, app_ids=self.app_ids | {app_id})
 
 
 def is_blind_append(read_set: ReadSet, removes: pa.Table) -> bool:

@@ -42,7 +42,7 @@ from .trees import (
     strip_alias,
 )
 from .parse import parse_expression, parse_predicate
-from .pruning import STATS_CACHE, files_matching, partition_values_table
+from .pruning import STATS_CACHE, files_matching
 from .rows import (
     FUNCTIONS,
     evaluate,
@@ -54,7 +54,7 @@ from .rows import (
     to_arrow_filter,
     to_arrow_keep,
 )
-from .values import convert_literal, parse_partition_values
+from .values import convert_literal
 
 __all__ = [
     "FALSE", "NULL", "TRUE", "FUNCTIONS", "STATS_CACHE",
@@ -62,7 +62,7 @@ __all__ = [
     "Like", "Literal", "Not", "Or",
     "and_all", "bind", "bind_predicate", "col", "conjuncts", "convert_literal", "disjuncts",
     "evaluate", "files_matching", "filter_table", "lit", "map_columns", "matches", "or_all",
-    "parse_expression", "parse_partition_values", "parse_predicate", "partition_predicate",
-    "partition_values_table", "qualifiers", "qualify", "references_only", "result_type",
+    "parse_expression", "parse_predicate", "partition_predicate",
+    "qualifiers", "qualify", "references_only", "result_type",
     "rows_to_keep", "strip_alias", "to_arrow", "to_arrow_filter", "to_arrow_keep",
 ]

@@ -23,7 +23,7 @@ from .values import convert_literal, plain_type
 _SAME_TYPE_ARGS = {"coalesce": 0, "greatest": 0, "least": 0, "if": 1}
 
 
-def _find_field(fields: list[pa.Field], name: str, where: str) -> pa.Field | None:
+def find_field(fields: list[pa.Field], name: str, where: str) -> pa.Field | None:
     for f in fields:
         if f.name == name:
             return f
@@ -42,7 +42,7 @@ def _resolve_path(top: pa.Field, path: tuple[str, ...], shown: str) -> tuple[str
     for part in path:
         if not pa.types.is_struct(t):
             raise PredicateError(f"column {shown}: {top.name} has no field {part!r} (type {t})")
-        f = _find_field(list(t), part, shown)
+        f = find_field(list(t), part, shown)
         if f is None:
             names = ", ".join(x.name for x in t)
             raise PredicateError(f"column {shown}: no field {part!r} in {top.name}; fields: {names}")
@@ -71,7 +71,7 @@ class _Binder:
             alias = _find_alias(self.aliases, c.qualifier)
             if alias is not None:
                 return self._in_schema(self.aliases[alias], c, alias, root)
-            struct = _find_field(list(self.schema), c.qualifier, str(c))
+            struct = find_field(list(self.schema), c.qualifier, str(c))
             if struct is not None and pa.types.is_struct(struct.type):
                 nested = Column(struct.name, None, (c.name, *c.path))
                 return Column(struct.name, None, _resolve_path(struct, nested.path, str(c)))
@@ -80,12 +80,12 @@ class _Binder:
                 f"column {c} in {root} is qualified by {c.qualifier!r}, which is neither a table alias "
                 f"nor a struct column{known}. Available columns: {self.available()}"
             )
-        f = _find_field(list(self.schema), c.name, str(root))
+        f = find_field(list(self.schema), c.name, str(root))
         if f is not None:
             return Column(f.name, None, _resolve_path(f, c.path, str(c)))
         hits = []
         for alias, s in self.aliases.items():
-            g = _find_field(list(s), c.name, str(root))
+            g = find_field(list(s), c.name, str(root))
             if g is not None:
                 hits.append((alias, g))
         if len(hits) == 1:
@@ -99,7 +99,7 @@ class _Binder:
         raise PredicateError(f"unknown column {c.name!r} in {root}; available columns: {self.available()}")
 
     def _in_schema(self, s: pa.Schema, c: Column, alias: str, root: Expr) -> Column:
-        f = _find_field(list(s), c.name, str(root))
+        f = find_field(list(s), c.name, str(root))
         if f is None:
             raise PredicateError(
                 f"unknown column {c} in {root}; columns of {alias}: {', '.join(s.names) or '(none)'}"

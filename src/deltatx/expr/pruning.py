@@ -25,11 +25,12 @@ from typing import Any, Callable, Iterable, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..io.reader import partition_column
 from ..txnlog.stats import _physical_name, parse_stats
 from .bind import bind
 from .model import FLIPPED, NEGATED, And, Column, Comparison, Expr, Func, In, IsNull, Like, Literal, Not, Or
 from .rows import evaluate
-from .values import parse_partition_values, plain_type
+from .values import plain_type
 
 #: IN lists longer than this are checked against the list's [min, max] range only
 _MAX_IN_VALUES = 64
@@ -156,13 +157,8 @@ class _Files:
             return pa.nulls(self.n, plain_type(f.type))
         pv = _as_chunked(self.files.column("partitionValues"))
         key = ("partition", f.name, _physical_name(f), str(f.type))
-        return STATS_CACHE.get(pv, [key], lambda _: {key: self._parse_partition(pv, f)})[key]
-
-    def _parse_partition(self, pv: pa.ChunkedArray, f: pa.Field) -> pa.Array:
-        strings = pc.map_lookup(pv, pa.scalar(_physical_name(f)), "first")
-        if _physical_name(f) != f.name:  # logs written without column mapping use the name
-            strings = pc.coalesce(strings, pc.map_lookup(pv, pa.scalar(f.name), "first"))
-        return parse_partition_values(strings, f.type, f.name)
+        plain = f.with_type(plain_type(f.type))
+        return STATS_CACHE.get(pv, [key], lambda _: {key: partition_column(self.files, plain)})[key]
 
     def _stats_for(self, names: list[str]) -> dict[str, pa.StructArray]:
         source = _as_chunked(self.files.column("stats"))
@@ -207,25 +203,22 @@ def _maybe(mask: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     return pc.fill_null(mask, True)
 
 
-def _bounds(files: _Files, c: Column) -> tuple[pa.Array, pa.Array, pa.Array, pa.Array] | None:
-    """(min, max, nullCount, numRecords) of column ``c`` per file, bounds widened as needed."""
+def _bounds(files: _Files, c: Column) -> tuple[pa.Array, pa.Array] | None:
+    """(min, max) of column ``c`` per file, widened as needed (null counts: :func:`_bounds_counts`)."""
     st = files.stats(c.name)
     if st is None:
         return None
     lo, hi = pc.struct_field(st, [0]), pc.struct_field(st, [1])
-    nulls, records = pc.struct_field(st, [2]), pc.struct_field(st, [3])
     for part in c.path:  # nested: walk the struct bounds
         idx = lo.type.get_field_index(part) if pa.types.is_struct(lo.type) else -1
         if idx < 0:
             return None
         lo, hi = pc.struct_field(lo, [idx]), pc.struct_field(hi, [idx])
-        nidx = nulls.type.get_field_index(part) if pa.types.is_struct(nulls.type) else -1
-        nulls = pc.struct_field(nulls, [nidx]) if nidx >= 0 else pa.nulls(files.n, pa.int64())
     if pa.types.is_struct(lo.type) or pa.types.is_null(lo.type):
         return None
     if pa.types.is_timestamp(lo.type):
         lo, hi = _widen_millis(lo, hi)
-    return lo, hi, nulls, records
+    return lo, hi
 
 
 def _widen_millis(lo: pa.Array, hi: pa.Array) -> tuple[pa.Array, pa.Array]:
@@ -278,7 +271,7 @@ def _comparison(files: _Files, e: Comparison, negated: bool) -> pa.Array:
     bounds = _bounds(files, column)
     if bounds is None:
         return files.all(True)
-    lo, hi, _, _ = bounds
+    lo, hi = bounds
     if negated:
         if pa.types.is_floating(lo.type):
             return files.all(True)  # NOT (x < 5) holds for NaN, which bounds do not describe
@@ -344,7 +337,7 @@ def _in_list(files: _Files, e: In, negated: bool) -> pa.Array:
     bounds = _bounds(files, e.operand)
     if bounds is None:
         return files.all(True)
-    lo, hi, _, _ = bounds
+    lo, hi = bounds
     scalars = [_stats_scalar(v, lo.type) for v in present]  # type: ignore[arg-type]
     if any(s is None for s in scalars):
         return files.all(True)
@@ -371,7 +364,7 @@ def _prefix(files: _Files, column: Column, prefix: str) -> pa.Array:
     bounds = _bounds(files, column)
     if bounds is None or not pa.types.is_string(bounds[0].type):
         return files.all(True)
-    lo, hi, _, _ = bounds
+    lo, hi = bounds
     p = pa.scalar(prefix, lo.type)
     low_ok = pc.or_kleene(pc.less_equal(lo, p), pc.starts_with(lo, pattern=prefix))
     return _maybe(pc.and_kleene(low_ok, pc.greater_equal(hi, p)))
@@ -440,9 +433,3 @@ def files_matching(
     if isinstance(out, pa.ChunkedArray):
         out = out.combine_chunks() if out.num_chunks else pa.array([], pa.bool_())
     return pc.fill_null(out, True)
-
-
-def partition_values_table(files: pa.Table, schema: pa.Schema, partition_columns: Sequence[str]) -> pa.Table:
-    """The typed partition values of each file (one column per partition column)."""
-    ctx = _Files(files, schema, partition_columns, use_stats=False)
-    return ctx.partition_table(list(ctx.partition_fields))

@@ -1,10 +1,9 @@
-"""Typed constants: SQL literals cast to column types, and partition-value strings parsed.
+"""Typed constants: SQL literals cast to column types.
 
-Owns the two places where text becomes typed values outside the data files: a literal in a
-predicate (``d = '2024-01-01'`` against a date column, ``part = 3`` against int32) and the
-``partitionValues`` strings of ``add`` actions (PROTOCOL.md "Partition Value Serialization":
-``""`` or a missing key is NULL, dates ``YYYY-MM-DD``, timestamps ``YYYY-MM-DD HH:MM:SS[.f]`` or
-ISO-8601 with ``Z``, booleans ``true``/``false``, numbers as Java prints them).
+Owns where predicate text becomes typed values: a literal in a predicate (``d = '2024-01-01'``
+against a date column, ``part = 3`` against int32). The ``partitionValues`` strings of ``add``
+actions are parsed by :func:`deltatx.io.reader.parse_partition_values` (the one inverse of
+``serialize_partition_value``), re-exported here.
 """
 
 from __future__ import annotations
@@ -14,9 +13,8 @@ from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from ..errors import InvalidTableError, PredicateError
+from ..errors import PredicateError
 from ..txnlog.stats import parse_timestamps
 from .model import Literal
 
@@ -107,49 +105,3 @@ def convert_literal(lit: Literal, target: pa.DataType, *, context: str = "", str
     if converted is None:
         return lit
     return Literal(_scalar_value(converted), target)
-
-
-# --------------------------------------------------------------------------------------------
-# Partition values
-# --------------------------------------------------------------------------------------------
-
-
-def _parse_partition_strings(strings: pa.Array, t: pa.DataType) -> pa.Array:
-    if pa.types.is_string(t):
-        return strings
-    if pa.types.is_binary(t):
-        return pc.cast(strings, t)
-    if pa.types.is_timestamp(t):
-        return parse_timestamps(strings, t)
-    if pa.types.is_date(t):
-        return pc.cast(pc.utf8_slice_codeunits(pc.utf8_trim_whitespace(strings), 0, 10), t)
-    if pa.types.is_boolean(t):
-        return pc.cast(pc.utf8_lower(pc.utf8_trim_whitespace(strings)), t)
-    return pc.cast(pc.utf8_trim_whitespace(strings), t)
-
-
-def parse_partition_values(strings: pa.Array | pa.ChunkedArray, t: pa.DataType, column: str) -> pa.Array:
-    """Serialized partition values -> typed values (``""`` and null -> NULL).
-
-    Raises :class:`InvalidTableError` naming the column and a bad value if some cannot be read.
-    """
-    if isinstance(strings, pa.ChunkedArray):
-        strings = strings.combine_chunks() if strings.num_chunks else pa.array([], pa.string())
-    t = plain_type(t)
-    nulled = pc.if_else(pc.equal(strings, ""), pa.scalar(None, pa.string()), strings)
-    try:
-        out = _parse_partition_strings(nulled, t)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-        bad = "?"
-        for value in pc.unique(nulled).to_pylist():  # error path: find one offender to name
-            if value is None:
-                continue
-            try:
-                _parse_partition_strings(pa.array([value], pa.string()), t)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-                bad = value
-                break
-        raise InvalidTableError(
-            f"partition column {column!r}: value {bad!r} in the log cannot be read as {t} ({exc})"
-        ) from None
-    return out if out.type.equals(t) else pc.cast(out, t)

@@ -15,7 +15,7 @@ from .paths import (
     serialize_partition_value,
     unescape_partition_value,
 )
-from .reader import iter_batches, parse_partition_value, partition_values_table, read_files
+from .reader import iter_batches, parse_partition_value, parse_partition_values, partition_values_table, read_files
 from .writer import WriteOptions, write_data_files
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "escape_partition_value",
     "iter_batches",
     "parse_partition_value",
+    "parse_partition_values",
     "partition_dir",
     "partition_values_table",
     "read_files",

@@ -13,11 +13,13 @@ its bytes, their CRC-32 (4 bytes, big-endian). The bytes are a 64-bit Roaring bi
 magic number: 1681511377 (little-endian) for the portable layout of the Roaring spec (bucket
 count, then per bucket a 32-bit key and a 32-bit Roaring bitmap), or 1681511376 for the older
 native layout (big-endian count, then per bitmap its size and bytes; the key is its index), which
-the protocol's own inline example uses. The 32-bit bitmaps are decoded by ``pyroaring``.
+the protocol's own inline example uses. ``pyroaring`` decodes the portable layout whole
+(``BitMap64``) and the native layout's 32-bit bitmaps (``BitMap``).
 
 Everything that does not add up (magic, size, checksum, cardinality, truncation) raises
 :class:`~deltatx.errors.CorruptDeletionVectorError` naming the data file: reading on would
-return deleted rows.
+return deleted rows. A missing DV file raises :class:`~deltatx.errors.DataFileNotFoundError`;
+other I/O errors propagate as they are.
 """
 
 from __future__ import annotations
@@ -39,11 +41,6 @@ NATIVE_MAGIC = 1681511376
 
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 _Z85_VALUE = {c: i for i, c in enumerate(_Z85)}
-
-# Roaring 32-bit portable format (github.com/RoaringBitmap/RoaringFormatSpec)
-_COOKIE_NO_RUNS = 12346
-_COOKIE_RUNS = 12347
-_NO_OFFSET_THRESHOLD = 4
 
 
 def z85_decode(text: str) -> bytes:
@@ -73,69 +70,30 @@ def dv_file_relative_path(path_or_inline: str) -> str:
     return f"{prefix}/{name}" if prefix else name
 
 
-def _roaring32_size(data: memoryview, start: int) -> int:
-    """Bytes one serialized 32-bit Roaring bitmap takes from ``start`` (the spec's header)."""
-    cookie = struct.unpack_from("<I", data, start)[0]
-    pos = start + 4
-    run_flags = b""
-    if cookie & 0xFFFF == _COOKIE_RUNS:
-        containers = (cookie >> 16) + 1
-        flag_bytes = (containers + 7) // 8
-        run_flags = bytes(data[pos:pos + flag_bytes])
-        pos += flag_bytes
-        has_offsets = containers >= _NO_OFFSET_THRESHOLD
-    elif cookie == _COOKIE_NO_RUNS:
-        containers = struct.unpack_from("<I", data, pos)[0]
-        pos += 4
-        has_offsets = True
-    else:
-        raise ValueError(f"not a Roaring bitmap (cookie {cookie})")
-    cardinalities = [struct.unpack_from("<H", data, pos + 4 * i + 2)[0] + 1 for i in range(containers)]
-    pos += 4 * containers + (4 * containers if has_offsets else 0)
-    for i, cardinality in enumerate(cardinalities):
-        if run_flags and run_flags[i // 8] >> (i % 8) & 1:
-            runs = struct.unpack_from("<H", data, pos)[0]
-            pos += 2 + 4 * runs
-        elif cardinality <= 4096:
-            pos += 2 * cardinality
-        else:
-            pos += 8192
-    return pos - start
-
-
-def _bitmap32(data: memoryview, start: int, end: int) -> np.ndarray:
-    from pyroaring import BitMap
-
-    return np.asarray(BitMap.deserialize(bytes(data[start:end])).to_array(), dtype=np.uint64)
-
-
 def decode_bitmap(payload: bytes) -> np.ndarray:
     """A DV's bytes (magic number first) -> the deleted row positions, sorted, uint64."""
+    from pyroaring import BitMap, BitMap64
+
     data = memoryview(payload)
     if len(data) < 4:
         raise ValueError("too short for a deletion vector")
-    # Each bitmap follows a 4-byte header: its key (portable) or its byte size (native, whose
-    # key is the bitmap's index and whose size the portable layout leaves to the bitmap itself).
     if struct.unpack_from("<I", data, 0)[0] == PORTABLE_MAGIC:
-        count, pos = struct.unpack_from("<Q", data, 4)[0], 12
-
-        def header(at: int, index: int) -> tuple[int, int]:
-            return struct.unpack_from("<I", data, at)[0], _roaring32_size(data, at + 4)
-    elif struct.unpack_from(">I", data, 0)[0] == NATIVE_MAGIC:
-        count, pos = struct.unpack_from(">I", data, 4)[0], 8
-
-        def header(at: int, index: int) -> tuple[int, int]:
-            return index, struct.unpack_from(">I", data, at)[0]
-    else:
+        if len(data) < 12:  # the bucket count; pyroaring reads an empty buffer out of bounds
+            raise ValueError("deletion vector is truncated")
+        return np.asarray(BitMap64.deserialize(bytes(data[4:])).to_array(), dtype=np.uint64)
+    if struct.unpack_from(">I", data, 0)[0] != NATIVE_MAGIC:
         raise ValueError("unknown deletion vector format (magic number)")
+    # native: per 32-bit bitmap its byte size, then its bytes; its key is its index
+    count, pos = struct.unpack_from(">I", data, 4)[0], 8
     parts: list[np.ndarray] = []
-    for index in range(count):
-        key, size = header(pos, index)
+    for key in range(count):
+        size = struct.unpack_from(">I", data, pos)[0]
         pos += 4
-        parts.append(_bitmap32(data, pos, pos + size) | (np.uint64(key) << np.uint64(32)))
+        if pos + size > len(data):
+            raise ValueError("deletion vector is truncated")
+        bitmap = BitMap.deserialize(bytes(data[pos:pos + size]))
+        parts.append(np.asarray(bitmap.to_array(), dtype=np.uint64) | (np.uint64(key) << np.uint64(32)))
         pos += size
-    if pos > len(data):
-        raise ValueError("deletion vector is truncated")
     return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
 
 
@@ -179,9 +137,7 @@ def deleted_rows(store: "LogStore", descriptor: dict[str, Any], data_path: str) 
         if descriptor.get("storageType") not in ("i", "u", "p"):
             raise ValueError(f"unknown storageType {descriptor.get('storageType')!r}")
         rows = decode_bitmap(_read_stored(store, descriptor, data_path))
-    except (ValueError, KeyError, TypeError, struct.error, OSError) as exc:
-        if isinstance(exc, DataFileNotFoundError):
-            raise
+    except (ValueError, KeyError, TypeError, IndexError, struct.error) as exc:
         raise CorruptDeletionVectorError(f"the deletion vector of {data_path!r} cannot be read: {exc}") from exc
     expected = descriptor.get("cardinality")
     if expected is not None and int(expected) != len(rows):

@@ -12,7 +12,9 @@ agrees on them byte for byte:
    relative or absolute (``file:/…``, ``file:///…``, ``s3://…``), to the store's filesystem.
 3. **partitionValues** strings: the protocol's serialization per type (numbers ``toString``,
    ``YYYY-MM-DD`` dates, ``true``/``false``, UTC timestamps, plain decimals, binary as one
-   character per byte). The empty string means null. The inverse lives in ``reader.py``.
+   character per byte). The empty string means null. The one inverse is
+   ``reader.parse_partition_value`` / ``reader.parse_partition_values`` (columnar), used by the
+   reader and by ``deltatx.expr`` (pruning, ``partition_values_table``) alike.
 """
 
 from __future__ import annotations

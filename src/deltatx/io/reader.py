@@ -20,7 +20,7 @@ import datetime as dt
 import decimal
 import re
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Iterator, NoReturn
+from typing import TYPE_CHECKING, Any, Iterator, NoReturn, Sequence, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,6 +34,7 @@ from ..errors import (
     PredicateError,
     SchemaMismatchError,
 )
+from ..txnlog.stats import _physical_name
 from .grouping import group_codes
 from .deletion_vectors import deleted_rows, keep_mask
 from .paths import data_file_path, decode_path
@@ -49,13 +50,15 @@ _CAST_FAILURE_HINTS = ("would lose data", "would result in out of range")
 
 _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
 
+_Data = TypeVar("_Data", pa.Table, pa.RecordBatch)
+
 
 # --------------------------------------------------------------------------------------------
 # Partition values: strings -> typed values
 # --------------------------------------------------------------------------------------------
 
 
-def parse_partition_value(s: str | None, arrow_type: pa.DataType) -> Any:
+def parse_partition_value(s: str | None, arrow_type: pa.DataType, column: str | None = None) -> Any:
     """The typed value of one ``partitionValues`` string (inverse of ``serialize_partition_value``)."""
     if s is None or s == "":
         return None
@@ -81,8 +84,9 @@ def parse_partition_value(s: str | None, arrow_type: pa.DataType) -> Any:
         if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t) or pa.types.is_binary_view(t):
             return _parse_binary(s)
     except (ValueError, ArithmeticError) as exc:
+        where = f"partition column {column!r}: value" if column is not None else "partition value"
         raise InvalidTableError(
-            f"partition value {s!r} is not a valid {t} ({exc}); the log's partitionValues do not "
+            f"{where} {s!r} is not a valid {t} ({exc}); the log's partitionValues do not "
             f"match the table schema"
         ) from None
     raise InvalidTableError(f"partition column type {t} is not supported")
@@ -105,8 +109,16 @@ def _parse_binary(s: str) -> bytes:
         return s.encode("utf-8")
 
 
-def _typed_partition_column(strings: pa.Array, arrow_type: pa.DataType) -> pa.Array:
-    """Parse a string column of partition values, once per distinct value."""
+def parse_partition_values(
+    strings: pa.Array | pa.ChunkedArray, arrow_type: pa.DataType, column: str | None = None
+) -> pa.Array:
+    """A column of ``partitionValues`` strings as ``arrow_type`` (``""`` and null -> NULL).
+
+    Each distinct string is parsed once (:func:`parse_partition_value`); a bad one raises
+    :class:`InvalidTableError` naming ``column`` and the value.
+    """
+    if isinstance(strings, pa.ChunkedArray):
+        strings = strings.combine_chunks() if strings.num_chunks else pa.array([], pa.string())
     strings = pc.if_else(pc.equal(strings, ""), pa.scalar(None, pa.string()), strings)
     if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
         return strings.cast(arrow_type)
@@ -120,20 +132,38 @@ def _typed_partition_column(strings: pa.Array, arrow_type: pa.DataType) -> pa.Ar
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             typed = None
     if typed is None:
-        typed = pa.array([parse_partition_value(s, arrow_type) for s in distinct.to_pylist()], type=arrow_type)
+        typed = pa.array(
+            [parse_partition_value(s, arrow_type, column) for s in distinct.to_pylist()], type=arrow_type
+        )
     return typed.take(encoded.indices)
 
 
-def partition_values_table(files: pa.Table, schema: pa.Schema, partition_columns: list[str]) -> pa.Table:
-    """One typed column per partition column, one row per file (columnar, no per-file objects)."""
-    columns = {}
+def partition_column(files: pa.Table, field: pa.Field) -> pa.Array:
+    """The typed values of partition column ``field``, one per file (row of ``files``).
+
+    Values are looked up under the column-mapping physical name, then (logs written without
+    column mapping) under the name; a missing ``partitionValues`` column means all null.
+    """
+    if "partitionValues" not in files.column_names:
+        return pa.nulls(files.num_rows, field.type)
     pv = files.column("partitionValues")
-    for col in partition_columns:
-        strings = pc.map_lookup(pv, pa.scalar(col), "first")
-        if isinstance(strings, pa.ChunkedArray):
-            strings = strings.combine_chunks() if strings.num_chunks else pa.array([], pa.string())
-        columns[col] = _typed_partition_column(strings, schema.field(col).type)
-    return pa.table(columns, schema=pa.schema([schema.field(c) for c in partition_columns]))
+    physical = _physical_name(field)
+    strings = pc.map_lookup(pv, pa.scalar(physical), "first")
+    if physical != field.name:
+        strings = pc.coalesce(strings, pc.map_lookup(pv, pa.scalar(field.name), "first"))
+    return parse_partition_values(strings, field.type, field.name)
+
+
+def partition_values_table(files: pa.Table, schema: pa.Schema, partition_columns: Sequence[str]) -> pa.Table:
+    """One typed column per partition column, one row per file (columnar, no per-file objects).
+
+    Partition columns are matched to ``schema`` case-insensitively (ones it lacks are left out);
+    the output uses the schema's fields.
+    """
+    by_lower = {f.name.lower(): f for f in reversed(schema)}
+    fields = [schema.field(c) if c in schema.names else by_lower[c.lower()]
+              for c in partition_columns if c in schema.names or c.lower() in by_lower]
+    return pa.table([partition_column(files, f) for f in fields], schema=pa.schema(fields))
 
 
 # --------------------------------------------------------------------------------------------
@@ -208,7 +238,7 @@ def _iter_plain(plan: "_ScanPlan", out_schema: pa.Schema, filter: pc.Expression 
         for batch in plan.dataset().to_batches(columns=out_schema.names, filter=filter, use_threads=True):
             if batch.num_rows:
                 yielded += batch.num_rows
-                yield _conform_batch(batch, out_schema)
+                yield _conform(batch, out_schema)
     except _ARROW_ERRORS as exc:
         if not _is_cast_failure(exc):
             _raise_read_error(exc)
@@ -281,23 +311,41 @@ class _ScanPlan:
         return [expressions[c] for c in group.to_pylist()]
 
     def read_one(self, i: int, names: list[str], filter: pc.Expression | None) -> pa.Table:
-        """File ``i`` alone, every row in file order, cast unsafely (ns -> us truncation), partition
-        values added, its deletion vector applied, then ``filter``."""
+        """File ``i`` alone, every row in file order, partition values added, its deletion vector
+        applied, then ``filter``; the ``names`` columns. Only timestamps are cast unsafely (ns -> us
+        truncation); any other value that does not fit the table type raises SchemaMismatchError.
+
+        Without a filter only the ``names`` columns are read from the file; with one (its columns
+        are not known here) all of them are. Deletion-vector positions count the file's rows, so
+        projection does not move them; the filter is never pushed into the read.
+        """
+        wanted = self.schema if filter is not None else pa.schema(
+            [self.schema.field(n) for n in dict.fromkeys(names)]
+        )
         try:
-            raw = pq.read_table(self.paths[i], filesystem=self.filesystem, coerce_int96_timestamp_unit="us")
+            with pq.ParquetFile(self.paths[i], filesystem=self.filesystem, coerce_int96_timestamp_unit="us") as pf:
+                in_file = set(pf.schema_arrow.names)
+                raw = pf.read(columns=[f.name for f in wanted if f.name in in_file
+                                       and f.name not in self.partition_columns])
         except OSError as exc:
             self.raise_if_missing(exc)
             raise
         cols = []
-        for f in self.schema:
+        for f in wanted:
             if f.name in raw.column_names:
-                cols.append(raw.column(f.name).cast(f.type, safe=False))
+                try:
+                    cols.append(raw.column(f.name).cast(f.type, safe=not pa.types.is_timestamp(f.type)))
+                except _ARROW_ERRORS as exc:
+                    raise SchemaMismatchError(
+                        f"column {f.name!r} of data file {self.paths[i]!r} cannot be read as {f.type} "
+                        f"({exc}); the file was written with an incompatible type"
+                    ) from exc
             elif f.name in self.partition_columns and self.partition_values is not None:
                 value = self.partition_values.column(f.name)[i]
                 cols.append(pa.repeat(value, raw.num_rows) if value.is_valid else pa.nulls(raw.num_rows, f.type))
             else:
                 cols.append(pa.nulls(raw.num_rows, f.type))
-        table = pa.table(cols, schema=self.schema)
+        table = pa.table(cols, schema=wanted)
         descriptor = self.deletion_vectors[i]
         if descriptor is not None:
             deleted = deleted_rows(self.store, descriptor, self.paths[i])
@@ -353,29 +401,18 @@ def _raise_read_error(exc: BaseException) -> NoReturn:
     raise exc
 
 
-def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    if table.schema.equals(schema, check_metadata=False):
-        return table.replace_schema_metadata(schema.metadata) if table.schema.metadata != schema.metadata else table
-    table = table.select(schema.names)
+def _conform(data: _Data, schema: pa.Schema) -> _Data:
+    """``data`` (a Table or a RecordBatch) with exactly ``schema``'s columns, types and metadata."""
+    if data.schema.equals(schema, check_metadata=False):
+        return data.replace_schema_metadata(schema.metadata) if data.schema.metadata != schema.metadata else data
+    data = data.select(schema.names)
     try:
-        return table.cast(schema)
+        return data.cast(schema)
     except pa.ArrowInvalid:
         if not any(not f.nullable for f in schema):
             raise
         # a file older than a NOT NULL column has nulls there: keep the rows, relax the flag
-        return table.cast(_all_nullable(schema))
-
-
-def _conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    if batch.schema.equals(schema, check_metadata=False):
-        return batch
-    batch = batch.select(schema.names)
-    try:
-        return batch.cast(schema)
-    except pa.ArrowInvalid:
-        if not any(not f.nullable for f in schema):
-            raise
-        return batch.cast(_all_nullable(schema))
+        return data.cast(_all_nullable(schema))
 
 
 def _all_nullable(schema: pa.Schema) -> pa.Schema:

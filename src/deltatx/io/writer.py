@@ -281,12 +281,7 @@ class _WriteJob:
             raise
 
     def _open_streamed(self, sample: pa.Table) -> tuple[StreamedFile, str]:
-        name = f"part-{self._next_file_number():05d}-{uuid.uuid4()}-c000{self.suffix}"
-        directory = self.store.arrow_root
-        self._ensure_dir(directory)
-        full = f"{directory}/{name}"
-        with self.lock:
-            self.started.append(full)
+        name, full = self._new_file("")
         sink = self.fs.open_output_stream(full)
         streamed = StreamedFile(sink, self.file_schema, compression=self.options.compression,
                                 use_dictionary=self._dictionary_columns(sample),
@@ -418,7 +413,9 @@ class _WriteJob:
             self._write_file(rows.slice(offset, length), folder, values)
 
     # ---- one file -------------------------------------------------------------------------------
-    def _write_file(self, rows: pa.Table, folder: str, values: tuple[tuple[str, str | None], ...]) -> None:
+    def _new_file(self, folder: str) -> tuple[str, str]:
+        """A fresh file name in ``folder`` ('' = the table root): (path relative to the root, full
+        path). Its directory exists and the file is registered for cleanup before it is opened."""
         name = f"part-{self._next_file_number():05d}-{uuid.uuid4()}-c000{self.suffix}"
         relative = f"{folder}/{name}" if folder else name
         directory = f"{self.store.arrow_root}/{folder}" if folder else self.store.arrow_root
@@ -426,6 +423,10 @@ class _WriteJob:
         full = f"{directory}/{name}"
         with self.lock:
             self.started.append(full)
+        return relative, full
+
+    def _write_file(self, rows: pa.Table, folder: str, values: tuple[tuple[str, str | None], ...]) -> None:
+        relative, full = self._new_file(folder)
         with self.fs.open_output_stream(full) as sink:
             pq.write_table(
                 rows,

@@ -162,26 +162,27 @@ def write(df: Any, uri: str, mode: str = "append", engine: str = "auto", **optio
     spark = df.sparkSession
     activate(spark)
     mode = mode.lower()
+    raw = {_option_key(k): _option_value(v) for k, v in options.items()}
     if mode in ("error", "errorifexists", "default", "ignore"):
         from ..txnlog.store import open_store
+        from .options import lower_keys, storage_options
 
-        storage = {k[len("storage."):]: v for k, v in options.items() if k.startswith("storage.")}
-        if open_store(uri, storage).table_exists():
+        if open_store(uri, storage_options(lower_keys(raw))).table_exists():
             if mode == "ignore":
                 return None
             raise TableAlreadyExistsError(f"a Delta table already exists at {uri!r} (mode {mode!r})")
         mode = "append"
     if mode not in ("append", "overwrite"):
         raise DeltaTxError(f"mode must be append, overwrite, error or ignore, not {mode!r}")
-    raw = {_option_key(k): _option_value(v) for k, v in options.items()}
     if engine != "format":
         from .native_write import native_write, unavailable_reason
+        from .options import spark_schema_to_arrow
         from .writer import plan_write
 
         plan = plan_write({**raw, "path": uri}, df.schema, mode == "overwrite")
-        reason = unavailable_reason(plan)
+        reason = unavailable_reason(plan, spark_schema_to_arrow(df.schema))
         if reason is None:
-            return native_write(df, {**raw, "path": uri}, mode == "overwrite", plan=plan)
+            return native_write(df, plan)
         if engine == "parquet":
             raise NativeUnavailableError(f"Spark's Parquet writer cannot do this write directly: {reason}")
     report_dir = tempfile.mkdtemp(prefix="deltatx-spark-write-")
@@ -232,14 +233,16 @@ def read(spark: Any, uri: str, version: int | None = None, timestamp: Any = None
     if timestamp is not None:
         raw["timestampAsOf"] = timestamp.isoformat() if hasattr(timestamp, "isoformat") else str(timestamp)
     if engine != "format" and (engine == "parquet" or set(options) <= _NATIVE_OPTIONS):
-        from .native import native_dataframe, unavailable_reason
+        from .native import native_dataframe
         from .options import read_spec
         from .reader import open_table
 
         spec = read_spec({"path": uri, **raw})
-        table = open_table(spec)
-        if engine == "parquet" or unavailable_reason(table) is None:
-            return native_dataframe(spark, table, spec.columns)
+        try:
+            return native_dataframe(spark, open_table(spec), spec.columns)
+        except NativeUnavailableError:
+            if engine == "parquet":
+                raise
     reader = spark.read.format(FORMAT_NAME)
     for key, value in raw.items():
         reader = reader.option(key, value)

@@ -42,6 +42,7 @@ from ..tables.transaction import ENGINE_INFO, CommitResult, Transaction
 from ..txnlog.actions import FILE_SCHEMA, Metadata, Txn, encode_commit, parse_commit
 from ..txnlog.features import check_writable, required_protocol
 from ..txnlog.schema import schema_from_json, schema_to_json
+from ..txnlog.snapshot import load_snapshot
 from ..txnlog.store import LogStore, VersionExistsError, open_store
 
 
@@ -88,7 +89,10 @@ def commit_files(request: CommitRequest, adds: pa.Table) -> CommitResult:
         if request.read_version == -1:
             return _create_and_write(request, adds)
         try:
-            table = Table(request.uri, storage_options=request.storage_options)
+            # the snapshot the job was planned at (latest for streams): loaded once, not latest + it
+            store = open_store(request.uri, request.storage_options)
+            snapshot = load_snapshot(store, version=request.read_version)
+            table = Table(request.uri, storage_options=request.storage_options, _store=store, _snapshot=snapshot)
         except TableNotFoundError:
             if request.read_version is not None:
                 raise

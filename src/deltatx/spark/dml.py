@@ -76,8 +76,8 @@ from .dml_tasks import (
     UPDATE,
     DmlTask,
     decode_error,
-    read_ipc,
 )
+from .ipc import from_ipc
 
 #: default cap on tasks per job, per core of the cluster; several files share a task above it
 TASKS_PER_CORE = 4
@@ -268,7 +268,7 @@ class SparkTable:
         try:
             results = self.spark.range(0, n_ids, 1, partitions).mapInArrow(task, RESULT_DDL).toArrow()
             blobs = [b for b in results.column("adds").to_pylist() if b is not None]  # one per task
-            adds = pa.concat_tables([read_ipc(b) for b in blobs]) if blobs else FILE_SCHEMA.empty_table()
+            adds = pa.concat_tables([from_ipc(b) for b in blobs]) if blobs else FILE_SCHEMA.empty_table()
             tx.stage_adds(adds)  # from here on, tx.abort() deletes them
             job.close(store, keep=_decoded(adds.column("path")))  # deletes unused duplicate attempts
             return _outcome(results)

@@ -29,7 +29,6 @@ turns back into the typed exception.
 
 from __future__ import annotations
 
-import io
 import json
 import re
 from dataclasses import dataclass, field, replace
@@ -45,6 +44,7 @@ from ..io.paths import decode_path
 from ..tables.ops.merge import MergePlan
 from ..tables.ops.merge_rows import MergeExecutor
 from ..txnlog.store import open_store
+from .ipc import to_ipc
 from .job_files import JobFiles
 
 #: what each task returns: one row per task
@@ -171,17 +171,6 @@ class _TaskMerge(MergeExecutor):
 # --------------------------------------------------------------------------------------------
 
 
-def _ipc(table: pa.Table) -> bytes:
-    sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue()
-
-
-def read_ipc(data: bytes) -> pa.Table:
-    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
-
-
 @dataclass
 class DmlTask:
     """One distributed DML step; called by mapInArrow once per task with the task's ids.
@@ -216,7 +205,7 @@ class DmlTask:
             matched = self._run(tx, index)
             result = pa.record_batch([
                 pa.array([tx.removed], RESULT_SCHEMA.field("removed").type),
-                pa.array([_ipc(pa.concat_tables(tx.adds)) if tx.adds else None], pa.binary()),
+                pa.array([to_ipc(pa.concat_tables(tx.adds)) if tx.adds else None], pa.binary()),
                 pa.array([[(k, int(v)) for k, v in tx.metrics.items() if isinstance(v, int)]],
                          RESULT_SCHEMA.field("metrics").type),
                 pa.array([matched.tolist()], RESULT_SCHEMA.field("matched_source").type),

@@ -25,12 +25,12 @@ the format applies them).
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import reduce
 from typing import Any, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import NativeUnavailableError
 from ..io.grouping import group_codes
@@ -39,6 +39,7 @@ from ..io.reader import partition_values_table, split_deletion_vectors
 from ..tables.table import Table
 from ..txnlog.store import LocalLogStore
 from .options import arrow_schema_to_spark
+from .reader import select_columns
 
 #: most distinct partitions read natively: each is one Parquet relation in a union
 MAX_PARTITION_GROUPS = 64
@@ -47,35 +48,45 @@ MAX_PARTITION_GROUPS = 64
 _GLOB_CHARACTERS = set("{}[]*?\\")
 
 
-def _file_paths(table: Table, files: pa.Table) -> list[str]:
+@dataclass
+class _Layout:
+    """What a native read of one snapshot needs, worked out once: why it cannot happen (or
+    None), the files' local paths, and per file its partition group and values."""
+
+    reason: str | None
+    paths: list[str] = field(default_factory=list)
+    values: pa.Table | None = None  # typed partition values, one row per file
+    codes: list[int] = field(default_factory=list)  # dense partition group per file
+
+
+def _layout(table: Table, files: pa.Table) -> _Layout:
+    if not isinstance(table.store, LocalLogStore):
+        return _Layout(f"the table is not on a local filesystem ({table.uri!r}); Spark reads it only through "
+                       f"the deltatx format")
+    with_dvs = split_deletion_vectors(files)[1].num_rows
+    if with_dvs:
+        return _Layout(f"{with_dvs} data file(s) have deletion vectors, which Spark's Parquet reader would not apply")
     store = table.store
-    return [data_file_path(store, decode_path(p)) for p in files.column("path").to_pylist()]
+    paths = [data_file_path(store, decode_path(p)) for p in files.column("path").to_pylist()]
+    for path in paths:
+        if not path.startswith("/"):
+            return _Layout(f"data file {path!r} is not a local absolute path")
+        if _GLOB_CHARACTERS & set(path):
+            return _Layout(f"data file path {path!r} holds a character Spark expands as a glob")
+    partition_columns = [c for c in table.snapshot.partition_columns if c in table.schema.names]
+    if not partition_columns or not files.num_rows:
+        return _Layout(None, paths)
+    values = partition_values_table(files, table.schema, partition_columns)
+    codes = group_codes(values.columns).to_pylist()
+    groups = max(codes) + 1  # codes are dense: 0..K-1
+    if groups > MAX_PARTITION_GROUPS:
+        return _Layout(f"the snapshot has {groups} distinct partitions (more than {MAX_PARTITION_GROUPS})")
+    return _Layout(None, paths, values, codes)
 
 
 def unavailable_reason(table: Table, files: pa.Table | None = None) -> str | None:
     """Why Spark's Parquet reader cannot read this snapshot directly, or None when it can."""
-    if not isinstance(table.store, LocalLogStore):
-        return f"the table is not on a local filesystem ({table.uri!r}); Spark reads it only through the deltatx format"
-    files = table.snapshot.files if files is None else files
-    with_dvs = split_deletion_vectors(files)[1].num_rows
-    if with_dvs:
-        return f"{with_dvs} data file(s) have deletion vectors, which Spark's Parquet reader would not apply"
-    for path in _file_paths(table, files):
-        if not path.startswith("/"):
-            return f"data file {path!r} is not a local absolute path"
-        if _GLOB_CHARACTERS & set(path):
-            return f"data file path {path!r} holds a character Spark expands as a glob"
-    partition_columns = table.snapshot.partition_columns
-    if partition_columns and files.num_rows:
-        groups = _count_groups(table, files)
-        if groups > MAX_PARTITION_GROUPS:
-            return f"the snapshot has {groups} distinct partitions (more than {MAX_PARTITION_GROUPS})"
-    return None
-
-
-def _count_groups(table: Table, files: pa.Table) -> int:
-    values = partition_values_table(files, table.schema, table.snapshot.partition_columns)
-    return pc.max(group_codes(values.columns)).as_py() + 1  # codes are dense: 0..K-1
+    return _layout(table, table.snapshot.files if files is None else files).reason
 
 
 def _literal(value: Any, spark_type: Any) -> Any:
@@ -108,37 +119,32 @@ def native_dataframe(spark: Any, table: Table, columns: Sequence[str] | None = N
 
     snapshot = table.snapshot
     files = snapshot.files
-    reason = unavailable_reason(table, files)
-    if reason is not None:
-        raise NativeUnavailableError(f"Spark's Parquet reader cannot read this table directly: {reason}")
+    layout = _layout(table, files)
+    if layout.reason is not None:
+        raise NativeUnavailableError(f"Spark's Parquet reader cannot read this table directly: {layout.reason}")
     schema = snapshot.schema
     spark_schema = arrow_schema_to_spark(schema)
-    wanted = list(columns) if columns else list(schema.names)
-    missing = [c for c in wanted if c not in schema.names]
-    if missing:
-        raise NativeUnavailableError(f"columns {missing} are not in the table ({schema.names})")
+    wanted = select_columns(schema, columns).names  # SchemaMismatchError for unknown columns, as the format
     # no rows, the table's exact schema: the whole read when there are no files, and otherwise a
     # union member that keeps partition columns nullable (a literal is not; Spark drops the
     # empty relation when it optimizes the query)
     empty = spark.createDataFrame([], spark_schema).select(*wanted)
     if files.num_rows == 0:
         return empty
-    partition_columns = [c for c in snapshot.partition_columns if c in schema.names]
+    values = layout.values
+    partition_columns = values.column_names if values is not None else []
     data_schema = StructType([f for f in spark_schema.fields if f.name not in partition_columns])
-    paths = _file_paths(table, files)
-    if not partition_columns:
-        return spark.read.schema(data_schema).parquet(*paths).select(*wanted)
+    if values is None:
+        return spark.read.schema(data_schema).parquet(*layout.paths).select(*wanted)
     types = {f.name: f.dataType for f in spark_schema.fields}
-    values = partition_values_table(files, schema, partition_columns)
-    codes = group_codes(values.columns).to_pylist()
     members: dict[int, list[int]] = {}
-    for row, code in enumerate(codes):
+    for row, code in enumerate(layout.codes):
         members.setdefault(code, []).append(row)
     relations = []
     for rows in members.values():
         first = rows[0]
         literals = {c: _literal(values.column(c)[first].as_py(), types[c]) for c in partition_columns}
-        relation = spark.read.schema(data_schema).parquet(*[paths[r] for r in rows])
+        relation = spark.read.schema(data_schema).parquet(*[layout.paths[r] for r in rows])
         relations.append(relation.select(*[
             literals[c].alias(c) if c in literals else c for c in wanted
         ]))

@@ -26,19 +26,19 @@ import os
 import shutil
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Mapping
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..io.paths import HIVE_DEFAULT_PARTITION, encode_path, unescape_partition_value
+from ..io.paths import encode_path, unescape_partition_value
 from ..tables.transaction import CommitResult
 from ..txnlog.actions import FILE_SCHEMA
 from ..txnlog.stats import stats_from_parquet_footer
 from ..txnlog.store import LocalLogStore, open_store
 from .commit import commit_files
 from .options import arrow_schema_to_spark
-from .writer import WritePlan, plan_write
+from .writer import WritePlan
 
 #: folder name prefix of one native write's files (not ``_`` or ``.``: VACUUM must see them)
 FOLDER_PREFIX = "spark-"
@@ -48,8 +48,12 @@ def _partition_type_ok(t: pa.DataType) -> bool:
     return pa.types.is_string(t) or pa.types.is_integer(t) or pa.types.is_date32(t) or pa.types.is_boolean(t)
 
 
-def unavailable_reason(plan: WritePlan) -> str | None:
-    """Why this planned write cannot go through Spark's Parquet writer, or None when it can."""
+def unavailable_reason(plan: WritePlan, incoming: pa.Schema | None = None) -> str | None:
+    """Why this planned write cannot go through Spark's Parquet writer, or None when it can.
+
+    ``incoming`` (the DataFrame's schema as Arrow) must have the table's types: Spark's cast
+    would truncate or wrap values (1.5 -> 1) where the format's Arrow cast refuses them.
+    """
     spec = plan.spec
     if not isinstance(open_store(spec.uri, spec.storage_options), LocalLogStore):
         return f"the table is not on a local filesystem ({spec.uri!r})"
@@ -63,6 +67,11 @@ def unavailable_reason(plan: WritePlan) -> str | None:
             return f"column {f.name!r} is {f.type}, which Spark's Parquet writer does not write as Delta expects"
         if f.name in plan.partition_columns and not _partition_type_ok(f.type):
             return f"partition column {f.name!r} is {f.type}; its folder names would not be Delta's values"
+    if incoming is not None:
+        for f in incoming:
+            if f.name in schema.names and not schema.field(f.name).type.equals(f.type):
+                return (f"column {f.name!r} is {f.type} in the DataFrame but {schema.field(f.name).type} in "
+                        f"the table; only the format checks that the conversion loses nothing")
     return None
 
 
@@ -88,8 +97,14 @@ def _partition_values(relative_dir: str, partition_columns: tuple[str, ...]) -> 
         name, sep, raw = part.partition("=")
         if not sep or unescape_partition_value(name) != column:
             raise ValueError(f"folder {part!r} does not name partition column {column!r}")
-        values[column] = None if raw == HIVE_DEFAULT_PARTITION else unescape_partition_value(raw)
+        values[column] = unescape_partition_value(raw)  # None for Hive's default (null) folder
     return values
+
+
+def _spark_output(name: str) -> bool:
+    """Is this folder entry Spark's output? Not its bookkeeping (``_temporary``, ``_SUCCESS``,
+    ``.crc`` side files); a partition folder ``_p=1`` of a column named ``_p`` is output."""
+    return not name.startswith(".") and (not name.startswith("_") or "=" in name)
 
 
 def _move_into_table(root: str, folder: str, moved: list[str]) -> list[tuple[str, str]]:
@@ -98,21 +113,21 @@ def _move_into_table(root: str, folder: str, moved: list[str]) -> list[tuple[str
     ``folder/a=1/part-….parquet`` becomes ``a=1/part-….parquet``, where Delta's writers put it
     (Spark names each job's files with a fresh UUID, and a hard link refuses to replace a file,
     so nothing is overwritten). Returns (partition folders, file name) per file; ``moved``
-    collects the new paths as they appear, for the caller's cleanup.
+    collects the new relative paths as they appear, for the caller's cleanup.
     """
     base = os.path.join(root, folder)
     found: list[tuple[str, str]] = []
     for directory, dirnames, filenames in os.walk(base):
-        dirnames[:] = [d for d in dirnames if not d.startswith(("_", "."))]
+        dirnames[:] = [d for d in dirnames if _spark_output(d)]
         for name in filenames:
-            if name.endswith(".parquet") and not name.startswith(("_", ".")):
+            if name.endswith(".parquet") and _spark_output(name):
                 sub = os.path.relpath(directory, base)
                 found.append(("" if sub == "." else sub.replace(os.sep, "/"), name))
     for sub, name in found:
         destination = os.path.join(root, sub, name)
         os.makedirs(os.path.dirname(destination), exist_ok=True)
         os.link(os.path.join(base, sub, name), destination)
-        moved.append(destination)
+        moved.append(f"{sub}/{name}" if sub else name)
     shutil.rmtree(base, ignore_errors=True)
     return found
 
@@ -145,14 +160,12 @@ def _adds(root: str, found: list[tuple[str, str]], plan: WritePlan) -> pa.Table:
                                 schema=FILE_SCHEMA)
 
 
-def native_write(df: Any, raw_options: Mapping[str, str], overwrite: bool,
-                 plan: WritePlan | None = None) -> CommitResult:
-    """Write ``df`` with Spark's Parquet writer and commit it once (see the module docstring).
+def native_write(df: Any, plan: WritePlan) -> CommitResult:
+    """Write ``df`` as ``plan`` (from :func:`~deltatx.spark.writer.plan_write`) says, with Spark's
+    Parquet writer, and commit it once (see the module docstring).
 
-    ``raw_options`` are the format's options (``path`` included). Raises what the commit raises
-    (the typed deltatx exceptions) after deleting the written files.
+    Raises what the commit raises (the typed deltatx exceptions) after deleting the written files.
     """
-    plan = plan or plan_write(raw_options, df.schema, overwrite)
     store = open_store(plan.spec.uri, plan.spec.storage_options)
     if plan.already_applied:  # nothing to write; the commit step reports the skip
         return commit_files(plan.request(), FILE_SCHEMA.empty_table())
@@ -170,15 +183,7 @@ def native_write(df: Any, raw_options: Mapping[str, str], overwrite: bool,
         adds = _adds(store.root, _move_into_table(store.root, folder, moved), plan)
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)  # no commit was attempted: nothing refers to them
-        for path in moved:
-            _remove(path)
+        store.delete_files(moved)
         raise
     # commit_files deletes the files itself if the commit does not happen (never once it landed)
     return commit_files(plan.request(), adds)
-
-
-def _remove(path: str) -> None:
-    try:
-        os.remove(path)
-    except FileNotFoundError:
-        pass

@@ -58,6 +58,7 @@ from ..io.reader import iter_batches
 from ..tables.table import Table
 from ..txnlog.schema import schema_from_json, schema_to_json
 from ..txnlog.store import LogStore, open_store
+from .ipc import from_ipc, to_ipc
 from .options import ReadSpec
 
 #: add-action columns an executor needs to read a file
@@ -159,17 +160,14 @@ class FilesPartition(InputPartition):
     """One Spark input partition: some of the table's add rows (Arrow IPC), as of one version."""
 
     def __init__(self, files: pa.Table, schema_string: str, partition_columns: Sequence[str]):
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, files.schema) as out:
-            out.write_table(files)
-        self.files_ipc = sink.getvalue().to_pybytes()
+        self.files_ipc = to_ipc(files)
         self.num_files = files.num_rows
         self.num_bytes = int(pc.sum(files["size"]).as_py() or 0) if files.num_rows else 0
         self.schema_string = schema_string
         self.partition_columns = tuple(partition_columns)
 
     def files(self) -> pa.Table:
-        return pa.ipc.open_stream(self.files_ipc).read_all()
+        return from_ipc(self.files_ipc)
 
 
 @dataclass

@@ -39,6 +39,7 @@ from ..txnlog.actions import FILE_SCHEMA
 from ..txnlog.schema import schema_from_json, schema_to_json
 from ..txnlog.store import open_store
 from .commit import CommitRequest, combine_adds, commit_files, delete_written, report
+from .ipc import from_ipc, to_ipc
 from .options import WriteSpec, as_nullable, spark_schema_to_arrow, write_spec
 
 
@@ -56,13 +57,10 @@ class WrittenFiles(WriterCommitMessage):
 
     @classmethod
     def of(cls, adds: pa.Table, num_rows: int) -> "WrittenFiles":
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, adds.schema) as out:
-            out.write_table(adds)
-        return cls(sink.getvalue().to_pybytes(), num_rows)
+        return cls(to_ipc(adds), num_rows)
 
     def adds(self) -> pa.Table:
-        return pa.ipc.open_stream(self.adds_ipc).read_all()
+        return from_ipc(self.adds_ipc)
 
 
 def adds_of(messages: list[WriterCommitMessage | None]) -> pa.Table:

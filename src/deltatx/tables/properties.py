@@ -83,6 +83,8 @@ def validate_properties(properties: dict[str, object]) -> dict[str, str]:
         validator = _VALIDATORS.get(key)
         if validator is not None:
             validator(key, value)
+        if validator is _bool:
+            value = value.strip().lower()  # stored canonically: "true" / "false"
         out[key] = value
     return out
 
@@ -98,7 +100,10 @@ def int_property(properties: dict[str, str], key: str, default: int) -> int:
 
 
 def deleted_file_retention_hours(properties: dict[str, str]) -> float:
-    return parse_interval_hours(properties.get(DELETED_FILE_RETENTION, "interval 1 week"), DELETED_FILE_RETENTION)
+    """``delta.deletedFileRetentionDuration`` in hours; the log layer owns the rule and default."""
+    from ..txnlog.checkpoint import deleted_file_retention_ms
+
+    return deleted_file_retention_ms(properties) / 3_600_000
 
 
 FEATURE_PREFIX = "delta.feature."

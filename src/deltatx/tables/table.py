@@ -122,14 +122,14 @@ class Table:
     # ------------------------------------------------------------------ reads
     def to_arrow(self, where: str | None = None, columns: list[str] | None = None) -> pa.Table:
         """Rows of this version, pruned by partition values and file stats, then filtered."""
-        from ..expr import bind, files_matching, parse_predicate, to_arrow
+        from ..expr import bind_predicate, files_matching, parse_predicate, to_arrow
         from ..io.reader import read_files
 
         snap = self._snapshot
         files = snap.files
         row_filter = None
         if where is not None:
-            pred = bind(parse_predicate(where), snap.schema)
+            pred = bind_predicate(parse_predicate(where), snap.schema)
             if files.num_rows:
                 files = files.filter(files_matching(pred, files, snap.schema, snap.partition_columns))
             row_filter = to_arrow(pred)

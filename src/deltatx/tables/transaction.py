@@ -34,7 +34,6 @@ from ..txnlog.actions import (
     FILE_SCHEMA,
     REMOVE_SCHEMA,
     CommitActions,
-    DomainMetadata,
     Metadata,
     Protocol,
     Txn,
@@ -131,9 +130,9 @@ class Transaction:
         self._adds: list[pa.Table] = []
         self._removes: list[pa.Table] = []
         self._metadata: Metadata | None = None
+        self._schema: pa.Schema | None = None  # parsed schema of the staged metadata
         self._protocol: Protocol | None = None
         self._txns: dict[str, Txn] = {}
-        self._domains: dict[str, DomainMetadata] = {}
         self._ops: list[_StagedOp] = []
         self._files = snapshot.files  # the table as this transaction sees it (own writes included)
         self._state = "open"
@@ -151,12 +150,8 @@ class Transaction:
 
     @property
     def schema(self) -> pa.Schema:
-        """The snapshot's (cached) schema, unless this transaction staged a new one."""
-        if self._metadata is None:
-            return self.snapshot.schema
-        from ..txnlog.schema import schema_from_json
-
-        return schema_from_json(self._metadata.schema_string)
+        """The snapshot's (cached) schema, unless this transaction staged a new one (parsed once)."""
+        return self._schema if self._schema is not None else self.snapshot.schema
 
     @property
     def partition_columns(self) -> list[str]:
@@ -189,12 +184,12 @@ class Transaction:
 
     def scan(self, where: str | Expr | None = None) -> tuple[Expr | None, pa.Table]:
         """Bind ``where`` and prune the txn's files by partition values and stats (recorded)."""
-        from ..expr import bind, files_matching, parse_predicate
+        from ..expr import bind_predicate, files_matching, parse_predicate
 
         pred: Expr | None = None
         files = self._files
         if where is not None:
-            pred = bind(parse_predicate(where) if isinstance(where, str) else where, self.schema)
+            pred = bind_predicate(parse_predicate(where) if isinstance(where, str) else where, self.schema)
             if files.num_rows:
                 mask = files_matching(pred, files, self.schema, self.partition_columns, use_stats=True)
                 files = files.filter(mask)
@@ -231,19 +226,32 @@ class Transaction:
                            files=adds)
 
     def stage_removes(self, files: pa.Table, data_change: bool = True) -> None:
-        """Remove files (rows of current_files()). Files this txn added itself are just dropped."""
+        """Remove files (rows of current_files()). Files this txn added itself are just dropped.
+
+        Raises :class:`AppendOnlyError` when the table is append-only and committed files would
+        be removed with ``dataChange=true``: operations stage their removes before writing new
+        data files, so a refused DELETE/UPDATE/MERGE/OVERWRITE writes nothing.
+        """
         self._ensure_open()
         if not files.num_rows:
             return
         paths = files["path"]
         own = self._own_added_paths()
-        if own is not None and own.num_rows:
-            mine_mask = pc.is_in(paths, value_set=own["path"])
+        mine_mask = pc.is_in(paths, value_set=own["path"]) if own is not None and own.num_rows else None
+        theirs = files.filter(pc.invert(mine_mask)) if mine_mask is not None else files
+        if data_change and theirs.num_rows and props.flag(self.properties, props.APPEND_ONLY, False):
+            from ..errors import AppendOnlyError
+
+            raise AppendOnlyError(
+                f"table {self.table.uri!r} has delta.appendOnly=true; the operation would remove data "
+                f"({theirs.num_rows} file(s)). Set delta.appendOnly=false to allow it."
+            )
+        if mine_mask is not None:
             mine = files.filter(mine_mask)
             if mine.num_rows:
                 self._adds = [a.filter(pc.invert(pc.is_in(a["path"], value_set=mine["path"]))) for a in self._adds]
                 self.store.delete_files(_decoded(mine["path"]))
-            files = files.filter(pc.invert(mine_mask))
+            files = theirs
         if files.num_rows:
             self._removes.append(adds_to_removes(files, int(time.time() * 1000), data_change))
         self._files = self._files.filter(pc.invert(pc.is_in(self._files["path"], value_set=paths)))
@@ -254,9 +262,12 @@ class Transaction:
     def stage_metadata(self, metadata: Metadata) -> None:
         self._ensure_open()
         if metadata != self.snapshot.metadata:
+            from ..txnlog.schema import schema_from_json
+
+            self._schema = schema_from_json(metadata.schema_string)
             self._metadata = metadata
         else:
-            self._metadata = None
+            self._metadata = self._schema = None
 
     def stage_protocol(self, protocol: Protocol) -> None:
         self._ensure_open()
@@ -265,10 +276,6 @@ class Transaction:
     def stage_txn(self, app_id: str, version: int) -> None:
         self._ensure_open()
         self._txns[app_id] = Txn(app_id, int(version), int(time.time() * 1000))
-
-    def stage_domain(self, domain: DomainMetadata) -> None:
-        self._ensure_open()
-        self._domains[domain.domain] = domain
 
     def note_operation(self, name: str, parameters: dict[str, Any] | None = None,
                        metrics: dict[str, Any] | None = None, *, changes_data: bool = True) -> None:
@@ -321,7 +328,7 @@ class Transaction:
 
     # ------------------------------------------------------------------ commit
     def has_changes(self) -> bool:
-        return bool(self._adds or self._removes or self._metadata or self._protocol or self._txns or self._domains)
+        return bool(self._adds or self._removes or self._metadata or self._protocol or self._txns)
 
     def _staged_adds(self) -> pa.Table:
         adds = [a for a in self._adds if a.num_rows]
@@ -360,7 +367,7 @@ class Transaction:
         only_adds = removes.num_rows == 0
         blind = only_adds and reads_nothing and adds.num_rows > 0
         name, _, _, changes_data = self._operation()
-        has_non_file = bool(self._metadata or self._protocol or self._txns or self._domains)
+        has_non_file = bool(self._metadata or self._protocol or self._txns)
         level = effective_isolation_level(
             table_isolation_level(self.snapshot.properties),
             adds=adds, removes=removes, has_non_file_actions=has_non_file, changes_data=changes_data,
@@ -374,7 +381,7 @@ class Transaction:
             removes=removes,
             metadata=self._metadata,
             protocol=self._protocol,
-            domains=tuple(self._domains.values()),
+            domains=(),
             txns=tuple(self._txns.values()),
             isolation_level=level,
             is_blind_append=blind,
@@ -436,14 +443,16 @@ class Transaction:
             return CommitResult(version=self.read_version, operation=name, attempts=0, metrics=metrics,
                                 read_version=self.read_version, isolation_level=info.isolation_level.value,
                                 txn_id=self.txn_id)
-        if self.properties.get(props.APPEND_ONLY, "false").lower() == "true" and info.removes.num_rows:
-            if any(info.removes["dataChange"].to_pylist()):
-                from ..errors import AppendOnlyError
+        if info.removes.num_rows and props.flag(self.properties, props.APPEND_ONLY, False) \
+                and pc.any(pc.fill_null(info.removes["dataChange"], True)).as_py():
+            # Backstop: stage_removes refuses these first (before data files are written), unless
+            # this transaction itself turned delta.appendOnly on after staging its removes.
+            from ..errors import AppendOnlyError
 
-                raise AppendOnlyError(
-                    f"table {self.table.uri!r} has delta.appendOnly=true; {name} would remove data. "
-                    f"Set delta.appendOnly=false to allow it."
-                )
+            raise AppendOnlyError(
+                f"table {self.table.uri!r} has delta.appendOnly=true; {name} would remove data. "
+                f"Set delta.appendOnly=false to allow it."
+            )
         store = self.store
         version = self.read_version + 1
         attempts = 0

@@ -74,35 +74,7 @@ REMOVE_SCHEMA = pa.schema(
     ]
 )
 
-CDC_SCHEMA = pa.schema(
-    [
-        ("path", pa.string()),
-        ("partitionValues", STRING_MAP),
-        ("size", pa.int64()),
-        ("dataChange", pa.bool_()),
-        ("tags", STRING_MAP),
-    ]
-)
-
 _MAP_FIELDS = ("partitionValues", "tags")
-
-
-def empty_files() -> pa.Table:
-    return FILE_SCHEMA.empty_table()
-
-
-def empty_removes() -> pa.Table:
-    return REMOVE_SCHEMA.empty_table()
-
-
-def dv_unique_id(dv: dict[str, Any] | None) -> str:
-    """``storageType + pathOrInlineDv [+ '@' + offset]``; '' when there is no deletion vector."""
-    if not dv:
-        return ""
-    uid = f"{dv.get('storageType', '')}{dv.get('pathOrInlineDv', '')}"
-    if dv.get("offset") is not None:
-        uid += f"@{dv['offset']}"
-    return uid
 
 
 def file_actions_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
@@ -270,6 +242,8 @@ _REQUIRED = {
     "txn": ("appId", "version"),
     "domainMetadata": ("domain",),
     "cdc": ("path",),
+    "checkpointMetadata": ("version",),
+    "sidecar": ("path",),
 }
 
 
@@ -340,6 +314,8 @@ _FIELD_TYPES: dict[str, dict[str, Any]] = {
                  "writerFeatures": _string_list_error},
     "txn": {"appId": _STR, "version": _INT, "lastUpdated": _INT},
     "domainMetadata": {"domain": _STR, "configuration": _STR, "removed": _BOOL},
+    "checkpointMetadata": {"version": _INT, "tags": _string_map_error},
+    "sidecar": {"path": _STR, "sizeInBytes": _INT, "modificationTime": _INT, "tags": _string_map_error},
 }
 
 
@@ -406,7 +382,8 @@ class CommitActions:
     domains: list[DomainMetadata] = field(default_factory=list)
     add_rows: list[dict[str, Any]] = field(default_factory=list)
     remove_rows: list[dict[str, Any]] = field(default_factory=list)
-    cdc_rows: list[dict[str, Any]] = field(default_factory=list)
+    checkpoint_metadata: dict[str, Any] | None = None  # only in V2 JSON checkpoints
+    sidecars: list[dict[str, Any]] = field(default_factory=list)  # only in V2 JSON checkpoints
     file_order: list[tuple[str, int]] = field(default_factory=list)
     _adds: pa.Table | None = None
     _removes: pa.Table | None = None
@@ -485,8 +462,10 @@ def parse_commit(data: bytes, version: int, *, validate: bool = True) -> CommitA
     """
     if not data or data.isspace():
         raise CorruptLogError(f"commit {version} is empty", version=version)
+    from .jsonfiles import MIN_COLUMNAR_LINES
+
     lines = data.split(b"\n")
-    if validate and len(lines) < 64:
+    if validate and len(lines) < MIN_COLUMNAR_LINES:
         return _parse_commit_dicts(data, version)
     result = CommitActions(version=version, raw=data)
     adds: list[bytes] = []
@@ -580,9 +559,11 @@ def _take_line(result: CommitActions, line: bytes, version: int, lineno: int) ->
             result.txns.append(Txn.from_json(body))
         elif kind == "domainMetadata":
             result.domains.append(DomainMetadata.from_json(body))
-        elif kind == "cdc":
-            result.cdc_rows.append(body)
-        # anything else (checkpointMetadata, sidecar, future actions): ignored on read
+        elif kind == "checkpointMetadata":
+            result.checkpoint_metadata = body
+        elif kind == "sidecar":
+            result.sidecars.append(body)
+        # anything else (cdc, future actions): checked above when known, otherwise ignored on read
     except (TypeError, ValueError, KeyError) as exc:
         raise CorruptLogError(
             f"commit {version}, line {lineno}: malformed '{kind}' action ({exc})",

@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .. import phases
-from ..errors import CorruptCheckpointError, InvalidPropertyError
+from ..errors import CorruptCheckpointError, CorruptLogError, InvalidPropertyError
 from .actions import (
     FILE_SCHEMA,
     REMOVE_SCHEMA,
@@ -44,7 +44,7 @@ from .actions import (
     Metadata,
     Protocol,
     Txn,
-    file_actions_table,
+    parse_commit,
 )
 from .store import LogFile, LogStore, _strip_scheme
 
@@ -305,7 +305,6 @@ class CheckpointState:
     tombstones: pa.Table  # REMOVE_SCHEMA
     txns: dict[str, Txn] = field(default_factory=dict)
     domains: dict[str, DomainMetadata] = field(default_factory=dict)
-    sources: tuple[str, ...] = ()  # the files it was read from
 
 
 def _conform(values: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Array | pa.ChunkedArray:
@@ -380,8 +379,6 @@ class _Collected:
         self.sidecars: list[dict[str, Any]] = []
         self.files: list[pa.Table] = []
         self.tombstones: list[pa.Table] = []
-        self.add_rows: list[dict[str, Any]] = []
-        self.remove_rows: list[dict[str, Any]] = []
 
     def take_small(self, table: pa.Table) -> None:
         for row in _small_rows(table, "protocol"):
@@ -431,31 +428,20 @@ def _read_parquet(store: LogStore, path: str, collected: _Collected, *, with_sma
     collected.take_files(table)
 
 
-def _read_json_checkpoint(store: LogStore, name: str, collected: _Collected) -> None:
-    data = store.read_log_file(name)
-    for lineno, line in enumerate(data.split(b"\n"), start=1):
-        if not line.strip():
-            continue
-        obj = orjson.loads(line)
-        if not isinstance(obj, dict) or len(obj) != 1:
-            raise ValueError(f"line {lineno} is not one action object")
-        (kind, body), = obj.items()
-        if kind == "protocol":
-            collected.protocol = body
-        elif kind == "metaData":
-            collected.metadata = body
-        elif kind == "checkpointMetadata":
-            collected.checkpoint_version = body.get("version")
-        elif kind == "txn":
-            collected.txns.append(body)
-        elif kind == "domainMetadata":
-            collected.domains.append(body)
-        elif kind == "sidecar":
-            collected.sidecars.append(body)
-        elif kind == "add":
-            collected.add_rows.append(body)
-        elif kind == "remove":
-            collected.remove_rows.append(body)
+def _read_json_checkpoint(store: LogStore, name: str, version: int, collected: _Collected) -> None:
+    """A V2 JSON checkpoint, parsed and checked line by line as a commit is (same rules)."""
+    parsed = parse_commit(store.read_log_file(name), version)
+    if parsed.protocol is not None:
+        collected.protocol = parsed.protocol.to_json()
+    if parsed.metadata is not None:
+        collected.metadata = parsed.metadata.to_json()
+    if parsed.checkpoint_metadata is not None:
+        collected.checkpoint_version = parsed.checkpoint_metadata["version"]
+    collected.txns += [t.to_json() for t in parsed.txns]
+    collected.domains += [d.to_json() for d in parsed.domains]
+    collected.sidecars += parsed.sidecars
+    collected.files.append(parsed.adds)
+    collected.tombstones.append(parsed.removes)
 
 
 def sidecar_path(store: LogStore, path: str) -> str:
@@ -483,13 +469,13 @@ def read_checkpoint(store: LogStore, files: list[LogFile]) -> CheckpointState:
         for f in files:
             current = f.name
             if f.fmt == "json":
-                _read_json_checkpoint(store, f.name, collected)
+                _read_json_checkpoint(store, f.name, version, collected)
             else:
                 _read_parquet(store, _log_path(store, f.name), collected, with_small=True)
         for sidecar in collected.sidecars:
             current = f"sidecar {sidecar.get('path')!r} of {names[0]}"
             _read_parquet(store, sidecar_path(store, str(sidecar["path"])), collected, with_small=False)
-    except (OSError, pa.ArrowException, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (OSError, pa.ArrowException, ValueError, KeyError, TypeError, AttributeError, CorruptLogError) as exc:
         raise CorruptCheckpointError(f"checkpoint {current} of version {version} is unreadable: {exc}") from None
     return _state(version, names, collected)
 
@@ -508,10 +494,8 @@ def _state(version: int, names: tuple[str, ...], collected: _Collected) -> Check
         metadata = Metadata.from_json(collected.metadata)
         txns = {t.app_id: t for t in map(Txn.from_json, collected.txns)}
         domains = {d.domain: d for d in map(DomainMetadata.from_json, collected.domains) if not d.removed}
-        files = collected.files + ([file_actions_table(collected.add_rows, FILE_SCHEMA)] if collected.add_rows else [])
-        tombstones = collected.tombstones + (
-            [file_actions_table(collected.remove_rows, REMOVE_SCHEMA)] if collected.remove_rows else []
-        )
+        files = collected.files
+        tombstones = collected.tombstones
     except (KeyError, TypeError, ValueError, pa.ArrowException) as exc:
         raise CorruptCheckpointError(f"checkpoint {where} holds a malformed action: {exc}") from None
     return CheckpointState(
@@ -522,5 +506,4 @@ def _state(version: int, names: tuple[str, ...], collected: _Collected) -> Check
         tombstones=pa.concat_tables(tombstones) if tombstones else REMOVE_SCHEMA.empty_table(),
         txns=txns,
         domains=domains,
-        sources=names,
     )

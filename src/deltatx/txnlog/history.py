@@ -15,12 +15,13 @@ exists, else from the oldest complete checkpoint.
 from __future__ import annotations
 
 import bisect
+import math
 from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any, Sequence
 
 import orjson
 
-from ..errors import CorruptLogError, TableNotFoundError, TimeTravelError
+from ..errors import CorruptLogError, InvalidPropertyError, TableNotFoundError, TimeTravelError
 from .checkpoint import complete_checkpoints
 from .replay import read_commit_bytes
 from .store import LogFile, LogStore
@@ -37,10 +38,14 @@ def ict_enablement_version(configuration: dict[str, str]) -> int | None:
     if configuration.get(ICT_ENABLED, "false").strip().lower() != "true":
         return None
     raw = configuration.get(ICT_ENABLEMENT_VERSION)
-    try:
-        return int(raw) if raw is not None else 0
-    except ValueError:
+    if raw is None:
         return 0
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidPropertyError(
+            f"{ICT_ENABLEMENT_VERSION}={raw!r} must be an integer version"
+        ) from None
 
 
 def monotonic_mtimes(commits: Sequence[LogFile], previous: int | None = None) -> list[int]:
@@ -189,9 +194,14 @@ def read_history(store: LogStore, limit: int | None = None) -> list[dict[str, An
 def to_timestamp_ms(ts: Any) -> int:
     """datetime (naive = UTC) / date / ISO string / epoch milliseconds → epoch ms."""
     if isinstance(ts, (int, float)) and not isinstance(ts, bool):
+        if isinstance(ts, float) and not math.isfinite(ts):
+            raise TimeTravelError(f"timestamp must be a finite number of epoch ms, got {ts!r}")
         return int(ts)
     if isinstance(ts, str):
-        ts = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+        try:
+            ts = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+        except ValueError:
+            raise TimeTravelError(f"timestamp {ts!r} is not an ISO 8601 date or datetime") from None
     if isinstance(ts, date) and not isinstance(ts, datetime):
         ts = datetime(ts.year, ts.month, ts.day)
     if isinstance(ts, datetime):

@@ -21,15 +21,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from .actions import FILE_SCHEMA, REMOVE_SCHEMA, STRING_MAP
+from .actions import _MAP_FIELDS as _MAPS
+from .actions import _REQUIRED, FILE_SCHEMA, REMOVE_SCHEMA, STRING_MAP
 
 #: below this many lines the per-call cost of the Arrow reader (~0.2 ms) exceeds the dict path
 MIN_COLUMNAR_LINES = 64
 
-_REQUIRED = {"add": ("path", "partitionValues", "size", "modificationTime", "dataChange"),
-             "remove": ("path", "dataChange")}
 _SCHEMAS = {"add": FILE_SCHEMA, "remove": REMOVE_SCHEMA}
-_MAPS = ("partitionValues", "tags")
 
 
 class NotColumnar(Exception):

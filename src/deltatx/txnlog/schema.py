@@ -66,9 +66,13 @@ def schema_from_json(schema_string: str) -> pa.Schema:
         doc = orjson.loads(schema_string)
     except orjson.JSONDecodeError as exc:
         raise InvalidTableError(f"the table's schemaString is not valid JSON: {exc}") from None
-    if doc.get("type") != "struct":
-        raise InvalidTableError("the table's schemaString is not a struct")
-    return pa.schema([field_from_delta(f) for f in doc["fields"]])
+    try:
+        if doc.get("type") != "struct":
+            raise InvalidTableError("the table's schemaString is not a struct")
+        return pa.schema([field_from_delta(f) for f in doc["fields"]])
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        detail = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise InvalidTableError(f"the table's schemaString is malformed ({detail})") from None
 
 
 def _type_to_delta(t: pa.DataType) -> Any:

@@ -138,9 +138,6 @@ class LogStore:
     def read_commit(self, version: int) -> bytes:
         return self.read_log_file(commit_name(version))
 
-    def log_file_exists(self, name: str) -> bool:
-        return self.fs.exists(f"{self.log_root}/{name}")
-
     def write_log_file(self, name: str, data: bytes) -> None:
         """Plain (overwriting) write for checkpoints and ``_last_checkpoint``; never commits."""
         self.fs.makedirs(self.log_root, exist_ok=True)
@@ -280,9 +277,6 @@ class LocalLogStore(LogStore):
     def read_log_file(self, name: str) -> bytes:
         with open(os.path.join(self.log_root, name), "rb") as fh:
             return fh.read()
-
-    def log_file_exists(self, name: str) -> bool:
-        return os.path.exists(os.path.join(self.log_root, name))
 
     def write_log_file(self, name: str, data: bytes) -> None:
         """Write-then-rename so that a reader sees the old or the new file, never half of one."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from ...expr import bind, parse_predicate
+from ...expr import bind_predicate, parse_predicate
 from .rewrite import remove_matching_rows
 
 if TYPE_CHECKING:
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 def stage_delete(tx: "Transaction", where: str | None) -> dict[str, Any]:
     started = time.perf_counter()
-    pred = bind(parse_predicate(where), tx.schema) if where is not None else None
+    pred = bind_predicate(parse_predicate(where), tx.schema) if where is not None else None
     metrics = remove_matching_rows(tx, pred)
     metrics["executionTimeMs"] = int((time.perf_counter() - started) * 1000)
     params = {"predicate": [str(pred)] if pred is not None else []}

@@ -521,6 +521,12 @@ class MergeExecutor:
 
     # ---- staging -------------------------------------------------------------------------------
     def _write(self, files: pa.Table | None, outputs: list[pa.Table]) -> None:
+        # Removes first: an append-only table refuses them before any data file is written.
+        if files is not None and len(self.touched):
+            removed = files.take(pa.array(self.touched, pa.int64()))
+            self.tx.stage_removes(removed)
+            self.metrics["numTargetFilesRemoved"] = removed.num_rows
+            self.metrics["numTargetBytesRemoved"] = int(pc.sum(removed["size"]).as_py() or 0)
         data = [t for t in outputs if t.num_rows]
         if data:
             adds = write_files(self.tx, pa.concat_tables(data))
@@ -528,11 +534,6 @@ class MergeExecutor:
             self.metrics["numTargetFilesAdded"] = adds.num_rows
             self.metrics["numTargetBytesAdded"] = int(pc.sum(adds["size"]).as_py() or 0)
             self.metrics["numOutputRows"] = sum(t.num_rows for t in data)
-        if files is not None and len(self.touched):
-            removed = files.take(pa.array(self.touched, pa.int64()))
-            self.tx.stage_removes(removed)
-            self.metrics["numTargetFilesRemoved"] = removed.num_rows
-            self.metrics["numTargetBytesRemoved"] = int(pc.sum(removed["size"]).as_py() or 0)
 
     def parameters(self) -> dict[str, Any]:
         plan = self.plan

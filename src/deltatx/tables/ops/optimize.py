@@ -15,6 +15,7 @@ compacts: those are its read (a concurrent DELETE/UPDATE of one of them is a con
 
 from __future__ import annotations
 
+import numbers
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...errors import PredicateError
+from ...errors import InvalidPropertyError, PredicateError
 from ...expr import (
     FALSE,
     Column,
@@ -31,17 +32,17 @@ from ...expr import (
     IsNull,
     Literal,
     and_all,
-    bind,
+    bind_predicate,
     files_matching,
     or_all,
-    parse_partition_values,
     parse_predicate,
 )
 from ...expr.values import plain_type
 from ...io.grouping import group_codes
-from ...io.reader import read_files
+from ...io.reader import parse_partition_values, read_files
 from ...io.writer import WriteOptions, write_data_files
 from .. import properties as props
+from .rewrite import write_options
 
 if TYPE_CHECKING:
     from ...txnlog.snapshot import Snapshot
@@ -57,11 +58,14 @@ _HUGE = 1 << 62
 
 
 def target_file_size(properties: dict[str, str], target_size: int | None = None) -> int:
-    size = target_size if target_size is not None else props.int_property(
-        properties, props.TARGET_FILE_SIZE, DEFAULT_TARGET_SIZE
-    )
+    if target_size is None:
+        size = props.int_property(properties, props.TARGET_FILE_SIZE, DEFAULT_TARGET_SIZE)
+    elif isinstance(target_size, bool) or not isinstance(target_size, numbers.Integral):
+        raise InvalidPropertyError(f"target_size must be an integer number of bytes, got {target_size!r}")
+    else:
+        size = target_size
     if int(size) < 1:
-        raise ValueError(f"target_size must be a positive number of bytes, got {target_size!r}")
+        raise InvalidPropertyError(f"target_size must be a positive number of bytes, got {target_size!r}")
     return int(size)
 
 
@@ -111,8 +115,10 @@ def plan_bins(files: pa.Table, partition_columns: list[str], target_size: int) -
 
 
 def _write_options(tx: "Transaction") -> WriteOptions:
-    opts = WriteOptions(target_file_rows=_HUGE, target_file_bytes=_HUGE, max_workers=1)
-    opts.num_indexed_cols = props.int_property(tx.properties, props.NUM_INDEXED_COLS, opts.num_indexed_cols)
+    """The table's write options, but one file per bin (no size cut, one writer)."""
+    opts = write_options(tx)
+    opts.target_file_rows = opts.target_file_bytes = _HUGE
+    opts.max_workers = 1
     return opts
 
 
@@ -124,7 +130,7 @@ def stage_optimize(tx: "Transaction", where: str | None = None, target_size: int
     pred = None
     files = tx.current_files()
     if where is not None:
-        pred = bind(parse_predicate(where) if isinstance(where, str) else where, schema)
+        pred = bind_predicate(parse_predicate(where) if isinstance(where, str) else where, schema)
         outside = sorted(pred.columns() - set(partition_columns))
         if outside:
             raise PredicateError(

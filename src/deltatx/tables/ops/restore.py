@@ -1,6 +1,8 @@
 """RESTORE: make the table's live state equal to an older version's, as one new commit.
 
-Nothing is rewritten: the difference between the two file sets is staged (by path, columnar)::
+Nothing is rewritten: the difference between the two file sets is staged, columnar, by logical
+file key (path plus deletion-vector unique id, so a file re-added with a DV differs from the
+same path without one)::
 
     old = load_snapshot(version | timestamp)        current = the transaction's files
     remove  current − old   (dataChange=true)
@@ -14,6 +16,7 @@ committed. The whole current table is the read: a concurrent change to any file 
 
 from __future__ import annotations
 
+import numbers
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +26,7 @@ import pyarrow.fs as pafs
 
 from ...errors import DataFileNotFoundError, TimeTravelError
 from ...io.paths import data_file_path, decode_path
+from ...txnlog.replay import file_keys
 from ...txnlog.snapshot import load_snapshot
 
 if TYPE_CHECKING:
@@ -47,6 +51,9 @@ def stage_restore(tx: "Transaction", version: int | None = None, timestamp_ms: i
     """Stage the actions that bring the table back to ``version`` (or the one at ``timestamp_ms``)."""
     if (version is None) == (timestamp_ms is None):
         raise TimeTravelError("restore needs exactly one of version= or timestamp=")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, numbers.Integral)):
+        raise TimeTravelError(f"restore version must be an integer, got {version!r} ({type(version).__name__})")
+    version = int(version) if version is not None else None
     started = time.perf_counter()
     if version is not None and version > tx.read_version:
         raise TimeTravelError(
@@ -56,10 +63,11 @@ def stage_restore(tx: "Transaction", version: int | None = None, timestamp_ms: i
     _, current = tx.scan(None)  # RESTORE depends on the whole current table
 
     old_files = old.files
-    in_old = pc.is_in(current["path"], value_set=old_files["path"].combine_chunks()) if current.num_rows else None
+    old_keys, current_keys = file_keys(old_files), file_keys(current)
+    in_old = pc.is_in(current_keys, value_set=old_keys.combine_chunks()) if current.num_rows else None
     to_remove = current.filter(pc.invert(in_old)) if in_old is not None else current
     if current.num_rows and old_files.num_rows:
-        in_current = pc.is_in(old_files["path"], value_set=current["path"].combine_chunks())
+        in_current = pc.is_in(old_keys, value_set=current_keys.combine_chunks())
         to_add = old_files.filter(pc.invert(in_current))
     else:
         to_add = old_files

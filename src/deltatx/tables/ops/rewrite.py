@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...expr import Expr
+from ...expr import Expr, matches, references_only
 from ...io.reader import read_files
 from ...io.writer import WriteOptions, write_data_files
 from .. import properties as props
@@ -50,7 +50,7 @@ def num_records(files: pa.Table) -> int:
 
 
 def is_partition_only(pred: Expr, partition_columns: list[str]) -> bool:
-    return bool(partition_columns) and pred.columns() <= set(partition_columns)
+    return bool(partition_columns) and references_only(pred, partition_columns)
 
 
 def _read_each(tx: "Transaction", files: pa.Table) -> list[pa.Table]:
@@ -78,13 +78,15 @@ def rewrite_files(tx: "Transaction", pred: Expr | None,
     outputs: list[pa.Table] = []
     for i, rows in enumerate(_read_each(tx, candidates)):
         if pred is None:
-            matches = pa.chunked_array([pa.repeat(pa.scalar(True), rows.num_rows)], pa.bool_())
+            mask = pa.chunked_array([pa.repeat(pa.scalar(True), rows.num_rows)], pa.bool_())
         else:
-            matches = pc.fill_null(_evaluate_mask(rows, pred), False)
-        n = pc.sum(pc.cast(matches, pa.int64())).as_py() or 0
+            mask = matches(pred, rows)  # TRUE rows; NULL counts as not matched
+            if not isinstance(mask, pa.ChunkedArray):
+                mask = pa.chunked_array([mask], pa.bool_())
+        n = pc.sum(pc.cast(mask, pa.int64())).as_py() or 0
         if n == 0:
             continue
-        out, affected = transform(rows, matches)
+        out, affected = transform(rows, mask)
         touched.append(i)
         metrics["numAffectedRows"] += affected
         metrics["numCopiedRows"] += rows.num_rows - affected
@@ -100,13 +102,6 @@ def rewrite_files(tx: "Transaction", pred: Expr | None,
         tx.stage_adds(adds)
         metrics["numAddedFiles"] = adds.num_rows
     return metrics
-
-
-def _evaluate_mask(rows: pa.Table, pred: Expr) -> pa.ChunkedArray:
-    from ...expr import evaluate
-
-    result = evaluate(pred, rows)
-    return result if isinstance(result, pa.ChunkedArray) else pa.chunked_array([result])
 
 
 def remove_matching_rows(tx: "Transaction", pred: Expr | None) -> dict[str, int]:

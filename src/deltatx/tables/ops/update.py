@@ -14,22 +14,35 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...errors import PredicateError, SchemaMismatchError
-from ...expr import bind, evaluate, parse_expression, parse_predicate
+from ...expr import Expr, Literal, bind, bind_predicate, evaluate, parse_expression, parse_predicate
+from ...expr.bind import find_field
 from .rewrite import rewrite_files
 
 if TYPE_CHECKING:
     from ..transaction import Transaction
 
 
-def bind_assignments(set_: dict[str, str], schema: pa.Schema) -> dict[str, Any]:
-    """Resolve target column names (case-insensitively) and parse their expressions."""
-    lower = {n.lower(): n for n in schema.names}
+def bind_assignments(set_: dict[str, Any], schema: pa.Schema) -> dict[str, Any]:
+    """Resolve target column names (exact match first, else a unique case-insensitive one) and
+    parse their expressions. A value that is neither SQL text nor an Expr is a literal."""
     out = {}
     for col, sql in set_.items():
-        name = lower.get(col.lower())
-        if name is None:
+        if not isinstance(col, str):
+            raise PredicateError(f"UPDATE column names must be strings, got {col!r}")
+        field = find_field(list(schema), col, "UPDATE SET")  # ambiguous → PredicateError
+        if field is None:
             raise PredicateError(f"UPDATE sets unknown column {col!r}; table columns: {schema.names}")
-        out[name] = bind(parse_expression(sql) if isinstance(sql, str) else sql, schema)
+        if isinstance(sql, str):
+            expr = parse_expression(sql)
+        elif isinstance(sql, Expr):
+            expr = sql
+        else:
+            try:
+                expr = Literal(sql)
+            except TypeError as exc:
+                raise PredicateError(f"UPDATE value for column {col!r} is not SQL text, an Expr or a literal: "
+                                     f"{sql!r} ({exc})") from None
+        out[field.name] = bind(expr, schema)
     return out
 
 
@@ -62,7 +75,7 @@ def stage_update(tx: "Transaction", where: str | None, set_: dict[str, str]) -> 
         raise ValueError("update() needs set={'column': 'sql expression', ...}")
     started = time.perf_counter()
     schema = tx.schema
-    pred = bind(parse_predicate(where), schema) if where is not None else None
+    pred = bind_predicate(parse_predicate(where), schema) if where is not None else None
     assignments = bind_assignments(set_, schema)
 
     def rewrite(rows: pa.Table, matches: pa.ChunkedArray) -> tuple[pa.Table, int]:

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...errors import ReplaceWhereViolationError
-from ...expr import bind, parse_predicate, to_arrow
+from ...expr import bind_predicate, parse_predicate, to_arrow
 from ..data import conform, conform_table, data_schema, resolve_write_schema, to_reader
 from .rewrite import num_records, remove_matching_rows, write_files
 
@@ -50,7 +50,7 @@ def stage_append(tx: "Transaction", data: Any, *, schema_mode: str | None = None
     tx.note_operation(
         "WRITE",
         {"mode": "Append", "partitionBy": tx.partition_columns},
-        {"numFiles": adds.num_rows, "numOutputRows": _rows(adds), "numOutputBytes": pc.sum(adds["size"]).as_py() or 0},
+        {"numFiles": adds.num_rows, "numOutputRows": num_records(adds), "numOutputBytes": pc.sum(adds["size"]).as_py() or 0},
     )
     return True
 
@@ -67,7 +67,7 @@ def stage_overwrite(tx: "Transaction", data: Any, *, where: str | None = None, s
         adds = write_files(tx, conform(reader, schema), schema)
         deleted_rows = None
     else:
-        pred = bind(parse_predicate(where), schema)
+        pred = bind_predicate(parse_predicate(where), schema)
         params["predicate"] = [str(pred)]
         table = conform_table(reader, schema)
         bad = table.num_rows - table.filter(to_arrow(pred)).num_rows
@@ -80,15 +80,8 @@ def stage_overwrite(tx: "Transaction", data: Any, *, where: str | None = None, s
         removed, deleted_rows = stats["numRemovedFiles"], stats["numDeletedRows"]
         adds = write_files(tx, table, schema)
     tx.stage_adds(adds)
-    metrics = {"numFiles": adds.num_rows, "numOutputRows": _rows(adds), "numRemovedFiles": removed,
+    metrics = {"numFiles": adds.num_rows, "numOutputRows": num_records(adds), "numRemovedFiles": removed,
                "numOutputBytes": pc.sum(adds["size"]).as_py() or 0}
     if deleted_rows is not None:
         metrics["numDeletedRows"] = deleted_rows
     tx.note_operation("WRITE", params, metrics)
-
-
-def _rows(adds: pa.Table) -> int:
-    """Total numRecords from the adds' stats (columnar)."""
-    if not adds.num_rows:
-        return 0
-    return num_records(adds)

@@ -1,4 +1,5 @@
-"""Test helper shared across test folders: the data files under a local table (log excluded).
+"""Test helper shared across test folders: the data files under a local table (log excluded), and
+making them old for VACUUM.
 
 Importable from every test module: pytest puts ``tests/`` on sys.path for its conftest.
 """
@@ -6,6 +7,8 @@ Importable from every test module: pytest puts ``tests/`` on sys.path for its co
 from __future__ import annotations
 
 import os
+import time
+from typing import Iterable
 
 
 def data_files(uri: str) -> set[str]:
@@ -17,3 +20,11 @@ def data_files(uri: str) -> set[str]:
         for fn in filenames:
             out.add(os.path.relpath(os.path.join(dirpath, fn), uri).replace(os.sep, "/"))
     return out
+
+
+def age_files(uri: str, hours: float, relative: Iterable[str] | None = None) -> None:
+    """Make files look ``hours`` old (mtime in the past, no sleeping): the named ones (relative
+    to ``uri``), or every data file."""
+    when = time.time() - hours * 3600
+    for rel in data_files(uri) if relative is None else relative:
+        os.utime(os.path.join(uri, rel), (when, when))

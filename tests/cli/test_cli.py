@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from tablefiles import data_files
+from tablefiles import age_files, data_files
 
 import deltatx
 from deltatx.cli import EXIT_ANOMALY, EXIT_OK, EXIT_USAGE, main
@@ -153,18 +153,9 @@ def test_optimize_bad_predicate(capsys, table):
 
 
 # ----------------------------------------------------------------------------------- vacuum
-def _age_all_data_files(uri: str, hours: float) -> None:
-    when = time.time() - hours * 3600
-    for dirpath, dirnames, filenames in os.walk(uri):
-        if "_delta_log" in dirnames:
-            dirnames.remove("_delta_log")
-        for fn in filenames:
-            os.utime(os.path.join(dirpath, fn), (when, when))
-
-
 def test_vacuum_dry_run_then_real(capsys, monkeypatch, table):
     table.overwrite(rows([9], 1), where="part = 1")  # tombstones the two part=1 files
-    _age_all_data_files(table.uri, 2)
+    age_files(table.uri, 2)
     # VACUUM's clock, a minute ahead: the fresh tombstones are certainly older than a 0-hour retention
     monkeypatch.setattr("deltatx.tables.ops.vacuum.now_ms", lambda: time.time() * 1000 + 60_000)
     dry = run_json(capsys, "vacuum", table.uri, "--retention-hours", "0", "--dry-run", "--no-enforce-retention")
@@ -179,7 +170,7 @@ def test_vacuum_dry_run_then_real(capsys, monkeypatch, table):
 
 def test_vacuum_short_retention_is_refused_without_override(capsys, table):
     table.overwrite(rows([9], 1), where="part = 1")  # files a 0-hour VACUUM would delete
-    _age_all_data_files(table.uri, 2)
+    age_files(table.uri, 2)
     before = data_files(table.uri)
     err = run_error(capsys, "vacuum", table.uri, "--retention-hours", "0")
     assert "VacuumRetentionError" in err

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from tablefiles import data_files
 
 import deltatx.io.writer as writer_module
 from deltatx.errors import DataFileNotFoundError, SchemaMismatchError
@@ -25,14 +26,6 @@ WEIRD = ["with space", "a/b", "k=v", "12:30", "100%", "ü✓", "new\nline", "", 
 
 def _sorted(table: pa.Table, key: str = "id") -> pa.Table:
     return table.sort_by(key)
-
-
-def _data_files(root: str) -> list[str]:
-    out = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d != "_delta_log"]
-        out.extend(os.path.join(dirpath, f) for f in filenames)
-    return out
 
 
 def _table(n: int, parts: int = 3) -> pa.Table:
@@ -183,7 +176,7 @@ def test_empty_input_writes_nothing(table_uri):
     data = _table(0)
     adds = write_data_files(store, data, data.schema, ["part"])
     assert adds.num_rows == 0 and adds.schema.equals(FILE_SCHEMA)
-    assert _data_files(store.root) == []
+    assert data_files(store.root) == set()
 
 
 def test_partitioning_errors_are_schema_errors(table_uri):
@@ -214,21 +207,25 @@ def test_failure_midway_deletes_every_written_file(table_uri, monkeypatch):
     with pytest.raises(RuntimeError, match="disk on fire"):
         write_data_files(store, data, data.schema, ["part"], WriteOptions(max_workers=3))
     assert calls["n"] >= 7
-    assert _data_files(store.root) == []
+    assert data_files(store.root) == set()
 
 
-def test_failure_in_a_stream_deletes_files_of_earlier_chunks(table_uri):
+@pytest.mark.parametrize("partition_columns, rows, batch, per_file", [
+    (["part"], 6_000, 1_000, 1_000),   # partitioned: chunk by chunk
+    ([], 60_000, 10_000, 20_000),      # unpartitioned: streamed files, row group by row group
+], ids=["partitioned", "unpartitioned"])
+def test_failure_in_a_stream_deletes_every_file_it_wrote(table_uri, partition_columns, rows, batch, per_file):
     store = open_store(table_uri)
-    data = _table(6_000)
+    data = _table(rows)
 
     def batches():
-        yield from data.to_batches(max_chunksize=1_000)[:4]
+        yield from data.to_batches(max_chunksize=batch)[:5]
         raise ValueError("source broke")
 
     reader = pa.RecordBatchReader.from_batches(data.schema, batches())
     with pytest.raises(ValueError, match="source broke"):
-        write_data_files(store, reader, data.schema, ["part"], WriteOptions(target_file_rows=1_000))
-    assert _data_files(store.root) == []
+        write_data_files(store, reader, data.schema, partition_columns, WriteOptions(target_file_rows=per_file))
+    assert data_files(store.root) == set()
 
 
 def test_failing_parquet_write_cleans_up_partial_files(table_uri, monkeypatch):
@@ -252,7 +249,7 @@ def test_failing_parquet_write_cleans_up_partial_files(table_uri, monkeypatch):
     with pytest.raises(OSError, match="write failed"):
         write_data_files(store, data, data.schema, ["part"], WriteOptions(max_workers=1))
     assert calls["n"] >= 2
-    assert _data_files(store.root) == []
+    assert data_files(store.root) == set()
 
 
 def test_partitioned_round_trip_in_memory(memory_uri):
@@ -315,17 +312,3 @@ def test_unpartitioned_stream_shorter_than_the_sample_and_small_files(table_uri)
     adds = write_data_files(store, reader, data.schema, [], WriteOptions(target_file_rows=300))
     assert sorted(orjson.loads(s)["numRecords"] for s in adds["stats"].to_pylist()) == [250, 250, 250, 250]
     assert _sorted(read_files(store, adds, data.schema, [])).equals(data)
-
-
-def test_failure_in_an_unpartitioned_stream_deletes_its_files(table_uri):
-    store = open_store(table_uri)
-    data = _table(60_000)
-
-    def batches():
-        yield from data.to_batches(max_chunksize=10_000)[:5]
-        raise ValueError("source broke")
-
-    reader = pa.RecordBatchReader.from_batches(data.schema, batches())
-    with pytest.raises(ValueError, match="source broke"):
-        write_data_files(store, reader, data.schema, [], WriteOptions(target_file_rows=20_000))
-    assert _data_files(store.root) == []

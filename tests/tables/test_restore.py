@@ -4,11 +4,11 @@ whose files VACUUM already deleted."""
 from __future__ import annotations
 
 import os
-import time
 
 import orjson
 import pyarrow as pa
 import pytest
+from tablefiles import age_files
 
 import deltatx
 from deltatx import errors
@@ -101,11 +101,7 @@ def test_restore_current_version_is_a_no_op(history):
 
 def test_restore_after_vacuum_raises_typed_error(history, table_uri):
     t = history
-    when = time.time() - 30 * 24 * 3600
-    for dirpath, dirnames, filenames in os.walk(table_uri):
-        dirnames[:] = [d for d in dirnames if d != "_delta_log"]
-        for fn in filenames:
-            os.utime(os.path.join(dirpath, fn), (when, when))
+    age_files(table_uri, 30 * 24)
     deleted = t.vacuum(retention_hours=0, enforce_retention_duration=False)
     assert deleted
     before = t.version

@@ -11,9 +11,9 @@ import time
 
 import orjson
 import pyarrow as pa
-from tablefiles import data_files
 import pyarrow.parquet as pq
 import pytest
+from tablefiles import age_files, data_files
 
 import deltatx
 from deltatx import errors
@@ -29,10 +29,7 @@ def rows(ids: list[int], part: int) -> pa.Table:
 
 
 def age(uri: str, relative: list[str] | set[str], hours: float) -> None:
-    """Make files look ``hours`` old."""
-    when = time.time() - hours * HOUR
-    for rel in relative:
-        os.utime(os.path.join(uri, rel), (when, when))
+    age_files(uri, hours, relative)
 
 
 def live_paths(t: deltatx.Table) -> set[str]:

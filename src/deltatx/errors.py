@@ -13,6 +13,7 @@ Hierarchy::
     │   ├── CorruptLogError            (bad JSON line, missing required field, version gap)
     │   ├── CorruptCheckpointError
     │   └── CorruptDeletionVectorError (a DV that does not decode or does not add up)
+    │       └── MissingDeletionVectorError (its DV file is gone; also a FileNotFoundError)
     ├── UnsupportedFeatureError        (reader or writer feature we do not implement)
     ├── InvalidPropertyError           (bad table property value)
     ├── SchemaMismatchError            (append/overwrite data does not fit the table)
@@ -73,6 +74,14 @@ class CorruptDeletionVectorError(InvalidTableError):
     """A deletion vector cannot be decoded, or its size, checksum or cardinality do not match.
 
     Reading on would return rows the table has deleted, so the read stops.
+    """
+
+
+class MissingDeletionVectorError(CorruptDeletionVectorError, FileNotFoundError):
+    """A data file's deletion vector file is missing: the rows it deletes cannot be known.
+
+    A :class:`CorruptDeletionVectorError` (the table cannot be read correctly) that is also a
+    ``FileNotFoundError``, so code catching either sees it.
     """
 
 

@@ -14,7 +14,7 @@ from interop_helpers import read_duckdb
 from tablefiles import data_files
 
 import deltatx
-from deltatx.errors import CorruptDeletionVectorError, DataFileNotFoundError, UnsupportedFeatureError
+from deltatx.errors import CorruptDeletionVectorError, MissingDeletionVectorError
 from deltatx.io.paths import decode_path
 
 SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.string()), ("x", pa.float64())])
@@ -75,9 +75,12 @@ def test_a_delete_on_a_table_with_dvs_rewrites_live_rows_and_removes_the_dv(tabl
     assert _ids(deltatx.Table(table_uri).to_arrow()) == after == _ids(read_duckdb(table_uri))
 
 
-def test_tables_that_write_dvs_are_read_only(table_uri):
+@pytest.mark.parametrize("storage", ["i", "u", "p"], ids=["inline", "relative-file", "absolute-file"])
+def test_tables_that_write_dvs_are_written_merge_on_read(table_uri, storage):
+    """Another engine's DV table with delta.enableDeletionVectors=true: deltatx appends, deletes,
+    updates and compacts it, marking rows in DVs on top of the other engine's DVs."""
     _table(table_uri, partitioned=False)
-    _delete_every_third_row(table_uri, "i")
+    expected = _delete_every_third_row(table_uri, storage)
     log = os.path.join(table_uri, "_delta_log")
     version = deltatx.Table(table_uri).version + 1
     metadata = deltatx.Table(table_uri).metadata.to_json()
@@ -88,19 +91,19 @@ def test_tables_that_write_dvs_are_read_only(table_uri):
         fh.write(json.dumps({"commitInfo": {"timestamp": 2, "operation": "SET TBLPROPERTIES"}}) + "\n")
         fh.write(json.dumps({"metaData": metadata}) + "\n")
     table = deltatx.Table(table_uri)
-    assert len(table.to_arrow()) == 26  # reads work
+    assert len(table.to_arrow()) == len(expected) == 26
+    table.append(pa.table({"id": [500], "part": ["p0"], "x": [0.0]}, schema=SCHEMA))
+    expected.append(500)
     before = data_files(table_uri)
-    writes = [
-        lambda: table.append(pa.table({"id": [1], "part": ["p0"], "x": [0.0]}, schema=SCHEMA)),
-        lambda: table.delete("id = 1"),
-        lambda: table.update("id = 1", set={"x": "0"}),
-        lambda: table.optimize(),
-    ]
-    for write in writes:
-        with pytest.raises(UnsupportedFeatureError, match="deletionVectors") as info:
-            write()
-        assert info.value.kind == "writer"
-    assert deltatx.Table(table_uri).version == version and data_files(table_uri) == before
+    result = table.delete("id = 1")
+    assert result.metrics["numDeletionVectorsUpdated"] == 1 and data_files(table_uri) == before
+    expected.remove(1)
+    table.update("id = 2", set={"x": "-1"})
+    assert _ids(deltatx.Table(table_uri).to_arrow()) == sorted(expected) == _ids(read_duckdb(table_uri))
+    assert deltatx.Table(table_uri).to_arrow(where="id = 2").column("x").to_pylist() == [-1.0]
+    table.optimize()
+    assert deltatx.Table(table_uri).files()["deletionVector"].null_count == deltatx.Table(table_uri).files().num_rows
+    assert _ids(deltatx.Table(table_uri).to_arrow()) == sorted(expected) == _ids(read_duckdb(table_uri))
 
 
 def test_a_missing_or_damaged_dv_file_fails_the_read_typed(table_uri):
@@ -115,7 +118,7 @@ def test_a_missing_or_damaged_dv_file_fails_the_read_typed(table_uri):
     with pytest.raises(CorruptDeletionVectorError, match="checksum"):
         deltatx.Table(table_uri).to_arrow()
     os.remove(dv)
-    with pytest.raises(DataFileNotFoundError, match="deletion vector file"):
+    with pytest.raises(MissingDeletionVectorError, match="deletion vector file"):
         deltatx.Table(table_uri).to_arrow()
 
 

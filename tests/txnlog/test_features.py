@@ -62,9 +62,11 @@ def test_check_readable_versions() -> None:
 def test_check_writable_unknown_writer_feature() -> None:
     md = table_metadata()
     check_writable(Protocol(1, 7, None, tuple(SUPPORTED_WRITER_FEATURES)), md)
-    with pytest.raises(UnsupportedFeatureError, match="'rowTracking'") as info:
-        check_writable(Protocol(1, 7, None, ("appendOnly", "rowTracking")), md)
-    assert info.value.kind == "writer" and info.value.feature == "rowTracking"
+    with pytest.raises(UnsupportedFeatureError, match="'identityColumns'") as info:
+        check_writable(Protocol(1, 7, None, ("appendOnly", "identityColumns")),
+                       table_metadata(schema=pa.schema([pa.field("id", pa.int64(), metadata={"delta.identity.start": "1"}),
+                                                        pa.field("part", pa.string())])))
+    assert info.value.kind == "writer" and info.value.feature == "identityColumns"
     with pytest.raises(UnsupportedFeatureError) as info:
         check_writable(Protocol(1, 7, None, ("someFutureFeature",)), md)
     assert info.value.feature == "someFutureFeature"
@@ -134,9 +136,7 @@ def test_writer_only_feature_moves_writer_to_7() -> None:
     "config, feature",
     [
         ({"delta.enableChangeDataFeed": "true"}, "changeDataFeed"),
-        ({"delta.enableDeletionVectors": "true"}, "deletionVectors"),
         ({"delta.columnMapping.mode": "name"}, "columnMapping"),
-        ({"delta.enableRowTracking": "true"}, "rowTracking"),
         ({"delta.feature.clustering": "supported"}, "clustering"),
     ],
 )
@@ -144,6 +144,16 @@ def test_features_we_do_not_write_are_refused(config: dict[str, str], feature: s
     with pytest.raises(UnsupportedFeatureError) as info:
         required_protocol(config, PLAIN)
     assert info.value.feature == feature and info.value.kind == "writer"
+
+
+def test_deletion_vectors_and_row_tracking_name_their_features() -> None:
+    dv = required_protocol({"delta.enableDeletionVectors": "true"}, PLAIN)
+    assert dv == Protocol(3, 7, ("deletionVectors",), ("appendOnly", "invariants", "deletionVectors"))
+    rt = required_protocol({"delta.enableRowTracking": "true"}, PLAIN)
+    assert rt == Protocol(1, 7, None, ("appendOnly", "invariants", "domainMetadata", "rowTracking"))
+    # asking for the feature alone brings the domain it keeps its watermark in
+    explicit = required_protocol({"delta.feature.rowTracking": "supported"}, PLAIN)
+    assert explicit.writer_features == ("appendOnly", "invariants", "domainMetadata", "rowTracking")
 
 
 def test_disabled_flags_need_nothing() -> None:

@@ -23,13 +23,18 @@ The checks run in Delta's order (``CHECKS``), one named function each:
                        winners unless we change metadata; SI: none). With ``use_stats`` a file
                        conflicts only if the *whole* predicate may match it by partition values
                        and min/max stats; without, Delta's partition-level rule applies.
-6. ``deleted_read``    the winner removed a file we read (by path), or removed anything while we
-                       read the whole table.
-7. ``deleted_deleted`` the winner removed a file we also remove (by path).
+   ``row_ids``         (before 5, Delta's #7/#8) row-tracking rebase: ids this transaction handed
+                       out (above its read watermark) move above the winner's watermark; adds
+                       stamped with the winner's version move to the next version.
+6. ``row_level``       files both sides changed through deletion vectors are settled row by row
+                       (:mod:`.row_level`): only a shared row conflicts; otherwise rebase onto the
+                       union DV. OPTIMIZE and DML follow each other's rows by row id.
+7. ``deleted_read``    the winner removed a file we read (by path), or removed anything while we
+                       read the whole table — except the files ``row_level`` settled.
+8. ``deleted_deleted`` the winner removed a file we also remove (by path) — same exception.
 
-Row-tracking, identity and in-commit-timestamp rebases are not here: deltatx does not write tables
-with those features, and the protocol check refuses winners that enable them unless
-:mod:`deltatx.txnlog.features` says they are supported.
+The checks take the winner plus what the committer loaded for it (:class:`WinnerRows`: decoded
+DVs, row-id columns); they never read storage themselves.
 """
 
 from __future__ import annotations
@@ -51,10 +56,12 @@ from ..isolation import IsolationLevel
 from ..txnlog.actions import CommitActions
 from ..txnlog.schema import schema_from_json
 from .hints import added_file_location, file_location, operation_name
+from ..txnlog import row_tracking
 from .metadata_rules import check_metadata, check_protocol
+from .row_level import NO_ROWS, WinnerRows, resolve_row_level
 from .txn_info import TransactionInfo
 
-Check = Callable[[TransactionInfo, CommitActions], TransactionInfo]
+Check = Callable[[TransactionInfo, CommitActions, WinnerRows], TransactionInfo]
 
 #: Delta's row-tracking watermark domain is reconciled by rebase, never a domain conflict
 ROW_TRACKING_DOMAIN = "delta.rowTracking"
@@ -75,7 +82,8 @@ def _raise(cls: type, summary: str, winner: CommitActions, conflict: str | None 
 # --------------------------------------------------------------------------------------------
 
 
-def check_protocol_compatibility(txn: TransactionInfo, winner: CommitActions) -> TransactionInfo:
+def check_protocol_compatibility(txn: TransactionInfo, winner: CommitActions,
+                                 loaded: WinnerRows = NO_ROWS) -> TransactionInfo:
     """The winner's protocol must be one we can read and write; then we adopt it."""
     if winner.protocol is None:
         return txn
@@ -83,7 +91,8 @@ def check_protocol_compatibility(txn: TransactionInfo, winner: CommitActions) ->
     return txn.replace(read_protocol=winner.protocol)
 
 
-def check_metadata_changes(txn: TransactionInfo, winner: CommitActions) -> TransactionInfo:
+def check_metadata_changes(txn: TransactionInfo, winner: CommitActions,
+                           loaded: WinnerRows = NO_ROWS) -> TransactionInfo:
     """A concurrent metadata change conflicts unless it only adds allow-listed properties."""
     if winner.metadata is None:
         return txn
@@ -96,7 +105,8 @@ def check_metadata_changes(txn: TransactionInfo, winner: CommitActions) -> Trans
 # --------------------------------------------------------------------------------------------
 
 
-def check_domain_metadata(txn: TransactionInfo, winner: CommitActions) -> TransactionInfo:
+def check_domain_metadata(txn: TransactionInfo, winner: CommitActions,
+                          loaded: WinnerRows = NO_ROWS) -> TransactionInfo:
     """The same metadata domain written by both transactions conflicts (last writer would win)."""
     if not txn.domains or not winner.domains:
         return txn
@@ -113,7 +123,8 @@ def check_domain_metadata(txn: TransactionInfo, winner: CommitActions) -> Transa
     return txn
 
 
-def check_app_transaction_ids(txn: TransactionInfo, winner: CommitActions) -> TransactionInfo:
+def check_app_transaction_ids(txn: TransactionInfo, winner: CommitActions,
+                              loaded: WinnerRows = NO_ROWS) -> TransactionInfo:
     """The winner recorded a version for an application id this transaction depends on."""
     if not winner.txns:
         return txn
@@ -153,6 +164,15 @@ def candidate_added_files(txn: TransactionInfo, winner: CommitActions) -> pa.Tab
     if level is IsolationLevel.WRITE_SERIALIZABLE and winner.is_blind_append and not txn.changes_metadata:
         return None
     adds = winner.adds
+    if adds.num_rows and txn.row_level is not None:
+        # Row-level tables (deletion vectors on): a file removed and re-added in one commit (a DV
+        # update) holds no new rows, nor does a file added with dataChange=false (a compaction
+        # moves rows this transaction saw where they were). Delta counts both; Databricks'
+        # row-level concurrency does not.
+        new = pc.fill_null(adds["dataChange"], True)
+        if winner.removes.num_rows:
+            new = pc.and_(new, pc.invert(pc.is_in(adds["path"], value_set=winner.removes["path"].combine_chunks())))
+        adds = adds.filter(new)
     return adds if adds.num_rows else None
 
 
@@ -231,7 +251,8 @@ def _first_match_with_stats(
     return None if index is None else positions[index].as_py()
 
 
-def check_added_files_vs_read_predicates(txn: TransactionInfo, winner: CommitActions) -> TransactionInfo:
+def check_added_files_vs_read_predicates(txn: TransactionInfo, winner: CommitActions,
+                                         loaded: WinnerRows = NO_ROWS) -> TransactionInfo:
     """Files the winner added that this transaction would have read had it started later."""
     candidates = candidate_added_files(txn, winner)
     if candidates is None:
@@ -279,9 +300,53 @@ def _first_shared_path(files: pa.Table, paths: pa.Array) -> int | None:
     return pc.index(file_paths, paths[hit]).as_py()
 
 
-def check_deleted_files_vs_read_files(txn: TransactionInfo, winner: CommitActions) -> TransactionInfo:
-    """The winner removed a file this transaction read (by path, whatever its dataChange)."""
+def _unresolved_removes(txn: TransactionInfo, winner: CommitActions) -> pa.Table:
+    """The winner's removes the row-level check did not settle."""
     removes = winner.removes
+    settled = txn.row_level.resolved_for(winner.version) if txn.row_level is not None else frozenset()
+    if not settled or removes.num_rows == 0:
+        return removes
+    return removes.filter(pc.invert(pc.is_in(removes["path"], value_set=pa.array(sorted(settled)))))
+
+
+def check_row_level_changes(txn: TransactionInfo, winner: CommitActions,
+                            loaded: WinnerRows = NO_ROWS) -> TransactionInfo:
+    """Files both changed through deletion vectors: conflict only on a shared row (see row_level)."""
+    return resolve_row_level(txn, winner, loaded)
+
+
+def rebase_row_ids(txn: TransactionInfo, winner: CommitActions, loaded: WinnerRows = NO_ROWS) -> TransactionInfo:
+    """Delta's #5, #7, #8: after a winning backfill, files it gave ids keep them; this
+    transaction's fresh row ids (above its read watermark) move above the winner's watermark;
+    its ``defaultRowCommitVersion`` moves past the winner's version."""
+    if not row_tracking.is_supported(txn.protocol or txn.read_protocol):
+        return txn
+    adds, removes = txn.adds, txn.removes
+    if winner.operation == row_tracking.BACKFILL_OPERATION and winner.adds.num_rows:
+        adds = row_tracking.copy_row_ids(adds, winner.adds)
+        removes = row_tracking.copy_row_ids(removes, winner.adds)
+    if adds.num_rows == 0:
+        return txn if removes is txn.removes else txn.replace(removes=removes)
+    adds = row_tracking.bump_commit_versions(adds, winner.version)
+    domains = txn.domains
+    winner_hwm = row_tracking.high_watermark(winner.domains)
+    if winner_hwm != row_tracking.NO_WATERMARK or adds["baseRowId"].null_count:
+        fixed = pa.array(sorted(txn.row_level.fixed_row_ids), pa.string()) if txn.row_level is not None else None
+        start = max(winner_hwm, txn.read_row_id_high_watermark)
+        adds, hwm = row_tracking.assign_row_ids(adds, txn.read_row_id_high_watermark, start, winner.version + 1,
+                                                fixed)
+        if hwm is not None:
+            others = tuple(d for d in domains if d.domain != row_tracking.ROW_TRACKING_DOMAIN)
+            domains = (row_tracking.watermark_domain(hwm),) + others
+    if adds is txn.adds and domains is txn.domains and removes is txn.removes:
+        return txn
+    return txn.replace(adds=adds, removes=removes, domains=domains)
+
+
+def check_deleted_files_vs_read_files(txn: TransactionInfo, winner: CommitActions,
+                                      loaded: WinnerRows = NO_ROWS) -> TransactionInfo:
+    """The winner removed a file this transaction read (by path, whatever its dataChange)."""
+    removes = _unresolved_removes(txn, winner)
     if removes.num_rows == 0:
         return txn
     read = txn.read_set
@@ -306,11 +371,13 @@ def check_deleted_files_vs_read_files(txn: TransactionInfo, winner: CommitAction
     return txn
 
 
-def check_deleted_files_vs_deleted_files(txn: TransactionInfo, winner: CommitActions) -> TransactionInfo:
+def check_deleted_files_vs_deleted_files(txn: TransactionInfo, winner: CommitActions,
+                                         loaded: WinnerRows = NO_ROWS) -> TransactionInfo:
     """The winner removed a file this transaction removes too (the file would be deleted twice)."""
-    if winner.removes.num_rows == 0 or txn.removes.num_rows == 0:
+    removes = _unresolved_removes(txn, winner)
+    if removes.num_rows == 0 or txn.removes.num_rows == 0:
         return txn
-    index = _first_shared_path(txn.removes, winner.removes.column("path").combine_chunks())
+    index = _first_shared_path(txn.removes, removes.column("path").combine_chunks())
     if index is not None:
         _raise(
             ConcurrentDeleteDeleteException,
@@ -331,16 +398,20 @@ CHECKS: list[tuple[str, Check]] = [
     ("metadata", check_metadata_changes),
     ("domains", check_domain_metadata),
     ("app_ids", check_app_transaction_ids),
+    ("row_ids", rebase_row_ids),
     ("added_files", check_added_files_vs_read_predicates),
+    ("row_level", check_row_level_changes),
     ("deleted_read", check_deleted_files_vs_read_files),
     ("deleted_deleted", check_deleted_files_vs_deleted_files),
 ]
 
 
-def check_commit(txn: TransactionInfo, winner: CommitActions) -> TransactionInfo:
-    """Check ``txn`` against one winning commit; return it rebased, or raise the conflict."""
+def check_commit(txn: TransactionInfo, winner: CommitActions, loaded: WinnerRows = NO_ROWS) -> TransactionInfo:
+    """Check ``txn`` against one winning commit; return it rebased, or raise the conflict.
+
+    ``loaded`` is what the committer read for this winner beforehand (see :mod:`.row_level`)."""
     for _name, check in CHECKS:
-        txn = check(txn, winner)
+        txn = check(txn, winner, loaded)
     return txn
 
 

@@ -27,6 +27,7 @@ from ..txnlog.actions import DomainMetadata, Metadata, Protocol, Txn
 
 if TYPE_CHECKING:  # the expression model is only needed for annotations here
     from ..expr import Expr
+    from .row_level import RowLevelState
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,10 @@ class TransactionInfo:
     use_stats: bool = True
     operation: str = "WRITE"
     txn_id: str = ""
+    #: files read or changed through deletion vectors, row by row (None: file-level only)
+    row_level: "RowLevelState | None" = None
+    #: the row-tracking high-water mark of the read snapshot (-1: none); ids above it are ours
+    read_row_id_high_watermark: int = -1
 
     def __post_init__(self) -> None:
         if self.is_blind_append and not is_blind_append(self.read_set, self.removes):

@@ -18,7 +18,8 @@ the protocol's own inline example uses. ``pyroaring`` decodes the portable layou
 
 Everything that does not add up (magic, size, checksum, cardinality, truncation) raises
 :class:`~deltatx.errors.CorruptDeletionVectorError` naming the data file: reading on would
-return deleted rows. A missing DV file raises :class:`~deltatx.errors.DataFileNotFoundError`;
+return deleted rows. A missing DV file raises :class:`~deltatx.errors.MissingDeletionVectorError` (a
+:class:`~deltatx.errors.CorruptDeletionVectorError`);
 other I/O errors propagate as they are.
 """
 
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import CorruptDeletionVectorError, DataFileNotFoundError
+from ..errors import CorruptDeletionVectorError, MissingDeletionVectorError
 
 if TYPE_CHECKING:
     from ..txnlog.store import LogStore
@@ -120,7 +121,7 @@ def _read_stored(store: "LogStore", descriptor: dict[str, Any], data_path: str) 
             payload = fh.read(size)
             checksum = fh.read(4)
     except FileNotFoundError as exc:
-        raise DataFileNotFoundError(
+        raise MissingDeletionVectorError(
             f"deletion vector file {location!r} of data file {data_path!r} is missing; VACUUM or a copy "
             f"outside Delta may have removed it"
         ) from exc

@@ -38,6 +38,7 @@ from ..txnlog.stats import _physical_name
 from .grouping import group_codes
 from .deletion_vectors import deleted_rows, keep_mask
 from .paths import data_file_path, decode_path
+from .row_metadata import MaterializedColumns, is_metadata_column, metadata_columns, metadata_field
 
 if TYPE_CHECKING:
     from ..txnlog.store import LogStore
@@ -178,14 +179,20 @@ def read_files(
     partition_columns: list[str],
     columns: list[str] | None = None,
     filter: pc.Expression | None = None,
+    materialized: MaterializedColumns | None = None,
 ) -> pa.Table:
     """The rows of the given files as one table with exactly ``schema``'s (or ``columns``') types.
 
     Rows a file's deletion vector deletes are left out (before ``filter`` is applied).
+    ``columns`` may name ``_metadata.*`` columns (:mod:`.row_metadata`); those reads go file by
+    file, and ``materialized`` names the row-tracking columns of the files.
     """
     out_schema = _output_schema(schema, columns)
     if files.num_rows == 0:
         return out_schema.empty_table()
+    if any(is_metadata_column(n) for n in out_schema.names):
+        plan = _ScanPlan(store, files, schema, partition_columns, materialized)
+        return _conform(plan.read_per_file(out_schema.names, filter), out_schema)
     plain, with_dvs = split_deletion_vectors(files)
     parts = []
     if plain.num_rows:
@@ -266,8 +273,11 @@ def split_deletion_vectors(files: pa.Table) -> tuple[pa.Table, pa.Table]:
 class _ScanPlan:
     """The files of one read: decoded paths, partition expressions, the pyarrow view of them."""
 
-    def __init__(self, store: "LogStore", files: pa.Table, schema: pa.Schema, partition_columns: list[str]):
+    def __init__(self, store: "LogStore", files: pa.Table, schema: pa.Schema, partition_columns: list[str],
+                 materialized: MaterializedColumns | None = None):
         self.store = store
+        self.files = files
+        self.materialized = materialized
         self.schema = schema
         self.partition_columns = [c for c in partition_columns if c in schema.names]
         self.filesystem = store.arrow_fs
@@ -319,14 +329,17 @@ class _ScanPlan:
         are not known here) all of them are. Deletion-vector positions count the file's rows, so
         projection does not move them; the filter is never pushed into the read.
         """
+        meta = [n for n in names if is_metadata_column(n)]
         wanted = self.schema if filter is not None else pa.schema(
-            [self.schema.field(n) for n in dict.fromkeys(names)]
+            [self.schema.field(n) for n in dict.fromkeys(names) if not is_metadata_column(n)]
         )
+        physical = self.materialized.physical() if meta and self.materialized else []
         try:
             with pq.ParquetFile(self.paths[i], filesystem=self.filesystem, coerce_int96_timestamp_unit="us") as pf:
                 in_file = set(pf.schema_arrow.names)
                 raw = pf.read(columns=[f.name for f in wanted if f.name in in_file
-                                       and f.name not in self.partition_columns])
+                                       and f.name not in self.partition_columns]
+                              + [c for c in physical if c in in_file])
         except OSError as exc:
             self.raise_if_missing(exc)
             raise
@@ -346,6 +359,12 @@ class _ScanPlan:
             else:
                 cols.append(pa.nulls(raw.num_rows, f.type))
         table = pa.table(cols, schema=wanted)
+        if meta:
+            values = metadata_columns(meta, raw, self.files.column("path")[i].as_py(),
+                                      self._file_long("baseRowId", i), self._file_long("defaultRowCommitVersion", i),
+                                      self.materialized)
+            for name in meta:
+                table = table.append_column(metadata_field(name), values[name])
         descriptor = self.deletion_vectors[i]
         if descriptor is not None:
             deleted = deleted_rows(self.store, descriptor, self.paths[i])
@@ -353,6 +372,9 @@ class _ScanPlan:
         if filter is not None:
             table = table.filter(filter)
         return table.select(names)
+
+    def _file_long(self, column: str, i: int) -> int | None:
+        return self.files.column(column)[i].as_py() if column in self.files.column_names else None
 
     def read_per_file(self, names: list[str], filter: pc.Expression | None) -> pa.Table:
         """Slow path: :meth:`read_one` for every file (a few at a time), concatenated in order."""
@@ -376,10 +398,10 @@ class _ScanPlan:
 def _output_schema(schema: pa.Schema, columns: list[str] | None) -> pa.Schema:
     if columns is None:
         return schema
-    missing = [c for c in columns if c not in schema.names]
+    missing = [c for c in columns if c not in schema.names and not is_metadata_column(c)]
     if missing:
         raise SchemaMismatchError(f"columns {missing} are not in the table; it has {schema.names}")
-    return pa.schema([schema.field(c) for c in columns])
+    return pa.schema([schema.field(c) if c in schema.names else metadata_field(c) for c in columns])
 
 
 def _is_cast_failure(exc: BaseException) -> bool:

@@ -65,6 +65,9 @@ class WriteOptions:
     num_indexed_cols: int = 32
     stats_columns: list[str] | None = None
     compression: str = "snappy"
+    #: physical columns outside the table schema (row tracking's materialized columns): written,
+    #: never given statistics
+    unindexed_columns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("target_file_rows", "target_file_bytes", "row_group_rows", "max_workers"):
@@ -196,6 +199,10 @@ class _WriteJob:
         }
 
     @functools.cached_property
+    def _stats_schema(self) -> pa.Schema:
+        return pa.schema([f for f in self.file_schema if f.name not in self.options.unindexed_columns])
+
+    @functools.cached_property
     def leaf_paths(self) -> dict[str, list[str]]:
         """Only large files consult it (dictionary choice), so small writes never pay for it."""
         return _parquet_leaf_paths(self.file_schema)
@@ -286,7 +293,7 @@ class _WriteJob:
         streamed = StreamedFile(sink, self.file_schema, compression=self.options.compression,
                                 use_dictionary=self._dictionary_columns(sample),
                                 row_group_rows=self.options.row_group_rows,
-                                stats=FileStats(self.file_schema, self.options.stats_columns,
+                                stats=FileStats(self._stats_schema, self.options.stats_columns,
                                                 self.options.num_indexed_cols))
         return streamed, name
 
@@ -437,7 +444,9 @@ class _WriteJob:
             )
             size = sink.tell()
         mtime = int(time.time() * 1000)
-        stats = compute_stats(rows, self.options.stats_columns, self.options.num_indexed_cols)
+        unindexed = [c for c in self.options.unindexed_columns if c in rows.column_names]
+        stats = compute_stats(rows.drop_columns(unindexed) if unindexed else rows, self.options.stats_columns,
+                              self.options.num_indexed_cols)
         with self.lock:
             self.results.append((encode_path(relative), values, size, mtime, stats))
 

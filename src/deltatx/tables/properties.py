@@ -20,6 +20,8 @@ AUTO_COMPACT_MIN_FILES = "deltatx.autoCompact.minNumFiles"
 USE_STATS = "deltatx.conflictDetection.useStats"
 NUM_INDEXED_COLS = "delta.dataSkippingNumIndexedCols"
 TARGET_FILE_SIZE = "delta.targetFileSize"
+ENABLE_DELETION_VECTORS = "delta.enableDeletionVectors"
+ENABLE_ROW_TRACKING = "delta.enableRowTracking"
 
 def parse_interval_hours(value: str, key: str = "interval") -> float:
     """``"interval 7 days"`` → 168.0 (the log layer owns the parsing; months/years are refused)."""

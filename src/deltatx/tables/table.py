@@ -18,6 +18,7 @@ import pyarrow as pa
 from ..errors import DeltaTxError, PostCommitHookWarning, SchemaMismatchError, TableAlreadyExistsError
 from ..txnlog.actions import Metadata, encode_commit
 from ..txnlog.checkpoint import checkpoint_interval, write_checkpoint
+from ..txnlog import row_tracking
 from ..txnlog.features import check_writable, required_protocol
 from ..txnlog.history import read_history, to_timestamp_ms
 from ..txnlog.schema import normalize_schema, schema_to_json
@@ -124,6 +125,7 @@ class Table:
         """Rows of this version, pruned by partition values and file stats, then filtered."""
         from ..expr import bind_predicate, files_matching, parse_predicate, to_arrow
         from ..io.reader import read_files
+        from ..io.row_metadata import MaterializedColumns
 
         snap = self._snapshot
         files = snap.files
@@ -134,7 +136,7 @@ class Table:
                 files = files.filter(files_matching(pred, files, snap.schema, snap.partition_columns))
             row_filter = to_arrow(pred)
         return read_files(self._store, files, snap.schema, snap.partition_columns, columns=columns,
-                          filter=row_filter)
+                          filter=row_filter, materialized=MaterializedColumns.from_configuration(snap.properties))
 
     def to_pandas(self, where: str | None = None, columns: list[str] | None = None):
         return self.to_arrow(where, columns).to_pandas()
@@ -224,7 +226,22 @@ class Table:
     def optimize(self, where: str | None = None, target_size: int | None = None) -> CommitResult:
         return self._run(None, lambda tx: tx.optimize(where=where, target_size=target_size))
 
+    def reorg(self, where: str | None = None, purge: bool = True) -> CommitResult:
+        """``REORG TABLE ... APPLY (PURGE)``: rewrite the files that have deletion vectors."""
+        return self._run(None, lambda tx: tx.reorg(where=where, purge=purge))
+
     def set_properties(self, properties: dict[str, Any]) -> CommitResult:
+        """SET TBLPROPERTIES. Turning row tracking on over existing files runs Delta's protocol
+        upgrade and backfill commits first (ops/row_tracking_backfill.py)."""
+        from .ops import row_tracking_backfill as backfill
+
+        probe = self._latest_transaction(None)
+        needed = backfill.needs_backfill(probe, properties)
+        probe.abort()
+        if needed:
+            if not row_tracking.is_supported(self.protocol):
+                self._run(None, backfill.stage_support)
+            self._run(None, backfill.stage_backfill)
         return self._run(None, lambda tx: tx.set_properties(properties))
 
     def vacuum(self, retention_hours: float | None = None, dry_run: bool = False,
@@ -270,7 +287,7 @@ def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | No
         if exist_ok:
             return Table(str(uri), storage_options=storage_options, _store=store)
         raise TableAlreadyExistsError(f"a Delta table already exists at {uri!r}")
-    config = props.validate_properties(properties or {})
+    config = row_tracking.with_materialized_names(props.validate_properties(properties or {}))
     metadata = Metadata(
         id=Metadata.new_id(), schema_string=schema_to_json(schema), partition_columns=tuple(partition_by),
         configuration=props.stored_configuration(config), name=name, description=description,

@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 
 from .. import __version__, phases
 from ..conflicts import ReadSet, TransactionInfo, check_commit
+from ..conflicts.row_level import load_request
 from ..errors import CommitRetriesExceededError, DeltaTxError
 from ..expr import Expr
 from ..isolation import effective_isolation_level, table_isolation_level
@@ -38,12 +39,15 @@ from ..txnlog.actions import (
     Protocol,
     Txn,
     encode_commit,
+    removes_for,
     parse_commit,
 )
+from ..txnlog import row_tracking
 from ..txnlog.features import check_writable
 from ..txnlog.snapshot import Snapshot
 from ..txnlog.store import VersionExistsError
 from . import properties as props
+from .row_level import RowLevelRecorder, load_winner_rows, write_pending_dvs
 
 if TYPE_CHECKING:
     from .table import Table
@@ -81,23 +85,8 @@ class _StagedOp:
     changes_data: bool = True
 
 
-def adds_to_removes(adds: pa.Table, timestamp_ms: int, data_change: bool = True) -> pa.Table:
-    """Remove actions for the given add rows, columnar (no per-file objects)."""
-    n = adds.num_rows
-    cols = {
-        "path": adds["path"],
-        "deletionTimestamp": pa.array([timestamp_ms] * n, pa.int64()) if n else pa.array([], pa.int64()),
-        "dataChange": pa.array([data_change] * n, pa.bool_()),
-        "extendedFileMetadata": pa.array([True] * n, pa.bool_()),
-        "partitionValues": adds["partitionValues"],
-        "size": adds["size"],
-        "stats": pa.nulls(n, pa.string()),
-        "tags": adds["tags"],
-        "deletionVector": adds["deletionVector"],
-        "baseRowId": adds["baseRowId"],
-        "defaultRowCommitVersion": adds["defaultRowCommitVersion"],
-    }
-    return pa.table(cols, schema=REMOVE_SCHEMA)
+#: kept under its old name for the operations that import it from here
+adds_to_removes = removes_for
 
 
 def _encode_parameter(v: Any) -> str:
@@ -135,6 +124,9 @@ class Transaction:
         self._txns: dict[str, Txn] = {}
         self._ops: list[_StagedOp] = []
         self._files = snapshot.files  # the table as this transaction sees it (own writes included)
+        self._written: set[str] = set()  # add paths of the data files this transaction wrote
+        self._dv_files: list[str] = []  # deletion-vector files it wrote (relative to the root)
+        self.row_level = RowLevelRecorder()  # files changed or read row by row (DV tables)
         self._state = "open"
         self._may_have_landed = False  # once true, an error must not delete this txn's data files
         phases.reached("begin", txn_id=self.txn_id, version=self.read_version, table=table.uri)
@@ -216,11 +208,17 @@ class Transaction:
         return txn.version if txn is not None else None
 
     # ------------------------------------------------------------------ staging
-    def stage_adds(self, adds: pa.Table) -> None:
+    def stage_adds(self, adds: pa.Table, *, written: bool = True) -> None:
+        """Stage add actions. ``written=False`` for re-adds of committed files (a deletion-vector
+        update): those files are not this transaction's to delete on abort."""
         self._ensure_open()
         if adds.num_rows:
             adds = adds.select(FILE_SCHEMA.names).cast(FILE_SCHEMA)
+            if written:
+                self._written.update(adds.column("path").to_pylist())
             self._adds.append(adds)
+            if not written:  # a re-added file replaces the row this transaction saw for it
+                self._files = self._files.filter(pc.invert(pc.is_in(self._files["path"], value_set=adds["path"])))
             self._files = pa.concat_tables([self._files, adds])
             phases.reached("data_files_written", txn_id=self.txn_id, version=self.read_version,
                            files=adds)
@@ -249,8 +247,13 @@ class Transaction:
         if mine_mask is not None:
             mine = files.filter(mine_mask)
             if mine.num_rows:
+                # Staged adds go: new files are deleted; a re-add of a committed file (a DV update)
+                # just disappears, its committed version's remove being staged already.
                 self._adds = [a.filter(pc.invert(pc.is_in(a["path"], value_set=mine["path"]))) for a in self._adds]
-                self.store.delete_files(_decoded(mine["path"]))
+                written = [p for p in mine["path"].to_pylist() if p in self._written]
+                if written:
+                    self._written.difference_update(written)
+                    self.store.delete_files(_decoded(pa.array(written, pa.string())))
             files = theirs
         if files.num_rows:
             self._removes.append(adds_to_removes(files, int(time.time() * 1000), data_change))
@@ -258,6 +261,11 @@ class Transaction:
 
     def _own_added_paths(self) -> pa.Table | None:
         return pa.concat_tables(self._adds) if self._adds else None
+
+    def note_dv_file(self, relative: str | None) -> None:
+        """A deletion-vector file this transaction wrote (deleted if it never commits)."""
+        if relative:
+            self._dv_files.append(relative)
 
     def stage_metadata(self, metadata: Metadata) -> None:
         self._ensure_open()
@@ -312,6 +320,16 @@ class Transaction:
         from .ops.optimize import stage_optimize
 
         return stage_optimize(self, where=where, target_size=target_size)
+
+    def reorg(self, where: str | None = None, purge: bool = True) -> dict[str, Any]:
+        """Delta's ``REORG TABLE ... APPLY (PURGE)``: rewrite every file that has a deletion
+        vector (optionally only in the partitions ``where`` selects), so deleted rows are gone
+        from storage too."""
+        from .ops.optimize import stage_optimize
+
+        if not purge:
+            raise ValueError("reorg() only supports purge=True (REORG ... APPLY (PURGE))")
+        return stage_optimize(self, where=where, purge_only=True)
 
     def set_properties(self, properties: dict[str, Any]) -> None:
         from .ops.properties import stage_set_properties
@@ -372,6 +390,14 @@ class Transaction:
             table_isolation_level(self.snapshot.properties),
             adds=adds, removes=removes, has_non_file_actions=has_non_file, changes_data=changes_data,
         )
+        read_hwm = row_tracking.high_watermark(self.snapshot.domains)
+        domains: tuple = ()
+        if row_tracking.assigns_ids(self.protocol, self.properties):
+            adds, hwm = row_tracking.assign_row_ids(adds, read_hwm, read_hwm, self.read_version + 1)
+            if hwm is not None:
+                domains = (row_tracking.watermark_domain(hwm),)
+        uses_dvs = props.flag(self.properties, props.ENABLE_DELETION_VECTORS, False)
+        row_level = self.row_level.state() if uses_dvs or self.row_level.files or self.row_level.compacted else None
         return TransactionInfo(
             read_version=self.read_version,
             read_set=read_set,
@@ -381,13 +407,15 @@ class Transaction:
             removes=removes,
             metadata=self._metadata,
             protocol=self._protocol,
-            domains=(),
+            domains=domains,
             txns=tuple(self._txns.values()),
             isolation_level=level,
             is_blind_append=blind,
             use_stats=props.flag(self.snapshot.properties, props.USE_STATS, True),
             operation=name,
             txn_id=self.txn_id,
+            row_level=row_level,
+            read_row_id_high_watermark=read_hwm,
         )
 
     def _commit_info(self, info: TransactionInfo) -> dict[str, Any]:
@@ -406,6 +434,8 @@ class Transaction:
             ci["userMetadata"] = self.user_metadata
         ci["engineInfo"] = ENGINE_INFO
         ci["txnId"] = self.txn_id
+        if row_tracking.is_supported(info.protocol or info.read_protocol) and info.adds.num_rows:
+            ci["tags"] = {row_tracking.PRESERVED_TAG: "true"}  # rewritten rows carry their ids
         return ci
 
     def commit(self) -> CommitResult:
@@ -467,6 +497,7 @@ class Transaction:
                     # The bytes name no version: re-encode only when a rebase changed the actions.
                     if prepared is not None:
                         prepared.close()
+                    info = self._write_rebased_dvs(info)
                     commit_info = self._commit_info(info)
                     payload = encode_commit(
                         commit_info,
@@ -512,7 +543,9 @@ class Transaction:
                     if winner.txn_id == self.txn_id:
                         # Our own commit landed but the response was lost: it is done.
                         return self._finish(latest, attempts, info, winners, own=winner, resolved=resolved)
-                    info = check_commit(info, winner)
+                    loaded = load_winner_rows(store, load_request(info.row_level, winner, info.adds),
+                                              self.properties)
+                    info = check_commit(info, winner, loaded)
                     winners.append(winner)
                     resolved += 1
                     latest += 1
@@ -530,6 +563,14 @@ class Transaction:
         )
         own._adds, own._removes = info.adds, info.removes
         return self._finish(version, attempts, info, winners, own=own, resolved=resolved)
+
+    def _write_rebased_dvs(self, info: TransactionInfo) -> TransactionInfo:
+        """Write the DVs a row-level rebase left as bitmaps; the commit then names them."""
+        if info.row_level is None or not info.row_level.pending:
+            return info
+        adds, state, written = write_pending_dvs(self.store, info.adds, info.row_level)
+        self.note_dv_file(written)
+        return info.replace(adds=adds, row_level=state)
 
     def _finish(self, version: int, attempts: int, info: TransactionInfo, winners: list[CommitActions],
                 own: CommitActions, resolved: int) -> CommitResult:
@@ -551,9 +592,12 @@ class Transaction:
             self._state = "aborted"
 
     def _abort_files(self) -> None:
-        adds = self._staged_adds()
-        if adds.num_rows:
-            self.store.delete_files(_decoded(adds["path"]))
+        """Delete what this transaction wrote: its new data files and DV files, never a re-added
+        committed file."""
+        if self._written:
+            self.store.delete_files(_decoded(pa.array(sorted(self._written), pa.string())))
+        if self._dv_files:
+            self.store.delete_files(list(self._dv_files))
 
     def _ensure_open(self) -> None:
         if self._state != "open":

@@ -88,6 +88,26 @@ def file_actions_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Tabl
         raise CorruptLogError(f"a file action in the log has a field of the wrong type ({exc})") from None
 
 
+def removes_for(adds: pa.Table, timestamp_ms: int, data_change: bool = True) -> pa.Table:
+    """Remove actions for the given add rows, columnar (no per-file objects): same path, DV,
+    partition values, size, tags and row-tracking fields, as PROTOCOL.md asks of a remove."""
+    n = adds.num_rows
+    cols = {
+        "path": adds["path"],
+        "deletionTimestamp": pa.array([timestamp_ms] * n, pa.int64()) if n else pa.array([], pa.int64()),
+        "dataChange": pa.array([data_change] * n, pa.bool_()),
+        "extendedFileMetadata": pa.array([True] * n, pa.bool_()),
+        "partitionValues": adds["partitionValues"],
+        "size": adds["size"],
+        "stats": pa.nulls(n, pa.string()),
+        "tags": adds["tags"],
+        "deletionVector": adds["deletionVector"],
+        "baseRowId": adds["baseRowId"],
+        "defaultRowCommitVersion": adds["defaultRowCommitVersion"],
+    }
+    return pa.table(cols, schema=REMOVE_SCHEMA)
+
+
 def file_rows(table: pa.Table) -> list[dict[str, Any]]:
     """Rows of a file-action table as JSON-ready dicts (maps as dicts, nulls dropped).
 

@@ -43,12 +43,17 @@ SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
 SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
     {
         "appendOnly",  # the transaction refuses data-changing removes when delta.appendOnly=true
+        "deletionVectors",  # DML marks rows in DVs (io/deletion_vector_writer.py) when enabled
         "domainMetadata",  # replayed, checkpointed, conflict-checked per domain
+        "rowTracking",  # tables/row_tracking.py assigns and preserves row ids; the checker rebases them
         "timestampNtz",
         "v2Checkpoint",  # write_checkpoint adds checkpointMetadata when the table lists it
         "vacuumProtocolCheck",
     }
 )
+
+#: Features that need others listed too (PROTOCOL.md: row tracking keeps its watermark in a domain).
+FEATURE_DEPENDENCIES: dict[str, tuple[str, ...]] = {"rowTracking": ("domainMetadata",)}
 
 #: Legacy protocol versions and the features they imply (PROTOCOL.md, "Table Features").
 _LEGACY_WRITER_FEATURES: dict[int, tuple[str, ...]] = {
@@ -205,8 +210,6 @@ def check_writable(protocol: Protocol, metadata: Metadata) -> None:
 
 _REFUSED_PROPERTIES = {
     "delta.enableChangeDataFeed": "changeDataFeed",
-    "delta.enableDeletionVectors": "deletionVectors",
-    "delta.enableRowTracking": "rowTracking",
     "delta.enableInCommitTimestamps": "inCommitTimestamp",
     "delta.enableIcebergCompatV1": "icebergCompatV1",
     "delta.enableIcebergCompatV2": "icebergCompatV2",
@@ -233,6 +236,10 @@ def _needed_features(configuration: dict[str, str], schema: pa.Schema) -> list[s
         feature = _REFUSED_FIELD_METADATA.get(key) or ("identityColumns" if key.startswith("delta.identity.") else None)
         if feature:
             raise _unsupported("writer", feature, f"column metadata {key!r} is not supported by deltatx writers")
+    if _true(configuration, "delta.enableDeletionVectors"):
+        needed.append("deletionVectors")
+    if _true(configuration, "delta.enableRowTracking"):
+        needed += ["domainMetadata", "rowTracking"]
     if _has_type(schema, lambda t: pa.types.is_timestamp(t) and t.tz is None):
         needed.append("timestampNtz")
     if configuration.get("delta.checkpointPolicy", "classic").strip().lower() == "v2":
@@ -242,8 +249,9 @@ def _needed_features(configuration: dict[str, str], schema: pa.Schema) -> list[s
             feature = key[len("delta.feature."):]
             if feature not in SUPPORTED_WRITER_FEATURES:
                 raise _unsupported("writer", feature, f"{key} asks for a feature deltatx does not implement")
-            if feature not in needed:
-                needed.append(feature)
+            for f in FEATURE_DEPENDENCIES.get(feature, ()) + (feature,):
+                if f not in needed:
+                    needed.append(f)
     return needed
 
 

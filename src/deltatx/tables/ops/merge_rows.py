@@ -50,6 +50,8 @@ from ...expr import (
 from ...expr.values import plain_type
 from ...io.reader import read_files
 from .merge import NOT_MATCHED_BY_SOURCE, BoundClause, MergePlan
+from ...io.row_metadata import ROW_COMMIT_VERSION, ROW_ID, ROW_INDEX
+from .merge_on_read import mark_changed, materialized, record_read, row_columns, stage_changed_rows, uses_deletion_vectors
 from .rewrite import write_files
 
 if TYPE_CHECKING:
@@ -198,6 +200,9 @@ class MergeExecutor:
         self.source = plan.source
         self.clauses = plan.matched + plan.by_source  # codes 0.. of target-row actions
         self.touched = _EMPTY  # indexes (among the candidate files) of the files rewritten
+        self.on_read = False  # merge-on-read: changed rows go to DVs (set per run)
+        self.meta: list[str] = []  # _metadata.* columns read along (positions, row ids)
+        self.changed: list[np.ndarray] = []  # per touched file, the positions changed (merge-on-read)
         self.metrics: dict[str, Any] = {
             "numSourceRows": self.source.num_rows,
             "numTargetRowsInserted": 0, "numTargetRowsUpdated": 0, "numTargetRowsDeleted": 0,
@@ -270,8 +275,11 @@ class MergeExecutor:
         return self.tx.scan(None if pred == TRUE else pred)[1]
 
     def _read_each(self, files: pa.Table, columns: list[str]) -> list[pa.Table]:
+        names = materialized(self.tx) if any(c.startswith("_metadata.") for c in columns) else None
+
         def one(i: int) -> pa.Table:
-            return read_files(self.tx.store, files.slice(i, 1), self.schema, self.partition_columns, columns=columns)
+            return read_files(self.tx.store, files.slice(i, 1), self.schema, self.partition_columns, columns=columns,
+                              materialized=names)
 
         if files.num_rows == 1:
             return [one(0)]
@@ -343,7 +351,9 @@ class MergeExecutor:
         files = self.candidate_files(eligible)
         need = _names([plan.on] + [c.condition for c in self.clauses], self.ta)
         columns = [n for n in self.schema.names if n in need] or self.schema.names[:1]
-        parts = self._read_each(files, columns) if files is not None and files.num_rows else []
+        self.on_read = uses_deletion_vectors(self.tx)
+        self.meta = row_columns(self.tx, self.on_read)
+        parts = self._read_each(files, columns + self.meta) if files is not None and files.num_rows else []
         counts = np.array([p.num_rows for p in parts], dtype=np.int64)
         n_target = int(counts.sum())
         target = pa.concat_tables(parts) if parts else pa.table({})
@@ -362,6 +372,8 @@ class MergeExecutor:
             _first_clause(plan.by_source, target, unmatched, len(plan.matched), codes)
 
         outputs = self._rewrite(files, parts, columns, counts, codes, source_of) if n_target else []
+        if self.on_read and n_target:
+            self._record_reads(files, parts, counts, codes, pt)
         inserted = self._inserts(ps)
         if inserted is not None:
             outputs.append(inserted)
@@ -407,6 +419,11 @@ class MergeExecutor:
             for name, values in self._set_values(clause, full, positions, row_source[positions]).items():
                 updates.setdefault(name, []).append((positions, values))
         kept = np.flatnonzero(~deleted) if deleted.any() else None
+        updated = np.isin(row_codes, [c for c, clause in enumerate(self.clauses) if clause.action != "delete"])
+        if self.on_read:  # merge-on-read: the changed rows get a DV; only updated rows are written
+            self.changed = [np.asarray(parts[f].column(ROW_INDEX).to_numpy())[codes[starts[f]:starts[f] + counts[f]] >= 0]
+                            for f in touched]
+            kept = np.flatnonzero(updated)
         indexes: dict[tuple[int, ...], pa.Array] = {}  # columns set by the same clauses share one
         jobs = []
         for name in self.schema.names:
@@ -429,18 +446,30 @@ class MergeExecutor:
                 jobs.append(partial(lambda c: c, column))
         with ThreadPoolExecutor(max_workers=_READ_WORKERS) as pool:  # Arrow kernels release the GIL
             columns = list(pool.map(lambda job: job(), jobs))
-        self.metrics["numTargetRowsCopied"] = n - int(deleted.sum()) - self.metrics["numTargetRowsUpdated"]
-        return [pa.Table.from_arrays(columns, schema=self.schema)]
+        copied = 0 if self.on_read else n - int(deleted.sum()) - self.metrics["numTargetRowsUpdated"]
+        self.metrics["numTargetRowsCopied"] = copied
+        out = pa.Table.from_arrays(columns, schema=self.schema)
+        carried = mark_changed(full.select([c for c in full.column_names if c in (ROW_ID, ROW_COMMIT_VERSION)]),
+                               pa.array(updated)) if self.meta else None
+        if carried is not None and carried.num_columns:
+            if kept is not None:
+                carried = carried.take(pa.array(kept, pa.int64()))
+            for field, column in zip(carried.schema, carried.columns):
+                out = out.append_column(field, column)
+        return [out]
 
     def _full_rows(self, files: pa.Table, parts: list[pa.Table], read_columns: list[str],
                    touched: np.ndarray) -> pa.Table:
         """All columns of the touched files: phase 1's columns reused, the others read now."""
         rest = [n for n in self.schema.names if n not in read_columns]
         more = self._read_each(files.take(pa.array(touched, pa.int64())), rest) if rest else []
+        meta = [pa.field(n, parts[touched[0]].schema.field(n).type) for n in self.meta] if len(touched) else []
+        schema = pa.schema(list(self.schema) + meta, metadata=self.schema.metadata)
         tables = []
         for i, f in enumerate(touched):
             cols = [parts[f].column(n) if n in read_columns else more[i].column(n) for n in self.schema.names]
-            tables.append(pa.Table.from_arrays(cols, schema=self.schema))
+            cols += [parts[f].column(m.name) for m in meta]
+            tables.append(pa.Table.from_arrays(cols, schema=schema))
         return pa.concat_tables(tables)
 
     def _is_noop(self, name: str, expr: Expr) -> bool:
@@ -520,16 +549,32 @@ class MergeExecutor:
         return pa.nulls(n, field.type)
 
     # ---- staging -------------------------------------------------------------------------------
+    def _record_reads(self, files: pa.Table, parts: list[pa.Table], counts: np.ndarray, codes: np.ndarray,
+                      pt: np.ndarray) -> None:
+        """Every target file read, row by row: changed rows, and read = rows ON matched."""
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        matched = np.zeros(len(codes), dtype=bool)
+        matched[pt] = True
+        for f, rows in enumerate(parts):
+            span = slice(starts[f], starts[f] + counts[f])
+            positions = np.asarray(rows.column(ROW_INDEX).to_numpy())
+            record_read(self.tx, files, f, rows, changed=positions[codes[span] >= 0],
+                        read=positions[matched[span] | (codes[span] >= 0)])
+
     def _write(self, files: pa.Table | None, outputs: list[pa.Table]) -> None:
         # Removes first: an append-only table refuses them before any data file is written.
         if files is not None and len(self.touched):
             removed = files.take(pa.array(self.touched, pa.int64()))
-            self.tx.stage_removes(removed)
-            self.metrics["numTargetFilesRemoved"] = removed.num_rows
-            self.metrics["numTargetBytesRemoved"] = int(pc.sum(removed["size"]).as_py() or 0)
+            if self.on_read:
+                self.metrics.update(stage_changed_rows(self.tx, removed, self.changed))
+            else:
+                self.tx.stage_removes(removed)
+            self.metrics["numTargetFilesRemoved"] = removed.num_rows if not self.on_read \
+                else self.metrics.pop("numRemovedFiles")
+            self.metrics["numTargetBytesRemoved"] = int(pc.sum(removed["size"]).as_py() or 0) if not self.on_read else 0
         data = [t for t in outputs if t.num_rows]
         if data:
-            adds = write_files(self.tx, pa.concat_tables(data))
+            adds = write_files(self.tx, pa.concat_tables(data, promote_options="default"))
             self.tx.stage_adds(adds)
             self.metrics["numTargetFilesAdded"] = adds.num_rows
             self.metrics["numTargetBytesAdded"] = int(pc.sum(adds["size"]).as_py() or 0)

@@ -15,6 +15,7 @@ compacts: those are its read (a concurrent DELETE/UPDATE of one of them is a con
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -42,6 +43,9 @@ from ...io.grouping import group_codes
 from ...io.reader import parse_partition_values, read_files
 from ...io.writer import WriteOptions, write_data_files
 from .. import properties as props
+from ...io.deletion_vector_writer import load_bitmap
+from ...io.row_metadata import FILE_PATH, ROW_ID, ROW_INDEX
+from .merge_on_read import materialized, physical, row_columns, uses_deletion_vectors
 from .rewrite import write_options
 
 if TYPE_CHECKING:
@@ -86,15 +90,25 @@ def _partition_codes(files: pa.Table, partition_columns: list[str]) -> np.ndarra
     return group_codes(_partition_strings(files, partition_columns)).to_numpy(zero_copy_only=False)
 
 
-def plan_bins(files: pa.Table, partition_columns: list[str], target_size: int) -> pa.Table:
+def plan_bins(files: pa.Table, partition_columns: list[str], target_size: int,
+              purge: np.ndarray | None = None) -> pa.Table:
     """The small files to compact, with a ``bin`` column (int64); bins of one file are dropped.
 
     Within each partition, files sorted by size are cut wherever the running total crosses a
-    multiple of ``target_size``: every bin stays under ``target_size`` plus one file.
+    multiple of ``target_size``: every bin stays under ``target_size`` plus one file. Files
+    marked in ``purge`` (their deletion vectors must go) are taken whatever their size, and a
+    bin holding one of them is kept even alone.
     """
     sizes = files["size"].to_numpy()
     small = sizes < target_size
-    files = files.filter(pa.array(small))
+    if purge is not None:
+        small |= purge
+        files, purge = files.filter(pa.array(small)), purge[small]
+        sizes = files["size"].to_numpy()
+        if files.num_rows == 1 and purge.any():
+            return files.append_column("bin", pa.array([0], pa.int64()))
+    else:
+        files = files.filter(pa.array(small))
     if files.num_rows < 2:
         files = files.slice(0, 0)  # a lone small file has nothing to be compacted with
         return files.append_column("bin", pa.array([], pa.int64()))
@@ -111,7 +125,31 @@ def plan_bins(files: pa.Table, partition_columns: list[str], target_size: int) -
     bins = codes * (int(bin_in_partition.max()) + 1) + bin_in_partition
     _, inverse, counts = np.unique(bins, return_inverse=True, return_counts=True)
     keep = counts[inverse] >= 2
+    if purge is not None:
+        purge = purge[order]
+        has_purge = np.zeros(len(counts), dtype=bool)
+        np.logical_or.at(has_purge, inverse, purge)
+        keep |= has_purge[inverse]
     return files.append_column("bin", pa.array(inverse.astype(np.int64))).filter(pa.array(keep))
+
+
+#: Delta's ``delta.optimize.maxDeletedRowsRatio``: OPTIMIZE also rewrites a file of any size
+#: whose deletion vector deletes more than this share of its rows
+MAX_DELETED_ROWS_RATIO = 0.05
+
+
+def _dv_files(files: pa.Table, all_with_dv: bool) -> np.ndarray:
+    """Files whose DV must be purged: every file with one (REORG), or those over the ratio."""
+    dv = files.column("deletionVector")
+    has = pc.is_valid(dv).to_numpy(zero_copy_only=False)
+    if all_with_dv or not has.any():
+        return has
+    from ...txnlog.row_tracking import physical_records
+
+    deleted = pc.fill_null(pc.struct_field(dv, "cardinality"), 0).to_numpy(zero_copy_only=False)
+    records = np.where(has, 0, 1).astype(np.int64)
+    records[has] = physical_records(files.filter(pa.array(has)))
+    return has & (deleted > MAX_DELETED_ROWS_RATIO * np.maximum(records, 1))
 
 
 def _write_options(tx: "Transaction") -> WriteOptions:
@@ -122,8 +160,13 @@ def _write_options(tx: "Transaction") -> WriteOptions:
     return opts
 
 
-def stage_optimize(tx: "Transaction", where: str | None = None, target_size: int | None = None) -> dict[str, Any]:
-    """Compact small files (optionally only in the partitions ``where`` selects); returns metrics."""
+def stage_optimize(tx: "Transaction", where: str | None = None, target_size: int | None = None,
+                   purge_only: bool = False) -> dict[str, Any]:
+    """Compact small files (optionally only in the partitions ``where`` selects); returns metrics.
+
+    Files whose deletion vectors delete many rows are rewritten too (their DVs purged).
+    ``purge_only`` is REORG ... APPLY (PURGE): rewrite exactly the files that have a DV.
+    """
     started = time.perf_counter()
     schema, partition_columns = tx.schema, tx.partition_columns
     target = target_file_size(tx.properties, target_size)
@@ -140,7 +183,12 @@ def stage_optimize(tx: "Transaction", where: str | None = None, target_size: int
         if files.num_rows:
             files = files.filter(files_matching(pred, files, schema, partition_columns, use_stats=False))
     considered = files.num_rows
-    planned = plan_bins(files, partition_columns, target)
+    purge = _dv_files(files, purge_only) if files.num_rows else None
+    if purge_only:
+        files, purge = files.filter(pa.array(purge)), None
+        planned = plan_bins(files, partition_columns, _HUGE, np.ones(files.num_rows, dtype=bool))
+    else:
+        planned = plan_bins(files, partition_columns, target, purge)
     compacted = planned.drop_columns(["bin"])
     # The read is the compacted files themselves (by path): without a where=, FALSE rather than
     # "the whole table", so that concurrent changes to files it does not touch never conflict.
@@ -150,6 +198,8 @@ def stage_optimize(tx: "Transaction", where: str | None = None, target_size: int
     if compacted.num_rows:
         tx.stage_removes(compacted, data_change=False)
         tx.stage_adds(adds)
+        if uses_deletion_vectors(tx):
+            tx.row_level.note_compaction_output(adds.column("path").to_pylist())
     removed_bytes = int(pc.sum(compacted["size"]).as_py() or 0) if compacted.num_rows else 0
     added_bytes = int(pc.sum(adds["size"]).as_py() or 0) if adds.num_rows else 0
     partitions = len(np.unique(_partition_codes(compacted, partition_columns))) if compacted.num_rows else 0
@@ -164,10 +214,15 @@ def stage_optimize(tx: "Transaction", where: str | None = None, target_size: int
         "numBatches": len(pc.unique(planned["bin"])) if planned.num_rows else 0,
         "totalConsideredFiles": considered,
         "totalFilesSkipped": considered - compacted.num_rows,
+        "numDeletionVectorsRemoved": int(pc.sum(pc.is_valid(compacted["deletionVector"])).as_py() or 0)
+        if compacted.num_rows else 0,
         "executionTimeMs": int((time.perf_counter() - started) * 1000),
     }
     params = {"predicate": [str(pred)] if pred is not None else [], "targetSize": target}
-    tx.note_operation("OPTIMIZE", params, metrics, changes_data=False)
+    if purge_only:
+        tx.note_operation("REORG", {"predicate": params["predicate"], "applyPurge": True}, metrics, changes_data=False)
+    else:
+        tx.note_operation("OPTIMIZE", params, metrics, changes_data=False)
     return metrics
 
 
@@ -182,11 +237,21 @@ def _compact(tx: "Transaction", planned: pa.Table) -> pa.Table:
     bounds = np.flatnonzero(np.r_[True, bin_ids[order][1:] != bin_ids[order][:-1], True])
     groups = [order[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1)]
     schema, partition_columns, options = tx.schema, tx.partition_columns, _write_options(tx)
+    record = uses_deletion_vectors(tx)
+    meta = ([ROW_INDEX, FILE_PATH] if record else []) + row_columns(tx, False)
+    names = materialized(tx) if meta else None
 
     def one(rows_of_bin: np.ndarray) -> pa.Table:
         files = planned.take(pa.array(rows_of_bin))
-        data = read_files(tx.store, files, schema, partition_columns)
-        return write_data_files(tx.store, data, schema, partition_columns, options, data_change=False)
+        data = read_files(tx.store, files, schema, partition_columns,
+                          columns=schema.names + meta if meta else None, materialized=names)
+        if record:
+            _record_sources(tx, files, data)
+        file_schema, opts = schema, options
+        if meta:
+            data, file_schema, unindexed = physical(tx, data)
+            opts = dataclasses.replace(options, unindexed_columns=unindexed)
+        return write_data_files(tx.store, data, file_schema, partition_columns, opts, data_change=False)
 
     with ThreadPoolExecutor(max_workers=_PARALLEL_BINS) as pool:
         futures = [pool.submit(one, g) for g in groups]
@@ -197,6 +262,21 @@ def _compact(tx: "Transaction", planned: pa.Table) -> pa.Table:
             tx.store.delete_files(_decoded_paths(adds))
         raise failed
     return pa.concat_tables(written) if written else FILE_SCHEMA.empty_table()
+
+
+def _record_sources(tx: "Transaction", files: pa.Table, data: pa.Table) -> None:
+    """Each compacted file, row by row (positions and row ids of its live rows): a concurrent DML
+    that deletes some of them is carried over into the new files instead of failing."""
+    paths = data.column(FILE_PATH)
+    for i, path in enumerate(files.column("path").to_pylist()):
+        rows = data.filter(pc.equal(paths, path))
+        positions = rows.column(ROW_INDEX).to_numpy()
+        file = files.slice(i, 1).select([c for c in files.column_names if c != "bin"]).to_pylist()[0]
+        ids = rows.column(ROW_ID) if ROW_ID in rows.column_names else None
+        row_ids = ids.to_numpy(zero_copy_only=False) if ids is not None and ids.null_count == 0 else None
+        base = load_bitmap(tx.store, file["deletionVector"], path)
+        tx.row_level.record(file, base, read=positions, row_positions=positions if row_ids is not None else None,
+                            row_ids=row_ids, compaction=True)
 
 
 def _decoded_paths(adds: pa.Table) -> list[str]:

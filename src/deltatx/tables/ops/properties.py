@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ...txnlog import row_tracking
 from ...txnlog.features import required_protocol
 from .. import properties as props
 
@@ -15,6 +16,7 @@ def stage_set_properties(tx: "Transaction", properties: dict[str, Any]) -> None:
     new = props.validate_properties(properties)
     config = dict(tx.metadata.configuration)
     config.update(new)
+    config = row_tracking.with_materialized_names(config)
     protocol = required_protocol(config, tx.schema, tx.protocol)
     stored = props.stored_configuration(config)
     if stored != tx.metadata.configuration:

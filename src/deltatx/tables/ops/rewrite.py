@@ -10,13 +10,25 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Callable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...expr import Expr, matches, references_only
 from ...io.reader import read_files
+from ...io.row_metadata import ROW_INDEX
 from ...io.writer import WriteOptions, write_data_files
 from .. import properties as props
+from .merge_on_read import (
+    drop_metadata,
+    mark_changed,
+    materialized,
+    physical,
+    record_read,
+    row_columns,
+    stage_changed_rows,
+    uses_deletion_vectors,
+)
 
 if TYPE_CHECKING:
     from ..transaction import Transaction
@@ -31,8 +43,14 @@ def write_options(tx: "Transaction") -> WriteOptions:
 
 def write_files(tx: "Transaction", data: pa.Table | pa.RecordBatchReader, schema: pa.Schema | None = None,
                 data_change: bool = True) -> pa.Table:
-    """Write data files for this transaction's table; returns add actions (not yet staged)."""
-    return write_data_files(tx.store, data, schema or tx.schema, tx.partition_columns, write_options(tx),
+    """Write data files for this transaction's table; returns add actions (not yet staged).
+
+    Rows read with ``_metadata.row_id``/``row_commit_version`` keep them in the table's
+    materialized row-tracking columns (merge_on_read.physical)."""
+    options = write_options(tx)
+    if isinstance(data, pa.Table) and any(c.startswith("_metadata.") for c in data.column_names):
+        data, schema, options.unindexed_columns = physical(tx, data)
+    return write_data_files(tx.store, data, schema or tx.schema, tx.partition_columns, options,
                             data_change=data_change)
 
 
@@ -53,10 +71,15 @@ def is_partition_only(pred: Expr, partition_columns: list[str]) -> bool:
     return bool(partition_columns) and references_only(pred, partition_columns)
 
 
-def _read_each(tx: "Transaction", files: pa.Table) -> list[pa.Table]:
-    """Read candidate files one table per file (parallel), as the txn's schema."""
+def _read_each(tx: "Transaction", files: pa.Table, extra: list[str] | None = None) -> list[pa.Table]:
+    """Read candidate files one table per file (parallel), as the txn's schema (plus ``extra``
+    ``_metadata.*`` columns)."""
+    columns = tx.schema.names + extra if extra else None
+    names = materialized(tx) if extra else None
+
     def one(i: int) -> pa.Table:
-        return read_files(tx.store, files.slice(i, 1), tx.schema, tx.partition_columns)
+        return read_files(tx.store, files.slice(i, 1), tx.schema, tx.partition_columns, columns=columns,
+                          materialized=names)
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         return list(pool.map(one, range(files.num_rows)))
@@ -74,9 +97,11 @@ def rewrite_files(tx: "Transaction", pred: Expr | None,
                "numFilesRead": candidates.num_rows}
     if not candidates.num_rows:
         return metrics
+    on_read = uses_deletion_vectors(tx)
     touched: list[int] = []
+    changed: list[np.ndarray] = []
     outputs: list[pa.Table] = []
-    for i, rows in enumerate(_read_each(tx, candidates)):
+    for i, rows in enumerate(_read_each(tx, candidates, row_columns(tx, on_read))):
         if pred is None:
             mask = pa.chunked_array([pa.repeat(pa.scalar(True), rows.num_rows)], pa.bool_())
         else:
@@ -84,19 +109,30 @@ def rewrite_files(tx: "Transaction", pred: Expr | None,
             if not isinstance(mask, pa.ChunkedArray):
                 mask = pa.chunked_array([mask], pa.bool_())
         n = pc.sum(pc.cast(mask, pa.int64())).as_py() or 0
+        positions = rows.column(ROW_INDEX).filter(mask).to_numpy() if on_read else None
+        if on_read:
+            record_read(tx, candidates, i, rows, changed=positions, read=positions)
         if n == 0:
             continue
-        out, affected = transform(rows, mask)
         touched.append(i)
+        if on_read:  # only the changed rows are written again, in their new form
+            matched = mark_changed(rows.filter(mask))
+            out, affected = transform(matched, pa.chunked_array([pa.repeat(pa.scalar(True), n)], pa.bool_()))
+            changed.append(positions)
+        else:
+            out, affected = transform(mark_changed(rows, mask), mask)
+            metrics["numCopiedRows"] += rows.num_rows - affected
         metrics["numAffectedRows"] += affected
-        metrics["numCopiedRows"] += rows.num_rows - affected
         if out.num_rows:
-            outputs.append(out)
+            outputs.append(drop_metadata(out))
     if not touched:
         return metrics
     removed = candidates.take(pa.array(touched, pa.int64()))
-    tx.stage_removes(removed)
-    metrics["numRemovedFiles"] = removed.num_rows
+    if on_read:
+        metrics.update(stage_changed_rows(tx, removed, changed))
+    else:
+        tx.stage_removes(removed)
+        metrics["numRemovedFiles"] = removed.num_rows
     if outputs:
         adds = write_files(tx, pa.concat_tables(outputs))
         tx.stage_adds(adds)

@@ -67,7 +67,11 @@ def apply_assignments(rows: pa.Table, matches: pa.ChunkedArray, assignments: dic
             if not field.nullable and col.null_count:
                 raise SchemaMismatchError(f"UPDATE would set NOT NULL column {field.name!r} to null")
         columns.append(col)
-    return pa.table(columns, schema=schema)
+    out = pa.table(columns, schema=schema)
+    for name in rows.column_names:  # carried-along columns (``_metadata.*``) stay as they are
+        if name not in schema.names:
+            out = out.append_column(rows.schema.field(name), rows.column(name))
+    return out
 
 
 def stage_update(tx: "Transaction", where: str | None, set_: dict[str, str]) -> dict[str, Any]:

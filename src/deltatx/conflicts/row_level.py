@@ -1,0 +1,384 @@
+"""Row-level conflict resolution on deletion-vector tables (pure: everything arrives loaded).
+
+Delta matches a winner's removes against this transaction's files by *path*: two DELETEs that
+mark different rows of one file in deletion vectors still fail. Here each file this transaction
+read or changed through DVs carries its rows (:class:`FileRows`: positions deleted when it read
+the file, positions it changed, positions it read), and a winner that touched the same file is
+compared row by row:
+
+- the winner re-added the file with a larger DV (a merge-on-read DELETE/UPDATE/MERGE): the rows
+  it newly deleted must not be rows this transaction changed (``ConcurrentDeleteDeleteException``)
+  nor, under Serializable, rows it read (``ConcurrentDeleteReadException``); otherwise this
+  transaction rebases: its ``remove`` names the winner's DV, its ``add`` carries the union;
+- the winner rewrote the file without changing data (OPTIMIZE, purge) and the table tracks row
+  ids: the rows this transaction changed are found again by row id in the winner's new files,
+  and its DVs move there;
+- this transaction is the compaction (OPTIMIZE, purge) and the winner deleted rows of a file it
+  compacted: those rows, found by row id in this transaction's new files, get a DV there.
+
+What it cannot resolve it leaves to the file-level checks (``deleted_read``, ``deleted_deleted``),
+which skip only the paths resolved here. The DV bitmaps are rebased in memory
+(``RowLevelState.pending``); the committer writes them before it retries.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping, NoReturn
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyroaring import BitMap64
+
+from ..errors import ConcurrentDeleteDeleteException, ConcurrentDeleteReadException
+from ..isolation import IsolationLevel
+from ..txnlog.actions import CommitActions, removes_for
+
+
+def dv_unique_id(descriptor: Mapping[str, Any] | None) -> str | None:
+    """PROTOCOL.md's ``uniqueId`` of a DV descriptor (None: the file has no DV)."""
+    if descriptor is None:
+        return None
+    offset = descriptor.get("offset")
+    base = f"{descriptor['storageType']}{descriptor['pathOrInlineDv']}"
+    return f"{base}@{offset}" if offset is not None else base
+
+
+@dataclass(frozen=True, eq=False)
+class FileRows:
+    """One data file as this transaction used it, in physical row positions.
+
+    ``row_positions``/``row_ids`` (row-tracking tables) give the row id of every position this
+    transaction read, sorted by position, so rows can be followed into another file.
+    """
+
+    path: str
+    base_dv: Mapping[str, Any] | None
+    base_deleted: BitMap64
+    num_records: int
+    changed: BitMap64 = field(default_factory=BitMap64)
+    read: BitMap64 = field(default_factory=BitMap64)
+    row_positions: np.ndarray | None = None
+    row_ids: np.ndarray | None = None
+
+    def row_ids_at(self, positions: BitMap64) -> np.ndarray | None:
+        """Row ids of ``positions`` (None when this transaction did not read row ids)."""
+        if self.row_ids is None or self.row_positions is None:
+            return None
+        wanted = np.asarray(positions.to_array(), dtype=np.int64)
+        at = np.searchsorted(self.row_positions, wanted)
+        at = np.clip(at, 0, max(len(self.row_positions) - 1, 0))
+        if not len(self.row_positions) or not np.array_equal(self.row_positions[at], wanted):
+            return None
+        return self.row_ids[at]
+
+    def describe_row(self, position: int) -> str:
+        ids = self.row_ids_at(BitMap64([position]))
+        return f"row id {int(ids[0])}" if ids is not None else f"row position {position}"
+
+
+@dataclass(frozen=True, eq=False)
+class RowLevelState:
+    """The row-level part of a transaction, rebased winner by winner.
+
+    - ``files``: the files it read or changed through DVs, by path;
+    - ``compacted``: for a compaction, the source files it rewrote (path -> FileRows with every
+      live row read) and ``compaction_outputs``, the paths of the files it wrote;
+    - ``pending``: adds whose DV is known as a bitmap only; the committer writes them;
+    - ``fixed_row_ids``: paths of files another commit created that this one re-adds (their row
+      ids must never be reassigned);
+    - ``resolved``: (winner version, paths) settled here for that winner — the file-level checks
+      skip them.
+    """
+
+    files: Mapping[str, FileRows] = field(default_factory=dict)
+    compacted: Mapping[str, FileRows] = field(default_factory=dict)
+    compaction_outputs: tuple[str, ...] = ()
+    pending: Mapping[str, BitMap64] = field(default_factory=dict)
+    fixed_row_ids: frozenset[str] = frozenset()
+    resolved: tuple[int, frozenset[str]] = (-1, frozenset())
+
+    def resolved_for(self, version: int) -> frozenset[str]:
+        return self.resolved[1] if self.resolved[0] == version else frozenset()
+
+    def replace(self, **changes: Any) -> "RowLevelState":
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True, eq=False)
+class WinnerRows:
+    """What the committer loaded for one winner before checking it (the checker does no I/O).
+
+    ``bitmaps``: decoded DVs, keyed by (path, uniqueId); ``row_ids``: the row id of every
+    physical position of some data files (the winner's new files, or this transaction's own).
+    """
+
+    bitmaps: Mapping[tuple[str, str], BitMap64] = field(default_factory=dict)
+    row_ids: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+
+NO_ROWS = WinnerRows()
+
+
+# --------------------------------------------------------------------------------------------
+# What the loader must fetch (pure: decided here, fetched by the committer)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoadRequest:
+    """DVs (path, descriptor) and row-id columns (add rows) the checker will need for a winner."""
+
+    dvs: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    row_id_files: pa.Table | None = None
+
+
+def _by_path(table: pa.Table) -> dict[str, int]:
+    return {p: i for i, p in enumerate(table.column("path").to_pylist())}
+
+
+def load_request(state: RowLevelState | None, winner: CommitActions, own_adds: pa.Table) -> LoadRequest | None:
+    """Which of the winner's DVs and which files' row ids the row-level check will read."""
+    if state is None or (not state.files and not state.compacted) or winner.removes.num_rows == 0:
+        return None
+    removed = set(winner.removes.column("path").to_pylist())
+    mine = (set(state.files) | set(state.compacted)) & removed
+    if not mine:
+        return None
+    readds = _by_path(winner.adds)
+    dvs = winner.adds.column("deletionVector")
+    wanted: list[tuple[str, Mapping[str, Any]]] = []
+    row_id_files: list[pa.Table] = []
+    needs_winner_ids = needs_own_ids = False
+    for path in mine:
+        i = readds.get(path)
+        descriptor = dvs[i].as_py() if i is not None else None
+        if descriptor is not None:
+            wanted.append((path, descriptor))
+        if path in state.files and i is None and state.files[path].changed:
+            needs_winner_ids = True
+        if path in state.compacted:
+            needs_own_ids = True
+    if needs_winner_ids:
+        new_files = winner.adds.filter(pc.invert(pc.is_in(winner.adds["path"], value_set=pa.array(list(removed)))))
+        row_id_files.append(new_files)
+    if needs_own_ids and state.compaction_outputs:
+        row_id_files.append(own_adds.filter(pc.is_in(own_adds["path"], value_set=pa.array(list(state.compaction_outputs)))))
+    files = pa.concat_tables(row_id_files) if row_id_files else None
+    return LoadRequest(dvs=tuple(wanted), row_id_files=files)
+
+
+# --------------------------------------------------------------------------------------------
+# The check
+# --------------------------------------------------------------------------------------------
+
+
+def _raise(cls: type, summary: str, winner: CommitActions, conflict: str) -> NoReturn:
+    raise cls(summary, version=winner.version, operation=winner.operation, commit_info=winner.commit_info,
+              conflict=conflict)
+
+
+def _first(bitmap: BitMap64) -> int:
+    return int(bitmap.min())
+
+
+@dataclass
+class _Rebase:
+    """Mutable scratch of one resolution; frozen back into the TransactionInfo at the end."""
+
+    adds: pa.Table
+    removes: pa.Table
+    files: dict[str, FileRows]
+    compacted: dict[str, FileRows]
+    pending: dict[str, BitMap64]
+    fixed: set[str]
+    compaction_outputs: tuple[str, ...]
+    drop_adds: set[str] = field(default_factory=set)
+    drop_removes: set[str] = field(default_factory=set)
+    remove_dv: dict[str, Any] = field(default_factory=dict)  # path -> the DV our remove must name
+    extra: list[pa.Table] = field(default_factory=list)  # winner files this transaction now changes
+
+
+def resolve_row_level(txn: Any, winner: CommitActions, loaded: WinnerRows = NO_ROWS) -> Any:
+    """Settle, row by row, the files both this transaction and the winner changed (see module)."""
+    state: RowLevelState | None = txn.row_level
+    if state is None or winner.removes.num_rows == 0 or (not state.files and not state.compacted):
+        return txn
+    w_removes = _by_path(winner.removes)
+    mine = (set(state.files) | set(state.compacted)) & set(w_removes)
+    if not mine:
+        return txn
+    w_adds = _by_path(winner.adds)
+    w_remove_dvs = winner.removes.column("deletionVector")
+    w_add_dvs = winner.adds.column("deletionVector")
+    serializable = txn.isolation_level is IsolationLevel.SERIALIZABLE
+    work = _Rebase(txn.adds, txn.removes, dict(state.files), dict(state.compacted), dict(state.pending),
+                   set(state.fixed_row_ids), state.compaction_outputs)
+    resolved: set[str] = set()
+    for path in sorted(mine):
+        fr = work.files.get(path) or work.compacted.get(path)
+        assert fr is not None
+        if dv_unique_id(w_remove_dvs[w_removes[path]].as_py()) != dv_unique_id(fr.base_dv):
+            continue  # the winner removed another version of the file than ours: file level decides
+        i = w_adds.get(path)
+        w_dv = w_add_dvs[i].as_py() if i is not None else None
+        if path in work.compacted:
+            if _rebase_compaction(work, fr, winner, i, w_dv, loaded):
+                resolved.add(path)
+            continue
+        if i is not None and w_dv is not None:
+            w_new = loaded.bitmaps.get((path, dv_unique_id(w_dv)))
+            if w_new is None:
+                continue
+            w_deleted = w_new - fr.base_deleted
+            overlap = w_deleted & fr.changed
+            if overlap:
+                _raise(ConcurrentDeleteDeleteException,
+                       f"the concurrent {winner.operation or 'commit'} deleted or updated a row this "
+                       f"{txn.operation} also deletes or updates ({fr.describe_row(_first(overlap))} of file {path}).",
+                       winner, f"file {path}, {fr.describe_row(_first(overlap))}")
+            if serializable and w_deleted & fr.read:
+                position = _first(w_deleted & fr.read)
+                _raise(ConcurrentDeleteReadException,
+                       f"the concurrent {winner.operation or 'commit'} deleted a row this {txn.operation} "
+                       f"read ({fr.describe_row(position)} of file {path}).",
+                       winner, f"file {path}, {fr.describe_row(position)}")
+            _rebase_onto_dv(work, fr, path, w_dv, w_new)
+            resolved.add(path)
+        elif i is None and _moved_without_change(winner, w_removes[path]):
+            if not fr.changed:
+                work.files.pop(path)
+                resolved.add(path)
+            elif _follow_rows(work, fr, path, winner, loaded):
+                resolved.add(path)
+    if not resolved:
+        return txn
+    return _frozen(txn, work, winner.version, resolved)
+
+
+def _moved_without_change(winner: CommitActions, index: int) -> bool:
+    dc = winner.removes.column("dataChange")[index].as_py()
+    return dc is False
+
+
+def _rebase_onto_dv(work: _Rebase, fr: FileRows, path: str, w_dv: Mapping[str, Any], w_new: BitMap64) -> None:
+    """This transaction's changes to ``path`` now apply on top of the winner's DV."""
+    if fr.changed:
+        union = w_new | fr.changed | fr.base_deleted
+        work.remove_dv[path] = w_dv
+        if len(union) >= fr.num_records:
+            work.drop_adds.add(path)
+            work.pending.pop(path, None)
+        else:
+            work.pending[path] = union
+    work.files[path] = dataclasses.replace(fr, base_dv=w_dv, base_deleted=w_new)
+
+
+def _follow_rows(work: _Rebase, fr: FileRows, path: str, winner: CommitActions, loaded: WinnerRows) -> bool:
+    """The winner rewrote ``path`` without changing data: move this transaction's DV onto the
+    winner's new files by row id. False when the rows cannot be found (file level decides)."""
+    ids = fr.row_ids_at(fr.changed)
+    if ids is None:
+        return False
+    new_files = winner.adds.filter(pc.invert(pc.is_in(winner.adds["path"], value_set=winner.removes["path"])))
+    remaining = np.unique(ids)
+    targets: list[tuple[int, BitMap64]] = []
+    for j, new_path in enumerate(new_files.column("path").to_pylist()):
+        row_ids = loaded.row_ids.get(new_path)
+        if row_ids is None:
+            return False
+        hit = np.flatnonzero(np.isin(row_ids, remaining, assume_unique=False))
+        if len(hit):
+            targets.append((j, BitMap64(hit.tolist())))
+            remaining = np.setdiff1d(remaining, row_ids[hit], assume_unique=False)
+    if len(remaining):
+        return False  # some rows are gone: they were deleted by someone -> file-level conflict
+    work.drop_adds.add(path)
+    work.drop_removes.add(path)
+    work.pending.pop(path, None)
+    work.files.pop(path)
+    for j, bitmap in targets:
+        row = new_files.slice(j, 1)
+        new_path = row.column("path")[0].as_py()
+        if row.column("deletionVector")[0].is_valid:
+            return False  # a compaction writes files without DVs; anything else: file level
+        work.fixed.add(new_path)
+        work.extra.append(row)
+        work.pending[new_path] = bitmap
+        work.files[new_path] = FileRows(
+            path=new_path, base_dv=None, base_deleted=BitMap64(), num_records=len(loaded.row_ids[new_path]),
+            changed=bitmap, read=bitmap, row_positions=np.arange(len(loaded.row_ids[new_path]), dtype=np.int64),
+            row_ids=np.asarray(loaded.row_ids[new_path], dtype=np.int64))
+    return True
+
+
+def _rebase_compaction(work: _Rebase, fr: FileRows, winner: CommitActions, readd: int | None,
+                       w_dv: Mapping[str, Any] | None, loaded: WinnerRows) -> bool:
+    """This transaction compacted ``fr``; the winner deleted some (re-add with a larger DV) or all
+    (plain remove) of its rows. Mark those rows deleted in this transaction's new files."""
+    path = fr.path
+    live = BitMap64(fr.row_positions.tolist()) if fr.row_positions is not None else None
+    if live is None:
+        return False
+    if readd is not None:
+        if w_dv is None:
+            return False  # re-added without a DV: a rewrite we cannot follow
+        w_new = loaded.bitmaps.get((path, dv_unique_id(w_dv)))
+        if w_new is None:
+            return False
+        gone = (w_new - fr.base_deleted) & live
+    else:
+        gone = live
+    if gone:
+        ids = fr.row_ids_at(gone)
+        if ids is None:
+            return False
+        for out_path in work.compaction_outputs:
+            row_ids = loaded.row_ids.get(out_path)
+            if row_ids is None:
+                return False
+            hit = np.flatnonzero(np.isin(row_ids, ids))
+            if len(hit):
+                work.pending[out_path] = work.pending.get(out_path, BitMap64()) | BitMap64(hit.tolist())
+    if readd is not None:
+        work.remove_dv[path] = w_dv
+        work.compacted[path] = dataclasses.replace(fr, base_dv=w_dv, base_deleted=fr.base_deleted | gone)
+    else:
+        work.drop_removes.add(path)
+        work.compacted.pop(path)
+    return True
+
+
+def _frozen(txn: Any, work: _Rebase, version: int, resolved: set[str]) -> Any:
+    adds, removes = work.adds, work.removes
+    if work.drop_adds:
+        adds = adds.filter(pc.invert(pc.is_in(adds["path"], value_set=pa.array(sorted(work.drop_adds)))))
+    if work.drop_removes:
+        removes = removes.filter(pc.invert(pc.is_in(removes["path"], value_set=pa.array(sorted(work.drop_removes)))))
+    if work.remove_dv:
+        removes = _set_dvs(removes, work.remove_dv)
+    if work.extra:
+        # the winner's new files this transaction now deletes rows from: remove + re-add (the
+        # committer attaches the pending DV to the re-add)
+        rows = pa.concat_tables(work.extra)
+        rows = rows.set_column(rows.schema.get_field_index("dataChange"), "dataChange",
+                               pa.array([True] * rows.num_rows, pa.bool_()))
+        timestamp = int(pc.max(removes["deletionTimestamp"]).as_py() or 0) if removes.num_rows else 0
+        removes = pa.concat_tables([removes, removes_for(rows, timestamp).cast(removes.schema)])
+        adds = pa.concat_tables([adds, rows.select(adds.schema.names).cast(adds.schema)])
+    state = txn.row_level.replace(files=work.files, compacted=work.compacted, pending=work.pending,
+                                  fixed_row_ids=frozenset(work.fixed), resolved=(version, frozenset(resolved)))
+    return txn.replace(adds=adds, removes=removes, row_level=state)
+
+
+def _set_dvs(table: pa.Table, dvs: Mapping[str, Any]) -> pa.Table:
+    """``deletionVector`` of the rows whose path is in ``dvs`` replaced (columnar, small)."""
+    from ..txnlog.actions import DELETION_VECTOR
+
+    paths = table.column("path").to_pylist()
+    current = table.column("deletionVector").to_pylist()
+    new = [dvs.get(p, c) if p in dvs else c for p, c in zip(paths, current)]
+    return table.set_column(table.schema.get_field_index("deletionVector"), "deletionVector",
+                            pa.array(new, type=DELETION_VECTOR))

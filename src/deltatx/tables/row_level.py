@@ -1,0 +1,163 @@
+"""The transaction side of row-level concurrency: record rows, load a winner's, write rebased DVs.
+
+The conflict checker is pure (:mod:`deltatx.conflicts.row_level`), so everything with I/O lives
+here, around it::
+
+    DML reads a file ──► RowLevelRecorder.record(file, changed/read positions, row ids)
+    commit lost ──► for each winner:
+                       load_winner_rows(store, load_request(...))   (decode DVs, read row-id columns)
+                       check_commit(info, winner, loaded)             (pure: raise or rebase)
+                    ──► write_pending_dvs(...)                        (the rebased bitmaps, one DV file)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyroaring import BitMap64
+
+from ..conflicts.row_level import FileRows, LoadRequest, RowLevelState, WinnerRows, dv_unique_id
+from ..io.deletion_vector_writer import DeletionVectorFile, load_bitmap
+from ..io.paths import data_file_path, decode_path
+from ..io.row_metadata import MaterializedColumns
+from ..txnlog.actions import DELETION_VECTOR
+from ..txnlog.row_tracking import physical_records
+
+if TYPE_CHECKING:
+    from ..txnlog.store import LogStore
+
+
+class RowLevelRecorder:
+    """What a transaction's DML did to each file, row by row (mutable while it stages)."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, FileRows] = {}
+        self.compacted: dict[str, FileRows] = {}
+        self.compaction_outputs: list[str] = []
+
+    def record(self, file: Mapping[str, Any], base_deleted: BitMap64, *, changed: np.ndarray | None = None,
+               read: np.ndarray | None = None, row_positions: np.ndarray | None = None,
+               row_ids: np.ndarray | None = None, compaction: bool = False) -> None:
+        """Note that this transaction read ``file`` (an add row as a dict) and changed/read rows.
+
+        A file recorded twice in one transaction (two statements) accumulates its rows and keeps
+        the DV it was first read with: that is the committed state the commit replaces.
+        """
+        path = file["path"]
+        into = self.compacted if compaction else self.files
+        changed_bm = BitMap64(changed.tolist()) if changed is not None and len(changed) else BitMap64()
+        read_bm = BitMap64(read.tolist()) if read is not None and len(read) else BitMap64()
+        read_bm |= changed_bm
+        previous = into.get(path)
+        if previous is not None:
+            changed_bm |= previous.changed
+            read_bm |= previous.read
+            if row_positions is None:
+                row_positions, row_ids = previous.row_positions, previous.row_ids
+            elif previous.row_positions is not None:
+                row_positions, row_ids = _merge_ids(previous.row_positions, previous.row_ids,
+                                                    row_positions, row_ids)
+            base_dv, base_deleted = previous.base_dv, previous.base_deleted
+        else:
+            base_dv = file.get("deletionVector")
+        n = int(physical_records(pa.table({"path": [path], "stats": [file.get("stats")]}))[0])
+        into[path] = FileRows(path=path, base_dv=base_dv, base_deleted=base_deleted, num_records=n,
+                              changed=changed_bm, read=read_bm, row_positions=row_positions, row_ids=row_ids)
+
+    def note_compaction_output(self, paths: list[str]) -> None:
+        self.compaction_outputs.extend(paths)
+
+    def state(self) -> RowLevelState:
+        return RowLevelState(files=dict(self.files), compacted=dict(self.compacted),
+                             compaction_outputs=tuple(self.compaction_outputs))
+
+
+def _merge_ids(p1: np.ndarray, i1: np.ndarray | None, p2: np.ndarray, i2: np.ndarray | None):
+    if i1 is None or i2 is None:
+        return None, None
+    positions = np.concatenate([p1, p2])
+    ids = np.concatenate([i1, i2])
+    order = np.unique(positions, return_index=True)[1]
+    return positions[order], ids[order]
+
+
+# --------------------------------------------------------------------------------------------
+# Loading what the checker needs for one winner
+# --------------------------------------------------------------------------------------------
+
+
+def load_winner_rows(store: "LogStore", request: LoadRequest | None, configuration: dict[str, str]) -> WinnerRows:
+    """Decode the winner's DVs and read row-id columns the row-level check asked for."""
+    if request is None:
+        return WinnerRows()
+    bitmaps = {(path, dv_unique_id(d)): load_bitmap(store, dict(d), path) for path, d in request.dvs}
+    row_ids: dict[str, np.ndarray] = {}
+    files = request.row_id_files
+    if files is not None and files.num_rows:
+        materialized = MaterializedColumns.from_configuration(configuration)
+        for i in range(files.num_rows):
+            row = files.slice(i, 1)
+            row_ids[row.column("path")[0].as_py()] = file_row_ids(store, row, materialized)
+    return WinnerRows(bitmaps=bitmaps, row_ids=row_ids)
+
+
+def file_row_ids(store: "LogStore", file: pa.Table, materialized: MaterializedColumns) -> np.ndarray:
+    """The row id of every physical row of one data file (materialized column, else baseRowId + i)."""
+    path = file.column("path")[0].as_py()
+    location = data_file_path(store, decode_path(path))
+    base = file.column("baseRowId")[0].as_py()
+    with pq.ParquetFile(location, filesystem=store.arrow_fs) as pf:
+        n = pf.metadata.num_rows
+        column = materialized.row_id
+        stored = pf.read(columns=[column]).column(0) if column and column in pf.schema_arrow.names else None
+    default = np.arange(n, dtype=np.int64) + (base if base is not None else 0)
+    if stored is None:
+        return default
+    values = pc.fill_null(stored, -1).to_numpy().astype(np.int64)
+    return np.where(values >= 0, values, default) if stored.null_count else values
+
+
+# --------------------------------------------------------------------------------------------
+# Writing the rebased DVs
+# --------------------------------------------------------------------------------------------
+
+
+def loose_stats(stats: str | None) -> str | None:
+    """The same stats with ``tightBounds: false``: min/max may now bound deleted rows too."""
+    if not stats:
+        return stats
+    doc = orjson.loads(stats)
+    if doc.get("tightBounds") is False:
+        return stats
+    doc["tightBounds"] = False
+    return orjson.dumps(doc).decode()
+
+
+def with_deletion_vectors(adds: pa.Table, descriptors: Mapping[str, dict[str, Any]]) -> pa.Table:
+    """``adds`` whose rows named in ``descriptors`` carry that DV and loose stats (few rows)."""
+    paths = adds.column("path").to_pylist()
+    hit = [p in descriptors for p in paths]
+    if not any(hit):
+        return adds
+    dvs = adds.column("deletionVector").to_pylist()
+    stats = adds.column("stats").to_pylist()
+    new_dvs = [descriptors[p] if h else d for p, h, d in zip(paths, hit, dvs)]
+    new_stats = [loose_stats(s) if h else s for h, s in zip(hit, stats)]
+    adds = adds.set_column(adds.schema.get_field_index("deletionVector"), "deletionVector",
+                           pa.array(new_dvs, DELETION_VECTOR))
+    return adds.set_column(adds.schema.get_field_index("stats"), "stats", pa.array(new_stats, pa.string()))
+
+
+def write_pending_dvs(store: "LogStore", adds: pa.Table, state: RowLevelState | None) -> tuple[pa.Table, RowLevelState | None, str | None]:
+    """Write the bitmaps the checker rebased (one DV file) and attach them to their adds."""
+    if state is None or not state.pending:
+        return adds, state, None
+    out = DeletionVectorFile(store)
+    descriptors = {path: out.add(bitmap) for path, bitmap in sorted(state.pending.items())}
+    out.write()
+    return with_deletion_vectors(adds, descriptors), state.replace(pending={}), out.written

@@ -1,0 +1,158 @@
+"""Row tracking (PROTOCOL.md "Row Tracking"): the action-level arithmetic, pure and columnar.
+
+Every row of a row-tracking table has a stable id and the version that last changed it:
+
+- a file's rows get ``baseRowId + position`` unless its materialized row-id column holds a value
+  (rows rewritten by UPDATE/MERGE/OPTIMIZE carry their old id there), and
+  ``defaultRowCommitVersion`` unless the materialized commit-version column holds one;
+- fresh ``baseRowId``s are handed out above the table's high-water mark, kept in the
+  ``delta.rowTracking`` domain as ``{"rowIdHighWaterMark": N}``; each file takes ``numRecords``
+  ids (its physical rows, so a deletion vector never frees ids).
+
+The transaction assigns ids when it prepares a commit (:func:`assign_row_ids`), with the version
+it is about to commit; the conflict checker rebases them when it loses the race (Delta's rules
+#7 and #8: ids above the *read* watermark move above the winner's; a
+``defaultRowCommitVersion`` equal to the winner's version moves to the next one). Re-committed
+files (a deletion-vector update re-adds the same path) keep their ids: they are at or below the
+read watermark.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import DeltaTxError
+from .actions import DomainMetadata, Protocol
+
+ROW_TRACKING_DOMAIN = "delta.rowTracking"
+ENABLE_ROW_TRACKING = "delta.enableRowTracking"
+ROW_TRACKING_SUSPENDED = "delta.rowTrackingSuspended"
+MATERIALIZED_ROW_ID = "delta.rowTracking.materializedRowIdColumnName"
+MATERIALIZED_ROW_COMMIT_VERSION = "delta.rowTracking.materializedRowCommitVersionColumnName"
+#: commitInfo tag Delta writes when every row of the commit kept its id
+PRESERVED_TAG = "delta.rowTracking.preserved"
+BACKFILL_OPERATION = "ROW TRACKING BACKFILL"
+
+#: the watermark of a table that never assigned an id
+NO_WATERMARK = -1
+
+
+def is_supported(protocol: Protocol) -> bool:
+    """Writers must assign row ids as soon as the protocol lists ``rowTracking``."""
+    from .features import writer_features
+
+    return "rowTracking" in writer_features(protocol)
+
+
+def is_enabled(configuration: dict[str, str]) -> bool:
+    """Every file has ids (backfill done): readers may rely on them."""
+    return configuration.get(ENABLE_ROW_TRACKING, "false").strip().lower() == "true"
+
+
+def is_suspended(configuration: dict[str, str]) -> bool:
+    return configuration.get(ROW_TRACKING_SUSPENDED, "false").strip().lower() == "true"
+
+
+def assigns_ids(protocol: Protocol, configuration: dict[str, str]) -> bool:
+    return is_supported(protocol) and not is_suspended(configuration)
+
+
+def with_materialized_names(configuration: dict[str, str]) -> dict[str, str]:
+    """The configuration with the materialized column names generated, as Delta does at enablement."""
+    if not is_enabled(configuration):
+        return configuration
+    out = dict(configuration)
+    out.setdefault(MATERIALIZED_ROW_ID, f"_row-id-col-{uuid.uuid4()}")
+    out.setdefault(MATERIALIZED_ROW_COMMIT_VERSION, f"_row-commit-version-col-{uuid.uuid4()}")
+    return out
+
+
+def high_watermark(domains: dict[str, DomainMetadata] | tuple[DomainMetadata, ...] | list[DomainMetadata]) -> int:
+    """``rowIdHighWaterMark`` of the row-tracking domain (NO_WATERMARK when absent or removed)."""
+    found = domains.get(ROW_TRACKING_DOMAIN) if isinstance(domains, dict) else next(
+        (d for d in domains if d.domain == ROW_TRACKING_DOMAIN), None)
+    if found is None or found.removed:
+        return NO_WATERMARK
+    try:
+        return int(orjson.loads(found.configuration)["rowIdHighWaterMark"])
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        from ..errors import CorruptLogError
+
+        raise CorruptLogError(f"the {ROW_TRACKING_DOMAIN} domain has no valid rowIdHighWaterMark: "
+                              f"{found.configuration!r} ({exc})") from None
+
+
+def watermark_domain(hwm: int) -> DomainMetadata:
+    return DomainMetadata(ROW_TRACKING_DOMAIN, orjson.dumps({"rowIdHighWaterMark": hwm}).decode())
+
+
+def physical_records(files: pa.Table) -> np.ndarray:
+    """``numRecords`` of each file (physical rows: a DV does not lower it); required for ids."""
+    if not files.num_rows:
+        return np.empty(0, np.int64)
+    found = pc.extract_regex(pc.fill_null(files["stats"], ""), r'"numRecords":(?P<n>\d+)')
+    nums = pc.struct_field(found, "n")
+    if nums.null_count:
+        first = files["path"][pc.index(pc.is_null(nums), True).as_py()].as_py()
+        raise DeltaTxError(f"cannot assign row ids to {first!r}: its add action has no numRecords statistic")
+    return pc.cast(nums, pa.int64()).to_numpy(zero_copy_only=False)
+
+
+def assign_row_ids(adds: pa.Table, read_hwm: int, start_hwm: int, version: int,
+                   fixed: pa.Array | None = None) -> tuple[pa.Table, int | None]:
+    """Give fresh ``baseRowId``s to the adds that have none or one above ``read_hwm`` (ids this
+    transaction handed out itself), starting above ``start_hwm``; fill a missing
+    ``defaultRowCommitVersion`` with ``version``. ``fixed`` lists paths whose ids never move
+    (files another commit created that this one re-adds with a deletion vector). Returns (adds,
+    new watermark, or None when no id was assigned)."""
+    if not adds.num_rows:
+        return adds, None
+    base = adds["baseRowId"]
+    fresh_mask = pc.fill_null(pc.or_kleene(pc.is_null(base), pc.greater(base, read_hwm)), True)
+    if fixed is not None and len(fixed):
+        fresh_mask = pc.and_(fresh_mask, pc.invert(pc.is_in(adds["path"], value_set=fixed)))
+    fresh = fresh_mask.to_numpy(zero_copy_only=False)
+    out = adds
+    hwm = None
+    if fresh.any():
+        counts = physical_records(adds.filter(pa.array(fresh)))
+        new_base = pc.fill_null(base, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        new_base[fresh] = start_hwm + 1 + np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        out = out.set_column(out.schema.get_field_index("baseRowId"), "baseRowId", pa.array(new_base, pa.int64()))
+        hwm = int(start_hwm + counts.sum())
+    versions = out["defaultRowCommitVersion"]
+    if versions.null_count:
+        out = out.set_column(out.schema.get_field_index("defaultRowCommitVersion"), "defaultRowCommitVersion",
+                             pc.fill_null(versions, pa.scalar(version, pa.int64())))
+    return out, hwm
+
+
+def bump_commit_versions(adds: pa.Table, winner_version: int) -> pa.Table:
+    """Delta's rule #8: adds stamped with the winner's version move to the next one."""
+    if not adds.num_rows:
+        return adds
+    versions = adds["defaultRowCommitVersion"]
+    hit = pc.equal(versions, winner_version)
+    if not pc.any(pc.fill_null(hit, False)).as_py():
+        return adds
+    bumped = pc.if_else(pc.fill_null(hit, False), pa.scalar(winner_version + 1, pa.int64()), versions)
+    return adds.set_column(adds.schema.get_field_index("defaultRowCommitVersion"), "defaultRowCommitVersion", bumped)
+
+
+def copy_row_ids(files: pa.Table, backfilled: pa.Table) -> pa.Table:
+    """Delta's #5: files a winning backfill gave ids take its ``baseRowId`` and
+    ``defaultRowCommitVersion`` (matched by path; only where ours has none)."""
+    if not files.num_rows or not backfilled.num_rows:
+        return files
+    at = pc.index_in(files["path"], value_set=backfilled["path"])
+    if at.null_count == len(at):
+        return files
+    for name in ("baseRowId", "defaultRowCommitVersion"):
+        theirs = pc.take(backfilled[name], at)
+        files = files.set_column(files.schema.get_field_index(name), name, pc.coalesce(files[name], theirs))
+    return files

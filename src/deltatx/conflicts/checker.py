@@ -16,22 +16,25 @@ The checks run in Delta's order (``CHECKS``), one named function each:
                        concurrent protocol change conflicts with ours; a feature removal conflicts.
 2. ``metadata``        both change metadata → conflict; a winner-only change is tolerated only when
                        it adds/changes allow-listed configuration keys (Delta's list).
-3. ``domains``         the same metadata domain written by both → conflict.
+3. ``domains``         the same metadata domain written by both → conflict (not the row-tracking
+                       watermark, which ``row_ids`` reconciles).
 4. ``app_ids``         the winner set a ``txn`` version for an appId we looked up (or write).
-5. ``added_files``     the winner added files our read predicates could have matched. Candidates
+5. ``row_ids``         row tracking (Delta's #5, #7, #8): files a winning backfill gave ids keep
+                       them; ids this transaction handed out (above its read watermark) move above
+                       the winner's watermark; adds stamped with the winner's version move past it.
+6. ``row_level``       files both sides changed through deletion vectors are settled row by row
+                       (:mod:`.row_level`): only a shared row conflicts (checked before added
+                       files, so that a row both changed is reported as that); otherwise rebase
+                       onto the union DV. OPTIMIZE and DML follow each other's rows by row id.
+7. ``added_files``     the winner added files our read predicates could have matched. Candidates
                        depend on the isolation level (S: all adds; WS: adds of non-blind-append
                        winners unless we change metadata; SI: none). With ``use_stats`` a file
                        conflicts only if the *whole* predicate may match it by partition values
-                       and min/max stats; without, Delta's partition-level rule applies.
-   ``row_ids``         (before 5, Delta's #7/#8) row-tracking rebase: ids this transaction handed
-                       out (above its read watermark) move above the winner's watermark; adds
-                       stamped with the winner's version move to the next version.
-6. ``row_level``       files both sides changed through deletion vectors are settled row by row
-                       (:mod:`.row_level`): only a shared row conflicts; otherwise rebase onto the
-                       union DV. OPTIMIZE and DML follow each other's rows by row id.
-7. ``deleted_read``    the winner removed a file we read (by path), or removed anything while we
+                       and min/max stats; without, Delta's partition-level rule applies. On
+                       deletion-vector tables a DV re-add or a compaction's add holds no new rows.
+8. ``deleted_read``    the winner removed a file we read (by path), or removed anything while we
                        read the whole table — except the files ``row_level`` settled.
-8. ``deleted_deleted`` the winner removed a file we also remove (by path) — same exception.
+9. ``deleted_deleted`` the winner removed a file we also remove (by path) — same exception.
 
 The checks take the winner plus what the committer loaded for it (:class:`WinnerRows`: decoded
 DVs, row-id columns); they never read storage themselves.
@@ -322,25 +325,28 @@ def rebase_row_ids(txn: TransactionInfo, winner: CommitActions, loaded: WinnerRo
     if not row_tracking.is_supported(txn.protocol or txn.read_protocol):
         return txn
     adds, removes = txn.adds, txn.removes
+    backfilled = None
     if winner.operation == row_tracking.BACKFILL_OPERATION and winner.adds.num_rows:
         adds = row_tracking.copy_row_ids(adds, winner.adds)
         removes = row_tracking.copy_row_ids(removes, winner.adds)
+        backfilled = winner.adds["path"].combine_chunks()
     if adds.num_rows == 0:
         return txn if removes is txn.removes else txn.replace(removes=removes)
     adds = row_tracking.bump_commit_versions(adds, winner.version)
     domains = txn.domains
+    read_hwm = txn.read_row_id_high_watermark
     winner_hwm = row_tracking.high_watermark(winner.domains)
     if winner_hwm != row_tracking.NO_WATERMARK or adds["baseRowId"].null_count:
-        fixed = pa.array(sorted(txn.row_level.fixed_row_ids), pa.string()) if txn.row_level is not None else None
-        start = max(winner_hwm, txn.read_row_id_high_watermark)
-        adds, hwm = row_tracking.assign_row_ids(adds, txn.read_row_id_high_watermark, start, winner.version + 1,
-                                                fixed)
+        start = max(winner_hwm, read_hwm)
+        adds, hwm = row_tracking.assign_row_ids(adds, read_hwm, start, winner.version + 1, backfilled)
         if hwm is not None:
             others = tuple(d for d in domains if d.domain != row_tracking.ROW_TRACKING_DOMAIN)
             domains = (row_tracking.watermark_domain(hwm),) + others
-    if adds is txn.adds and domains is txn.domains and removes is txn.removes:
+        # every id up to the winner's watermark is someone else's (or copied from them) now
+        read_hwm = max(read_hwm, winner_hwm)
+    if adds is txn.adds and domains is txn.domains and removes is txn.removes and read_hwm == txn.read_row_id_high_watermark:
         return txn
-    return txn.replace(adds=adds, removes=removes, domains=domains)
+    return txn.replace(adds=adds, removes=removes, domains=domains, read_row_id_high_watermark=read_hwm)
 
 
 def check_deleted_files_vs_read_files(txn: TransactionInfo, winner: CommitActions,
@@ -399,8 +405,8 @@ CHECKS: list[tuple[str, Check]] = [
     ("domains", check_domain_metadata),
     ("app_ids", check_app_transaction_ids),
     ("row_ids", rebase_row_ids),
-    ("added_files", check_added_files_vs_read_predicates),
     ("row_level", check_row_level_changes),
+    ("added_files", check_added_files_vs_read_predicates),
     ("deleted_read", check_deleted_files_vs_read_files),
     ("deleted_deleted", check_deleted_files_vs_deleted_files),
 ]

@@ -87,8 +87,6 @@ class RowLevelState:
     - ``compacted``: for a compaction, the source files it rewrote (path -> FileRows with every
       live row read) and ``compaction_outputs``, the paths of the files it wrote;
     - ``pending``: adds whose DV is known as a bitmap only; the committer writes them;
-    - ``fixed_row_ids``: paths of files another commit created that this one re-adds (their row
-      ids must never be reassigned);
     - ``resolved``: (winner version, paths) settled here for that winner — the file-level checks
       skip them.
     """
@@ -97,7 +95,6 @@ class RowLevelState:
     compacted: Mapping[str, FileRows] = field(default_factory=dict)
     compaction_outputs: tuple[str, ...] = ()
     pending: Mapping[str, BitMap64] = field(default_factory=dict)
-    fixed_row_ids: frozenset[str] = frozenset()
     resolved: tuple[int, frozenset[str]] = (-1, frozenset())
 
     def resolved_for(self, version: int) -> frozenset[str]:
@@ -193,7 +190,6 @@ class _Rebase:
     files: dict[str, FileRows]
     compacted: dict[str, FileRows]
     pending: dict[str, BitMap64]
-    fixed: set[str]
     compaction_outputs: tuple[str, ...]
     drop_adds: set[str] = field(default_factory=set)
     drop_removes: set[str] = field(default_factory=set)
@@ -215,7 +211,7 @@ def resolve_row_level(txn: Any, winner: CommitActions, loaded: WinnerRows = NO_R
     w_add_dvs = winner.adds.column("deletionVector")
     serializable = txn.isolation_level is IsolationLevel.SERIALIZABLE
     work = _Rebase(txn.adds, txn.removes, dict(state.files), dict(state.compacted), dict(state.pending),
-                   set(state.fixed_row_ids), state.compaction_outputs)
+                   state.compaction_outputs)
     resolved: set[str] = set()
     for path in sorted(mine):
         fr = work.files.get(path) or work.compacted.get(path)
@@ -304,7 +300,6 @@ def _follow_rows(work: _Rebase, fr: FileRows, path: str, winner: CommitActions, 
         new_path = row.column("path")[0].as_py()
         if row.column("deletionVector")[0].is_valid:
             return False  # a compaction writes files without DVs; anything else: file level
-        work.fixed.add(new_path)
         work.extra.append(row)
         work.pending[new_path] = bitmap
         work.files[new_path] = FileRows(
@@ -369,7 +364,7 @@ def _frozen(txn: Any, work: _Rebase, version: int, resolved: set[str]) -> Any:
         removes = pa.concat_tables([removes, removes_for(rows, timestamp).cast(removes.schema)])
         adds = pa.concat_tables([adds, rows.select(adds.schema.names).cast(adds.schema)])
     state = txn.row_level.replace(files=work.files, compacted=work.compacted, pending=work.pending,
-                                  fixed_row_ids=frozenset(work.fixed), resolved=(version, frozenset(resolved)))
+                                  resolved=(version, frozenset(resolved)))
     return txn.replace(adds=adds, removes=removes, row_level=state)
 
 

@@ -157,7 +157,14 @@ def write_pending_dvs(store: "LogStore", adds: pa.Table, state: RowLevelState | 
     """Write the bitmaps the checker rebased (one DV file) and attach them to their adds."""
     if state is None or not state.pending:
         return adds, state, None
+    pending = adds.filter(pc.is_in(adds["path"], value_set=pa.array(sorted(state.pending), pa.string())))
+    counts = dict(zip(pending.column("path").to_pylist(), physical_records(pending).tolist()))
+    # a file whose every row is now deleted is not added at all (e.g. a compaction's output whose
+    # source rows a concurrent compaction already moved)
+    empty = [path for path, bitmap in state.pending.items() if len(bitmap) >= counts.get(path, len(bitmap) + 1)]
+    if empty:
+        adds = adds.filter(pc.invert(pc.is_in(adds["path"], value_set=pa.array(sorted(empty), pa.string()))))
     out = DeletionVectorFile(store)
-    descriptors = {path: out.add(bitmap) for path, bitmap in sorted(state.pending.items())}
+    descriptors = {path: out.add(bitmap) for path, bitmap in sorted(state.pending.items()) if path not in empty}
     out.write()
     return with_deletion_vectors(adds, descriptors), state.replace(pending={}), out.written

@@ -189,13 +189,28 @@ class Transaction:
         return pred, files
 
     def read(self, where: str | None = None, columns: list[str] | None = None) -> pa.Table:
-        """Rows as of the pinned snapshot (plus this txn's own writes); records the read."""
+        """Rows as of the pinned snapshot (plus this txn's own writes); records the read.
+
+        On a deletion-vector table the rows read are recorded too (by file and position): under
+        Serializable a concurrent DELETE of one of them is a conflict, of any other row not.
+        """
         from ..expr import to_arrow
         from ..io.reader import read_files
+        from ..io.row_metadata import FILE_PATH, ROW_ID, ROW_INDEX, MaterializedColumns
+        from .ops.merge_on_read import record_reads_by_file, tracks_rows, uses_deletion_vectors
 
         pred, files = self.scan(where)
-        return read_files(self.store, files, self.schema, self.partition_columns, columns=columns,
-                          filter=to_arrow(pred) if pred is not None else None)
+        row_filter = to_arrow(pred) if pred is not None else None
+        materialized = MaterializedColumns.from_configuration(self.properties)
+        if not uses_deletion_vectors(self) or not files.num_rows:
+            return read_files(self.store, files, self.schema, self.partition_columns, columns=columns,
+                              filter=row_filter, materialized=materialized)
+        wanted = list(columns) if columns is not None else self.schema.names
+        extra = [c for c in (ROW_INDEX, FILE_PATH) + ((ROW_ID,) if tracks_rows(self) else ()) if c not in wanted]
+        rows = read_files(self.store, files, self.schema, self.partition_columns, columns=wanted + extra,
+                          filter=row_filter, materialized=materialized)
+        record_reads_by_file(self, files, rows)
+        return rows.drop_columns(extra) if extra else rows
 
     def app_version(self, app_id: str) -> int | None:
         """The last committed version of ``app_id`` (records the dependency, like Delta's txnVersion)."""
@@ -557,12 +572,31 @@ class Transaction:
             if prepared is not None:
                 prepared.close()
         phases.reached("published", txn_id=self.txn_id, version=version, attempt=attempts)
+        self._drop_unreferenced(info.adds)
         own = CommitActions(
             version=version, commit_info=commit_info, protocol=info.protocol, metadata=info.metadata,
             txns=list(info.txns), domains=list(info.domains),
         )
         own._adds, own._removes = info.adds, info.removes
         return self._finish(version, attempts, info, winners, own=own, resolved=resolved)
+
+    def _drop_unreferenced(self, adds: pa.Table) -> None:
+        """After the commit landed: delete what this transaction wrote that a rebase dropped (a
+        compaction output whose rows were moved already, a superseded DV file). Best effort."""
+        from ..io.deletion_vectors import dv_file_relative_path
+
+        committed = set(adds.column("path").to_pylist())
+        stale = sorted(self._written - committed)
+        used = {dv_file_relative_path(d["pathOrInlineDv"]) for d in adds.column("deletionVector").to_pylist()
+                if d is not None and d["storageType"] == "u"}
+        stale_dvs = [f for f in self._dv_files if f not in used]
+        try:
+            if stale:
+                self.store.delete_files(_decoded(pa.array(stale, pa.string())))
+            if stale_dvs:
+                self.store.delete_files(stale_dvs)
+        except OSError:
+            pass  # an orphan is harmless: VACUUM removes it after the retention period
 
     def _write_rebased_dvs(self, info: TransactionInfo) -> TransactionInfo:
         """Write the DVs a row-level rebase left as bitmaps; the commit then names them."""

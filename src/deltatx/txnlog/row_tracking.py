@@ -104,18 +104,17 @@ def physical_records(files: pa.Table) -> np.ndarray:
 
 
 def assign_row_ids(adds: pa.Table, read_hwm: int, start_hwm: int, version: int,
-                   fixed: pa.Array | None = None) -> tuple[pa.Table, int | None]:
+                   keep: pa.Array | None = None) -> tuple[pa.Table, int | None]:
     """Give fresh ``baseRowId``s to the adds that have none or one above ``read_hwm`` (ids this
     transaction handed out itself), starting above ``start_hwm``; fill a missing
-    ``defaultRowCommitVersion`` with ``version``. ``fixed`` lists paths whose ids never move
-    (files another commit created that this one re-adds with a deletion vector). Returns (adds,
-    new watermark, or None when no id was assigned)."""
+    ``defaultRowCommitVersion`` with ``version``. ``keep`` names paths whose ids stay (ids a
+    winning backfill gave). Returns (adds, new watermark, or None when no id was assigned)."""
     if not adds.num_rows:
         return adds, None
     base = adds["baseRowId"]
     fresh_mask = pc.fill_null(pc.or_kleene(pc.is_null(base), pc.greater(base, read_hwm)), True)
-    if fixed is not None and len(fixed):
-        fresh_mask = pc.and_(fresh_mask, pc.invert(pc.is_in(adds["path"], value_set=fixed)))
+    if keep is not None and len(keep):
+        fresh_mask = pc.and_(fresh_mask, pc.invert(pc.is_in(adds["path"], value_set=keep)))
     fresh = fresh_mask.to_numpy(zero_copy_only=False)
     out = adds
     hwm = None

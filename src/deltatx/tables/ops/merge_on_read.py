@@ -104,6 +104,22 @@ def record_read(tx: "Transaction", files: pa.Table, index: int, rows: pa.Table,
                         row_positions=positions if row_ids is not None else None, row_ids=row_ids)
 
 
+def record_reads_by_file(tx: "Transaction", files: pa.Table, rows: pa.Table) -> None:
+    """Record every file of ``files`` as read, with the positions of its rows in ``rows``
+    (which carries ``_metadata.file_path`` and ``_metadata.row_index``)."""
+    paths = rows.column(FILE_PATH)
+    for i, path in enumerate(files.column("path").to_pylist()):
+        mine = rows.filter(pc.equal(paths, path)) if rows.num_rows else rows
+        positions = mine.column(ROW_INDEX).to_numpy()
+        ids = mine.column(ROW_ID) if ROW_ID in mine.column_names else None
+        row_ids = ids.to_numpy(zero_copy_only=False) if ids is not None and ids.null_count == 0 else None
+        order = np.argsort(positions, kind="stable")
+        file = files.slice(i, 1).to_pylist()[0]
+        tx.row_level.record(file, load_bitmap(tx.store, file["deletionVector"], path), read=positions,
+                            row_positions=positions[order] if row_ids is not None else None,
+                            row_ids=row_ids[order] if row_ids is not None else None)
+
+
 def stage_changed_rows(tx: "Transaction", files: pa.Table, changed: list[np.ndarray]) -> dict[str, int]:
     """Mark ``changed[i]`` (physical positions) deleted in file ``i`` of ``files``: stage
     remove(old DV) + add(new DV), or a plain remove when no row is left. One DV file for all."""

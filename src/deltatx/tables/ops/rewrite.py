@@ -14,9 +14,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...expr import Expr, matches, references_only
+from ...expr import Expr, matches, references_only, to_arrow
 from ...io.reader import read_files
-from ...io.row_metadata import ROW_INDEX
+from ...io.row_metadata import ROW_COMMIT_VERSION, ROW_INDEX
 from ...io.writer import WriteOptions, write_data_files
 from .. import properties as props
 from .merge_on_read import (
@@ -71,26 +71,33 @@ def is_partition_only(pred: Expr, partition_columns: list[str]) -> bool:
     return bool(partition_columns) and references_only(pred, partition_columns)
 
 
-def _read_each(tx: "Transaction", files: pa.Table, extra: list[str] | None = None) -> list[pa.Table]:
+def _read_each(tx: "Transaction", files: pa.Table, extra: list[str] | None = None,
+               only: set[str] | None = None, pred: Expr | None = None) -> list[pa.Table]:
     """Read candidate files one table per file (parallel), as the txn's schema (plus ``extra``
-    ``_metadata.*`` columns)."""
-    columns = tx.schema.names + extra if extra else None
+    ``_metadata.*`` columns; only the ``only`` table columns when given; only the rows ``pred``
+    matches when given)."""
+    names_wanted = [n for n in tx.schema.names if only is None or n in only]
+    columns = names_wanted + extra if extra else (names_wanted if only is not None else None)
     names = materialized(tx) if extra else None
+    row_filter = to_arrow(pred) if pred is not None else None
+    filter_columns = set(pred.columns()) if pred is not None else None
 
     def one(i: int) -> pa.Table:
         return read_files(tx.store, files.slice(i, 1), tx.schema, tx.partition_columns, columns=columns,
-                          materialized=names)
+                          materialized=names, filter=row_filter, filter_columns=filter_columns)
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         return list(pool.map(one, range(files.num_rows)))
 
 
 def rewrite_files(tx: "Transaction", pred: Expr | None,
-                  transform: Callable[[pa.Table, pa.ChunkedArray], tuple[pa.Table, int]]) -> dict[str, int]:
+                  transform: Callable[[pa.Table, pa.ChunkedArray], tuple[pa.Table, int]],
+                  writes_rows: bool = True) -> dict[str, int]:
     """Scan with ``pred`` (recorded as the read), and rewrite every file holding a matching row.
 
     ``transform(rows, matches)`` returns (rows to write back, number of rows affected), where
-    ``matches`` is the boolean "predicate is TRUE" mask of ``rows``.
+    ``matches`` is the boolean "predicate is TRUE" mask of ``rows``. ``writes_rows=False`` (a
+    DELETE) lets a merge-on-read pass read only the predicate's columns: nothing is written back.
     """
     _, candidates = tx.scan(pred)
     metrics = {"numRemovedFiles": 0, "numAddedFiles": 0, "numAffectedRows": 0, "numCopiedRows": 0,
@@ -101,8 +108,14 @@ def rewrite_files(tx: "Transaction", pred: Expr | None,
     touched: list[int] = []
     changed: list[np.ndarray] = []
     outputs: list[pa.Table] = []
-    for i, rows in enumerate(_read_each(tx, candidates, row_columns(tx, on_read))):
-        if pred is None:
+    extra = row_columns(tx, on_read)
+    only = None
+    if on_read and not writes_rows:  # positions (and ids) are all a DV needs
+        only = set()
+        extra = [c for c in extra if c != ROW_COMMIT_VERSION]
+    # merge-on-read needs only the matching rows: the predicate filters them as they are read
+    for i, rows in enumerate(_read_each(tx, candidates, extra, only, pred if on_read else None)):
+        if pred is None or on_read:
             mask = pa.chunked_array([pa.repeat(pa.scalar(True), rows.num_rows)], pa.bool_())
         else:
             mask = matches(pred, rows)  # TRUE rows; NULL counts as not matched
@@ -154,6 +167,6 @@ def remove_matching_rows(tx: "Transaction", pred: Expr | None) -> dict[str, int]
         kept = rows.filter(keep)
         return kept, rows.num_rows - kept.num_rows
 
-    m = rewrite_files(tx, pred, drop)
+    m = rewrite_files(tx, pred, drop, writes_rows=False)
     m["numDeletedRows"] = m.pop("numAffectedRows")
     return m

@@ -1,0 +1,204 @@
+"""The row-level rules of the checker (conflicts/row_level.py) and the row-tracking rebase (#5, #7,
+#8), each as a pure unit test: hand-built transactions, winners and loaded bitmaps, no I/O."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from conflict_builders import S, WS, PROTOCOL, file_row, metadata, predicate, remove_row, winner
+from pyroaring import BitMap64
+
+from deltatx.conflicts import ReadSet, TransactionInfo, check_commit
+from deltatx.conflicts.row_level import FileRows, RowLevelState, WinnerRows, dv_unique_id, load_request
+from deltatx.errors import ConcurrentDeleteDeleteException, ConcurrentDeleteReadException
+from deltatx.isolation import IsolationLevel
+from deltatx.txnlog import row_tracking
+from deltatx.txnlog.actions import FILE_SCHEMA, REMOVE_SCHEMA, DomainMetadata, Protocol, file_actions_table
+
+F = "f.parquet"
+RT_PROTOCOL = Protocol(3, 7, ("deletionVectors",), ("deletionVectors", "domainMetadata", "rowTracking"))
+
+
+def dv(name: str, cardinality: int) -> dict:
+    return {"storageType": "u", "pathOrInlineDv": name.ljust(20, "0"), "offset": 1, "sizeInBytes": 40,
+            "cardinality": cardinality}
+
+
+def add(path: str, descriptor: dict | None = None, **extra) -> dict:
+    row = file_row(path, None, range(0, 100))
+    row["deletionVector"] = descriptor
+    row.update(extra)
+    return row
+
+
+def rm(path: str, descriptor: dict | None = None, data_change: bool = True, **extra) -> dict:
+    row = remove_row(path, None, data_change=data_change)
+    row["deletionVector"] = descriptor
+    row.update(extra)
+    return row
+
+
+def table(rows, schema) -> pa.Table:
+    return file_actions_table(list(rows), schema)
+
+
+def dml(changed: list[int], read: list[int] | None = None, level: IsolationLevel = WS,
+        base: dict | None = None, base_rows: list[int] = (), row_ids: bool = True, **kw) -> TransactionInfo:
+    """A DML that changed ``changed`` rows of F (DV from ``base`` to base ∪ changed)."""
+    positions = np.array([p for p in range(100) if p not in base_rows], dtype=np.int64)
+    fr = FileRows(path=F, base_dv=base, base_deleted=BitMap64(base_rows), num_records=100,
+                  changed=BitMap64(changed), read=BitMap64(changed + list(read or [])),
+                  row_positions=positions if row_ids else None, row_ids=positions + 1000 if row_ids else None)
+    mine = dv("mine", len(base_rows) + len(changed))
+    return TransactionInfo(
+        read_version=5, read_set=ReadSet(predicates=(predicate("id = 1"),), files=frozenset({F})),
+        read_metadata=metadata(partitioned=False), read_protocol=kw.pop("protocol", PROTOCOL),
+        adds=table([add(F, mine)] if changed else [], FILE_SCHEMA),
+        removes=table([rm(F, base)] if changed else [], REMOVE_SCHEMA),
+        isolation_level=level, operation="DELETE", row_level=RowLevelState(files={F: fr}), **kw)
+
+
+def dv_winner(deleted: list[int], base: dict | None = None, version: int = 6):
+    new = dv(f"w{version}", len(deleted))
+    won = winner(version, "DELETE", add_rows=[add(F, new)], remove_rows=[rm(F, base)])
+    return won, WinnerRows(bitmaps={(F, dv_unique_id(new)): BitMap64(deleted)})
+
+
+def test_different_rows_of_one_file_rebase_onto_the_union():
+    won, loaded = dv_winner([7])
+    rebased = check_commit(dml([3]), won, loaded)
+    assert rebased.removes.column("deletionVector")[0].as_py()["pathOrInlineDv"].startswith("w6")
+    assert set(rebased.row_level.pending[F]) == {3, 7}
+    assert rebased.row_level.resolved_for(6) == frozenset({F})
+    # the next winner is compared with what this one left
+    assert set(rebased.row_level.files[F].base_deleted) == {7}
+
+
+def test_the_same_row_is_a_delete_delete_conflict_naming_file_and_row_id():
+    won, loaded = dv_winner([3, 9])
+    with pytest.raises(ConcurrentDeleteDeleteException, match="row id 1003") as info:
+        check_commit(dml([3]), won, loaded)
+    assert F in info.value.conflict and info.value.version == 6
+
+
+@pytest.mark.parametrize("level, conflicts", [(S, True), (WS, False)])
+def test_a_read_row_deleted_by_the_winner_conflicts_only_under_serializable(level, conflicts):
+    won, loaded = dv_winner([40])
+    txn = dml([3], read=[40], level=level)
+    if conflicts:
+        with pytest.raises(ConcurrentDeleteReadException, match="row id 1040"):
+            check_commit(txn, won, loaded)
+    else:
+        assert set(check_commit(txn, won, loaded).row_level.pending[F]) == {3, 40}
+
+
+def test_a_winner_that_removed_another_dv_of_the_file_is_left_to_the_file_level():
+    won, loaded = dv_winner([7], base=dv("other", 1))
+    with pytest.raises(ConcurrentDeleteReadException, match="removed a file this DELETE read"):
+        check_commit(dml([3]), won, loaded)
+
+
+def test_a_union_that_deletes_every_row_removes_the_file():
+    won, loaded = dv_winner(list(range(1, 100)))
+    rebased = check_commit(dml([0]), won, loaded)
+    assert rebased.adds.num_rows == 0 and rebased.removes.num_rows == 1
+    assert F not in rebased.row_level.pending
+
+
+def test_read_only_file_touched_by_the_winner_is_settled_without_conflict():
+    won, loaded = dv_winner([7])
+    rebased = check_commit(dml([], read=[], level=S), won, loaded)
+    assert rebased.row_level.resolved_for(6) == frozenset({F})
+
+
+def test_dml_follows_its_rows_into_a_concurrent_compaction_by_row_id():
+    new_file = file_row("g.parquet", None, range(0, 100), data_change=False)
+    won = winner(6, "OPTIMIZE", add_rows=[new_file], remove_rows=[rm(F, None, data_change=False)])
+    # the compaction wrote F's rows in reverse order: row id 1003 now sits at position 96
+    loaded = WinnerRows(row_ids={"g.parquet": np.arange(1099, 999, -1, dtype=np.int64)})
+    txn = dml([3])
+    request = load_request(txn.row_level, won, txn.adds)
+    assert request.row_id_files.column("path").to_pylist() == ["g.parquet"]
+    rebased = check_commit(txn, won, loaded)
+    assert rebased.removes.column("path").to_pylist() == ["g.parquet"]
+    assert rebased.adds.column("path").to_pylist() == ["g.parquet"]
+    assert set(rebased.row_level.pending["g.parquet"]) == {96}
+
+
+def test_rows_missing_from_the_compaction_fall_back_to_the_file_level_conflict():
+    won = winner(6, "OPTIMIZE", add_rows=[file_row("g.parquet", None, range(0, 99), data_change=False)],
+                 remove_rows=[rm(F, None, data_change=False)])
+    loaded = WinnerRows(row_ids={"g.parquet": np.arange(1004, 1100, dtype=np.int64)})
+    with pytest.raises(ConcurrentDeleteReadException, match="removed a file"):
+        check_commit(dml([3]), won, loaded)
+
+
+def test_without_row_ids_a_concurrent_compaction_still_conflicts():
+    won = winner(6, "OPTIMIZE", add_rows=[file_row("g.parquet", None, range(0, 100), data_change=False)],
+                 remove_rows=[rm(F, None, data_change=False)])
+    with pytest.raises(ConcurrentDeleteReadException, match="removed a file"):
+        check_commit(dml([3], row_ids=False), won, WinnerRows(row_ids={"g.parquet": np.arange(100)}))
+
+
+def test_a_compaction_carries_the_winners_deletes_into_its_new_file():
+    positions = np.arange(100, dtype=np.int64)
+    source = FileRows(path=F, base_dv=None, base_deleted=BitMap64(), num_records=100, read=BitMap64(range(100)),
+                      row_positions=positions, row_ids=positions + 1000)
+    optimize = TransactionInfo(
+        read_version=5, read_set=ReadSet(files=frozenset({F})), read_metadata=metadata(partitioned=False),
+        read_protocol=PROTOCOL, adds=table([file_row("g.parquet", None, range(0, 100), data_change=False)], FILE_SCHEMA),
+        removes=table([rm(F, None, data_change=False)], REMOVE_SCHEMA), isolation_level=IsolationLevel.SNAPSHOT_ISOLATION,
+        operation="OPTIMIZE",
+        row_level=RowLevelState(compacted={F: source}, compaction_outputs=("g.parquet",)))
+    won, loaded = dv_winner([5, 6])
+    loaded = WinnerRows(bitmaps=loaded.bitmaps, row_ids={"g.parquet": positions[::-1] + 1000})
+    rebased = check_commit(optimize, won, loaded)
+    assert set(rebased.row_level.pending["g.parquet"]) == {93, 94}
+    assert rebased.removes.column("deletionVector")[0].as_py()["pathOrInlineDv"].startswith("w6")
+
+
+def test_winner_compaction_adds_are_not_candidates_on_row_level_tables():
+    """Serializable DML vs a concurrent OPTIMIZE of files it did not read: no ConcurrentAppend."""
+    won = winner(6, "OPTIMIZE", add_rows=[file_row("g.parquet", None, range(0, 100), data_change=False)],
+                 remove_rows=[rm("other.parquet", None, data_change=False)])
+    assert check_commit(dml([3], level=S), won).adds.num_rows == 1
+
+
+# --------------------------------------------------------------------------- row tracking #5, #7, #8
+
+
+def tracked(adds_rows, hwm: int = 99, read_hwm: int = 99) -> TransactionInfo:
+    return TransactionInfo(
+        read_version=5, read_set=ReadSet(), read_metadata=metadata(partitioned=False), read_protocol=RT_PROTOCOL,
+        adds=table(adds_rows, FILE_SCHEMA), removes=table([], REMOVE_SCHEMA),
+        domains=(row_tracking.watermark_domain(hwm),), read_row_id_high_watermark=read_hwm)
+
+
+def test_fresh_row_ids_move_above_the_winners_watermark_and_versions_past_it():
+    txn = tracked([add("new.parquet", baseRowId=100, defaultRowCommitVersion=6),
+                   add("kept.parquet", baseRowId=10, defaultRowCommitVersion=2)], hwm=199)
+    won = winner(6, "WRITE", add_rows=[add("theirs.parquet", baseRowId=100, defaultRowCommitVersion=6)],
+                 domains=[row_tracking.watermark_domain(149)], blind=True)
+    rebased = check_commit(txn, won)
+    got = {r["path"]: (r["baseRowId"], r["defaultRowCommitVersion"]) for r in rebased.adds.to_pylist()}
+    assert got == {"new.parquet": (150, 7), "kept.parquet": (10, 2)}
+    assert row_tracking.high_watermark(rebased.domains) == 249
+
+
+def test_a_winning_backfill_gives_its_ids_to_the_files_we_rewrite():
+    txn = tracked([add(F, dv("mine", 1))], hwm=-1, read_hwm=-1)
+    txn = txn.replace(removes=table([rm(F)], REMOVE_SCHEMA), domains=())
+    won = winner(6, row_tracking.BACKFILL_OPERATION,
+                 add_rows=[add(F, baseRowId=0, defaultRowCommitVersion=6, dataChange=False)],
+                 domains=[row_tracking.watermark_domain(99)])
+    rebased = check_commit(txn, won)
+    assert rebased.adds.column("baseRowId").to_pylist() == [0]
+    assert rebased.removes.column("baseRowId").to_pylist() == [0]
+
+
+def test_watermark_domain_is_never_a_domain_conflict():
+    txn = tracked([add("new.parquet", baseRowId=100, defaultRowCommitVersion=6)])
+    won = winner(6, "WRITE", add_rows=[], domains=[DomainMetadata(row_tracking.ROW_TRACKING_DOMAIN,
+                                                                  '{"rowIdHighWaterMark":120}')])
+    assert row_tracking.high_watermark(check_commit(txn, won).domains) == 220

@@ -1,0 +1,241 @@
+"""Merge-on-read DML on deletion-vector tables, and row tracking through every rewrite."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from tablefiles import data_files
+
+import deltatx
+from deltatx.errors import InvalidPropertyError
+
+SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.string()), ("v", pa.int64())])
+DV = {"delta.enableDeletionVectors": "true"}
+RT = {"delta.enableRowTracking": "true"}
+ROWS = ["id", "v", "_metadata.row_id", "_metadata.row_commit_version"]
+
+
+def make(uri: str, props: dict[str, str], files: int = 2, rows: int = 50, partitioned: bool = False) -> deltatx.Table:
+    table = deltatx.create_table(uri, SCHEMA, partition_by=["part"] if partitioned else None, properties=props)
+    for k in range(files):
+        ids = list(range(k * rows, (k + 1) * rows))
+        table.append(pa.table({"id": ids, "part": [f"p{i % 2}" for i in ids], "v": [0] * rows}, schema=SCHEMA))
+    return deltatx.Table(uri)
+
+
+def commit_lines(uri: str, version: int) -> list[dict]:
+    with open(os.path.join(uri, "_delta_log", f"{version:020d}.json"), "rb") as fh:
+        return [orjson.loads(line) for line in fh.read().splitlines() if line.strip()]
+
+
+def by_id(table: pa.Table) -> dict[int, dict]:
+    return {r["id"]: r for r in table.to_pylist()}
+
+
+def test_create_with_dvs_and_row_tracking_names_the_features(table_uri):
+    table = make(table_uri, {**DV, **RT}, files=1)
+    assert "deletionVectors" in table.protocol.reader_features
+    assert {"deletionVectors", "rowTracking", "domainMetadata"} <= set(table.protocol.writer_features)
+    props = table.properties
+    assert props["delta.rowTracking.materializedRowIdColumnName"].startswith("_row-id-col-")
+    assert props["delta.rowTracking.materializedRowCommitVersionColumnName"].startswith("_row-commit-version-col-")
+
+
+def test_delete_marks_rows_in_a_dv_and_rewrites_nothing(table_uri):
+    table = make(table_uri, DV)
+    before = data_files(table_uri)
+    result = table.delete("id = 3 OR id = 60")
+    assert data_files(table_uri) == before  # no data file written
+    assert result.metrics["numDeletedRows"] == 2 and result.metrics["numDeletionVectorsAdded"] == 2
+    lines = commit_lines(table_uri, result.version)
+    removes = [line["remove"] for line in lines if "remove" in line]
+    adds = [line["add"] for line in lines if "add" in line]
+    assert sorted(r["path"] for r in removes) == sorted(a["path"] for a in adds)  # remove+add of the same path
+    for add in adds:
+        stats = json.loads(add["stats"])
+        assert stats["tightBounds"] is False and stats["numRecords"] == 50
+        assert add["deletionVector"]["cardinality"] == 1
+    assert sorted(deltatx.Table(table_uri).to_arrow().column("id").to_pylist()) == \
+        [i for i in range(100) if i not in (3, 60)]
+
+
+def test_a_second_delete_unions_the_dv_and_names_the_old_one_in_the_remove(table_uri):
+    table = make(table_uri, DV, files=1)
+    first = table.delete("id = 1")
+    old = [a["add"]["deletionVector"] for a in commit_lines(table_uri, first.version) if "add" in a][0]
+    second = deltatx.Table(table_uri).delete("id = 2")
+    lines = commit_lines(table_uri, second.version)
+    remove = [a["remove"] for a in lines if "remove" in a][0]
+    add = [a["add"] for a in lines if "add" in a][0]
+    assert remove["deletionVector"] == old
+    assert add["deletionVector"]["cardinality"] == 2
+    assert second.metrics["numDeletionVectorsUpdated"] == 1
+
+
+def test_a_file_whose_rows_are_all_deleted_is_removed_outright(table_uri):
+    table = make(table_uri, DV)
+    result = table.delete("id < 50")
+    lines = commit_lines(table_uri, result.version)
+    assert [line for line in lines if "add" in line] == []
+    assert len([line for line in lines if "remove" in line]) == 1
+    assert deltatx.Table(table_uri).files().num_rows == 1
+
+
+def test_several_dvs_of_one_commit_share_one_file(table_uri):
+    table = make(table_uri, DV, files=3, rows=200)
+    result = table.delete("id % 3 = 0")  # big bitmaps: stored in a file, not inline
+    adds = [line["add"] for line in commit_lines(table_uri, result.version) if "add" in line]
+    dvs = [a["deletionVector"] for a in adds]
+    assert {d["storageType"] for d in dvs} == {"u"}
+    assert len({d["pathOrInlineDv"] for d in dvs}) == 1 and len({d["offset"] for d in dvs}) == 3
+    assert len([n for n in os.listdir(table_uri) if n.startswith("deletion_vector_")]) == 1
+    assert sorted(deltatx.Table(table_uri).to_arrow().column("id").to_pylist()) == \
+        [i for i in range(600) if i % 3]
+
+
+def test_update_and_merge_write_only_the_changed_rows(table_uri):
+    table = make(table_uri, DV)
+    result = table.update("id = 7", set={"v": "v + 5"})
+    assert result.metrics["numUpdatedRows"] == 1 and result.metrics["numCopiedRows"] == 0
+    new = [line["add"] for line in commit_lines(table_uri, result.version)
+           if "add" in line and "deletionVector" not in line["add"]]
+    assert len(new) == 1 and json.loads(new[0]["stats"])["numRecords"] == 1
+    source = pa.table({"id": [8, 9, 500], "v": [1, -1, 2]})
+    (deltatx.Table(table_uri).merge(source, on="t.id = s.id")
+        .when_matched_delete("s.v < 0").when_matched_update({"v": "s.v"})
+        .when_not_matched_insert({"id": "s.id", "v": "s.v", "part": "'p9'"}).execute())
+    rows = by_id(deltatx.Table(table_uri).to_arrow())
+    assert rows[7]["v"] == 5 and rows[8]["v"] == 1 and 9 not in rows and rows[500]["v"] == 2
+    assert len(rows) == 100
+
+
+@pytest.mark.parametrize("partitioned", [False, True], ids=["unpartitioned", "partitioned"])
+def test_row_ids_are_stable_through_update_merge_optimize_and_purge(table_uri, partitioned):
+    table = make(table_uri, {**DV, **RT}, files=3, rows=20, partitioned=partitioned)
+    start = by_id(table.to_arrow(columns=ROWS))
+    assert sorted(r["_metadata.row_id"] for r in start.values()) == list(range(60))
+    updated = table.update("id = 5", set={"v": "1"})
+    (deltatx.Table(table_uri).merge(pa.table({"id": [6, 1000], "v": [2, 3]}), on="t.id = s.id")
+        .when_matched_update({"v": "s.v"}).when_not_matched_insert({"id": "s.id", "v": "s.v", "part": "'p0'"})
+        .execute())
+    deltatx.Table(table_uri).delete("id = 7")
+    deltatx.Table(table_uri).optimize()
+    deltatx.Table(table_uri).delete("id = 8")
+    deltatx.Table(table_uri).reorg(purge=True)
+    final = by_id(deltatx.Table(table_uri).to_arrow(columns=ROWS))
+    assert deltatx.Table(table_uri).files()["deletionVector"].null_count == deltatx.Table(table_uri).files().num_rows
+    for i, row in start.items():
+        if i in (7, 8):
+            assert i not in final
+            continue
+        assert final[i]["_metadata.row_id"] == row["_metadata.row_id"]  # never changes for a survivor
+    ids = [r["_metadata.row_id"] for r in final.values()]
+    assert len(ids) == len(set(ids)) and final[1000]["_metadata.row_id"] >= 60
+    assert final[5]["_metadata.row_commit_version"] == updated.version  # changed rows: the version that changed them
+    assert final[0]["_metadata.row_commit_version"] == start[0]["_metadata.row_commit_version"]
+
+
+def test_row_ids_of_an_appended_file_follow_base_row_id_and_the_watermark(table_uri):
+    table = make(table_uri, RT, files=2, rows=10)
+    files = table.files().sort_by("baseRowId")
+    assert files["baseRowId"].to_pylist() == [0, 10]
+    assert files["defaultRowCommitVersion"].to_pylist() == [1, 2]
+    assert json.loads(table.snapshot.domains["delta.rowTracking"].configuration) == {"rowIdHighWaterMark": 19}
+
+
+def test_enabling_row_tracking_later_backfills_every_file(table_uri):
+    table = make(table_uri, {}, files=3, rows=10)
+    table.set_properties(RT)
+    table = deltatx.Table(table_uri)
+    operations = [h["operation"] for h in table.history()][:3]
+    assert operations == ["SET TBLPROPERTIES", "ROW TRACKING BACKFILL", "UPGRADE PROTOCOL"]
+    assert table.files()["baseRowId"].null_count == 0
+    ids = by_id(table.to_arrow(columns=ROWS))
+    assert sorted(r["_metadata.row_id"] for r in ids.values()) == list(range(30))
+    table.update("id = 4", set={"v": "9"})
+    assert by_id(deltatx.Table(table_uri).to_arrow(columns=ROWS))[4]["_metadata.row_id"] == ids[4]["_metadata.row_id"]
+
+
+def test_turning_dvs_on_later_upgrades_and_off_again_stops_new_dvs(table_uri):
+    table = make(table_uri, {}, files=1)
+    table.set_properties(DV)
+    assert "deletionVectors" in deltatx.Table(table_uri).protocol.reader_features
+    deltatx.Table(table_uri).delete("id = 1")
+    assert deltatx.Table(table_uri).files()["deletionVector"].null_count == 0
+    deltatx.Table(table_uri).set_properties({"delta.enableDeletionVectors": "false"})
+    before = data_files(table_uri)
+    deltatx.Table(table_uri).delete("id = 2")  # copy-on-write again: the file is rewritten, its DV purged
+    assert data_files(table_uri) != before
+    assert deltatx.Table(table_uri).files()["deletionVector"].null_count == 1
+    assert sorted(deltatx.Table(table_uri).to_arrow().column("id").to_pylist()) == [0] + list(range(3, 50))
+
+
+def test_bad_property_value_is_refused_and_nothing_is_written(table_uri):
+    table = make(table_uri, {}, files=1)
+    with pytest.raises(InvalidPropertyError):
+        table.set_properties({"delta.enableDeletionVectors": "maybe"})
+    assert deltatx.Table(table_uri).version == 1
+
+
+def test_optimize_purges_heavily_deleted_files_and_vacuum_drops_unused_dv_files(table_uri, monkeypatch):
+    from deltatx.tables.ops import vacuum as vacuum_module
+
+    table = make(table_uri, DV, files=1, rows=300)
+    table.delete("id % 2 = 0")  # half the rows: a DV file
+    [dv_file] = [n for n in os.listdir(table_uri) if n.startswith("deletion_vector_")]
+    result = deltatx.Table(table_uri).optimize()  # one file alone, but its DV deletes > 5 % of it
+    assert result.metrics["numDeletionVectorsRemoved"] == 1
+    assert deltatx.Table(table_uri).files()["deletionVector"].null_count == 1
+    monkeypatch.setattr(vacuum_module, "now_ms", lambda: 4_000_000_000_000)
+    deleted = deltatx.Table(table_uri).vacuum(retention_hours=0, enforce_retention_duration=False)
+    assert dv_file in deleted and not os.path.exists(os.path.join(table_uri, dv_file))
+    assert sorted(deltatx.Table(table_uri).to_arrow().column("id").to_pylist()) == list(range(1, 300, 2))
+
+
+def test_reorg_purge_rewrites_exactly_the_files_with_dvs(table_uri):
+    table = make(table_uri, DV, files=3)
+    table.delete("id = 1")
+    result = deltatx.Table(table_uri).reorg(purge=True)
+    assert result.operation == "REORG" and result.metrics["numRemovedFiles"] == 1
+    files = deltatx.Table(table_uri).files()
+    assert files.num_rows == 3 and files["deletionVector"].null_count == 3
+    assert deltatx.Table(table_uri).to_arrow().num_rows == 149
+    with pytest.raises(ValueError):
+        deltatx.Table(table_uri).reorg(purge=False)
+
+
+def test_transaction_reads_see_its_own_dv_deletes(table_uri):
+    table = make(table_uri, DV, files=1)
+    with table.transaction() as tx:
+        tx.delete("id = 1")
+        assert 1 not in tx.read().column("id").to_pylist()
+        tx.delete("id = 2")  # a second DV change of the same file in one transaction
+    rows = deltatx.Table(table_uri).to_arrow().column("id").to_pylist()
+    assert 1 not in rows and 2 not in rows and len(rows) == 48
+    adds = [line["add"] for line in commit_lines(table_uri, 2) if "add" in line]
+    assert len(adds) == 1 and adds[0]["deletionVector"]["cardinality"] == 2
+    assert os.path.exists(os.path.join(table_uri, adds[0]["path"]))  # the committed file is never deleted
+
+
+def test_an_aborted_dv_delete_leaves_nothing_behind(table_uri):
+    table = make(table_uri, DV, files=1, rows=300)
+    before = sorted(os.listdir(table_uri))
+    tx = table.transaction()
+    tx.delete("id % 2 = 0")
+    tx.abort()
+    assert sorted(os.listdir(table_uri)) == before and deltatx.Table(table_uri).version == 1
+    assert deltatx.Table(table_uri).to_arrow().num_rows == 300
+
+
+def test_metadata_columns_need_no_row_tracking_for_positions(table_uri):
+    table = make(table_uri, DV, files=1, rows=5)
+    table.delete("id = 2")
+    rows = deltatx.Table(table_uri).to_arrow(columns=["id", "_metadata.row_index", "_metadata.row_id"])
+    assert rows.column("_metadata.row_index").to_pylist() == [0, 1, 3, 4]
+    assert rows.column("_metadata.row_id").null_count == 4  # no row tracking: no ids
+    assert pc.all(pc.equal(rows.column("id"), rows.column("_metadata.row_index"))).as_py()

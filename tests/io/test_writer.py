@@ -152,12 +152,15 @@ def test_record_batch_reader_is_streamed_in_chunks(table_uri):
 def test_files_are_cut_at_target_rows(table_uri):
     store = open_store(table_uri)
     data = _table(10_000, parts=1)
-    adds = write_data_files(store, data, data.schema, [], WriteOptions(target_file_rows=3_000, row_group_rows=1_000))
+    adds = write_data_files(store, data, data.schema, [], WriteOptions(target_file_rows=3_000, row_group_rows=1_000,
+                                                                      spread_min_rows=1_000))
     rows = sorted(orjson.loads(s)["numRecords"] for s in adds["stats"].to_pylist())
     assert rows == [2_500, 2_500, 2_500, 2_500]
 
 
-def test_two_million_rows_use_large_row_groups(table_uri):
+def test_two_million_rows_use_row_groups_of_the_configured_size(table_uri):
+    """Row groups of 128k rows (DuckDB's ~122k, Spark's 128 MB for narrow rows): a point lookup
+    reads one group of a large file, and a small write still lands in one file."""
     store = open_store(table_uri)
     n = 2_000_000
     data = pa.table({"id": pa.array(range(n), pa.int64()), "v": pc.multiply(pa.array(range(n), pa.int64()), 3)})
@@ -166,9 +169,9 @@ def test_two_million_rows_use_large_row_groups(table_uri):
     for path in adds["path"].to_pylist():
         meta = pq.ParquetFile(data_file_path(store, decode_path(path))).metadata
         row_groups.extend(meta.row_group(i).num_rows for i in range(meta.num_row_groups))
-    assert sum(row_groups) == n
-    assert min(row_groups) >= 500_000  # never pyarrow's small dataset defaults
-    assert max(row_groups) <= WriteOptions().row_group_rows
+    assert sum(row_groups) == n and len(adds) == 2  # two workers, one file each
+    assert max(row_groups) == WriteOptions().row_group_rows == 128 * 1024
+    assert sorted(row_groups)[0] >= 1_000_000 - 7 * 128 * 1024  # only each file's last group is short
 
 
 def test_empty_input_writes_nothing(table_uri):

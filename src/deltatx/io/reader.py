@@ -42,6 +42,7 @@ from .paths import data_file_path, decode_path
 from .row_metadata import MaterializedColumns, is_metadata_column, metadata_columns, metadata_field
 
 if TYPE_CHECKING:
+    from ..expr import Expr
     from ..txnlog.store import LogStore
 
 _PARQUET = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit="us"))
@@ -181,20 +182,21 @@ def read_files(
     columns: list[str] | None = None,
     filter: pc.Expression | None = None,
     materialized: MaterializedColumns | None = None,
-    filter_columns: set[str] | None = None,
+    prune: "Expr | None" = None,
 ) -> pa.Table:
     """The rows of the given files as one table with exactly ``schema``'s (or ``columns``') types.
 
     Rows a file's deletion vector deletes are left out (before ``filter`` is applied).
     ``columns`` may name ``_metadata.*`` columns (:mod:`.row_metadata`); those reads go file by
-    file, and ``materialized`` names the row-tracking columns of the files; ``filter_columns``
-    (the columns ``filter`` reads) lets those reads skip the other columns.
+    file, and ``materialized`` names the row-tracking columns of the files. ``prune`` (the bound
+    predicate ``filter`` was made from) lets those reads skip the columns it does not name and
+    the row groups whose footer statistics it cannot match.
     """
     out_schema = _output_schema(schema, columns)
     if files.num_rows == 0:
         return out_schema.empty_table()
     if any(is_metadata_column(n) for n in out_schema.names):
-        plan = _ScanPlan(store, files, schema, partition_columns, materialized, filter_columns)
+        plan = _ScanPlan(store, files, schema, partition_columns, materialized, prune)
         return _conform(plan.read_per_file(out_schema.names, filter), out_schema)
     plain, with_dvs = split_deletion_vectors(files)
     parts = []
@@ -277,9 +279,9 @@ class _ScanPlan:
     """The files of one read: decoded paths, partition expressions, the pyarrow view of them."""
 
     def __init__(self, store: "LogStore", files: pa.Table, schema: pa.Schema, partition_columns: list[str],
-                 materialized: MaterializedColumns | None = None, filter_columns: set[str] | None = None):
+                 materialized: MaterializedColumns | None = None, prune: "Expr | None" = None):
         self.store = store
-        self.filter_columns = filter_columns  # the columns a filter reads, when the caller knows them
+        self.prune = prune  # the predicate behind a filter, when the caller has it
         self.files = files
         self.materialized = materialized
         self.schema = schema
@@ -334,19 +336,25 @@ class _ScanPlan:
         projection does not move them; the filter is never pushed into the read.
         """
         meta = [n for n in names if is_metadata_column(n)]
-        if filter is not None and self.filter_columns is None:
+        prune = self.prune if filter is not None else None
+        if filter is not None and prune is None:
             wanted = self.schema
         else:
             needed = [n for n in dict.fromkeys(names) if not is_metadata_column(n)]
-            needed += [n for n in self.schema.names if n in (self.filter_columns or ()) and n not in needed]
+            needed += [n for n in self.schema.names if prune is not None and n in prune.columns() and n not in needed]
             wanted = pa.schema([self.schema.field(n) for n in needed])
         physical = self.materialized.physical() if meta and self.materialized else []
         try:
             with pq.ParquetFile(self.paths[i], filesystem=self.filesystem, coerce_int96_timestamp_unit="us") as pf:
                 in_file = set(pf.schema_arrow.names)
-                raw = pf.read(columns=[f.name for f in wanted if f.name in in_file
-                                       and f.name not in self.partition_columns]
-                              + [c for c in physical if c in in_file])
+                read = [f.name for f in wanted if f.name in in_file and f.name not in self.partition_columns] \
+                    + [c for c in physical if c in in_file]
+                groups = self._row_groups(i, pf, prune, filter) if prune is not None else None
+                if groups is None:
+                    raw, positions = pf.read(columns=read), None
+                else:
+                    raw, positions = pf.read_row_groups(groups, columns=read), _group_positions(pf.metadata, groups)
+                file_rows = pf.metadata.num_rows
         except OSError as exc:
             self.raise_if_missing(exc)
             raise
@@ -368,7 +376,7 @@ class _ScanPlan:
         if meta:
             values = metadata_columns(meta, raw, self.files.column("path")[i].as_py(),
                                       self._file_long("baseRowId", i), self._file_long("defaultRowCommitVersion", i),
-                                      self.materialized)
+                                      self.materialized, positions)
             wanted = pa.schema(list(wanted) + [metadata_field(n) for n in meta])
             cols += [values[n] for n in meta]
         table = pa.table(cols, schema=wanted)
@@ -380,11 +388,26 @@ class _ScanPlan:
             return table.filter(pa.array(keep_mask(table.num_rows, deleted, self.paths[i]))).select(names)
         # Filter first (usually few rows remain), then drop the deleted positions among them: the
         # same rows as the other order, without filtering every column of the whole file twice.
-        keep_mask(0 if not len(deleted) else table.num_rows, deleted, self.paths[i])  # checks the DV fits
-        table = table.append_column("__position", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+        _check_dv_fits(deleted, file_rows, self.paths[i])
+        table = table.append_column("__position", pa.array(
+            positions if positions is not None else np.arange(table.num_rows, dtype=np.int64)))
         table = table.filter(filter)
         live = ~np.isin(table.column("__position").to_numpy(), deleted.astype(np.int64))
         return table.filter(pa.array(live)).select(names)
+
+    def _row_groups(self, i: int, pf: pq.ParquetFile, prune: "Expr", filter: pc.Expression) -> list[int] | None:
+        """The row groups whose footer statistics ``filter`` may match (None: read the whole file).
+
+        Only for a filter on the file's own columns (not partition values): pyarrow's fragment
+        ``subset`` tests it against each row group's min/max."""
+        metadata = pf.metadata
+        if metadata.num_row_groups < 2 or not prune.columns() <= set(pf.schema_arrow.names):
+            return None
+        try:
+            fragment = _PARQUET.make_fragment(self.paths[i], filesystem=self.filesystem)
+            return [group.id for group in fragment.subset(filter=filter, schema=pf.schema_arrow).row_groups]
+        except _ARROW_ERRORS:  # pruning is an optimisation: reading every group is always right
+            return None
 
     def _file_long(self, column: str, i: int) -> int | None:
         return self.files.column(column)[i].as_py() if column in self.files.column_names else None
@@ -406,6 +429,23 @@ class _ScanPlan:
                 f"it may have been vacuumed or deleted outside deltatx. Time travel to a version whose "
                 f"files still exist, or restore the files."
             ) from exc
+
+
+def _group_positions(metadata: Any, groups: list[int]) -> np.ndarray:
+    """Physical row positions of the rows of ``groups`` (in order) within their file."""
+    starts = np.concatenate([[0], np.cumsum([metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)])])
+    if not groups:
+        return np.empty(0, np.int64)
+    return np.concatenate([np.arange(starts[g], starts[g + 1], dtype=np.int64) for g in groups])
+
+
+def _check_dv_fits(deleted: np.ndarray, num_rows: int, path: str) -> None:
+    if len(deleted) and int(deleted.max()) >= num_rows:
+        from ..errors import CorruptDeletionVectorError
+
+        raise CorruptDeletionVectorError(
+            f"the deletion vector of {path!r} deletes row {int(deleted.max())}, but the file has {num_rows} rows"
+        )
 
 
 def _output_schema(schema: pa.Schema, columns: list[str] | None) -> pa.Schema:

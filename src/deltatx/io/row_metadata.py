@@ -67,12 +67,14 @@ def _coalesce(stored: pa.ChunkedArray | None, default: pa.Array) -> pa.Array:
 
 
 def metadata_columns(names: list[str], raw: pa.Table, path: str, base_row_id: int | None,
-                     default_row_commit_version: int | None, materialized: MaterializedColumns | None) -> dict[str, pa.Array]:
-    """The requested ``_metadata.*`` columns of one whole data file (``raw`` = its rows in file
-    order, holding the materialized columns when the file has them)."""
+                     default_row_commit_version: int | None, materialized: MaterializedColumns | None,
+                     positions: np.ndarray | None = None) -> dict[str, pa.Array]:
+    """The requested ``_metadata.*`` columns of the rows of one data file in ``raw`` (in file
+    order, holding the materialized columns when the file has them): the whole file, or the rows
+    at ``positions`` (some row groups)."""
     n = raw.num_rows
     out: dict[str, pa.Array] = {}
-    index = pa.array(np.arange(n, dtype=np.int64))
+    index = pa.array(positions if positions is not None else np.arange(n, dtype=np.int64))
     for name in names:
         if name == ROW_INDEX:
             out[name] = index

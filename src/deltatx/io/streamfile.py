@@ -66,7 +66,9 @@ class StreamedFile:
         self._pending.append(self._encoder.submit(self._encode, group))
 
     def _encode(self, group: pa.Table) -> None:
-        self._writer.write_table(group, row_group_size=group.num_rows)
+        # a large arrival is still cut into row groups of the configured size: footer statistics
+        # per group let a point lookup read one group of the file
+        self._writer.write_table(group, row_group_size=self._group_rows)
         self._stats.add(group)
 
     def close(self) -> tuple[int, int, str]:

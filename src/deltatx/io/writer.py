@@ -54,13 +54,17 @@ class WriteOptions:
 
     A file gets at most ``target_file_rows`` rows and about ``target_file_bytes`` of (in-memory,
     uncompressed) arrow data, which lands Parquet files in the 128–512 MB range for typical
-    columns. Small writes are split into up to ``max_workers`` files (never below one row
-    group) so that every core has a file to encode.
+    columns. Small writes are split into up to ``max_workers`` files (never below
+    ``spread_min_rows``) so that every core has a file to encode.
     """
 
     target_file_rows: int = 16 * 1024 * 1024
     target_file_bytes: int = 512 * 1024 * 1024
-    row_group_rows: int = 1024 * 1024
+    #: rows per row group: small enough that a point lookup (a merge-on-read DELETE of one id)
+    #: reads one group of a large file, as DuckDB's and Spark's row groups are (~128k rows)
+    row_group_rows: int = 128 * 1024
+    #: a small write is spread over workers only in files of at least this many rows
+    spread_min_rows: int = 1024 * 1024
     max_workers: int = field(default_factory=lambda: max(2, os.cpu_count() or 2))
     num_indexed_cols: int = 32
     stats_columns: list[str] | None = None
@@ -360,7 +364,7 @@ class _WriteJob:
         """Smaller files for a small write, so that every worker has one (≥ one row group each)."""
         largest = max(g.count for g in groups)
         wanted = math.ceil(self.options.max_workers / len(groups))
-        return max(self.options.row_group_rows, min(rows_per_file, math.ceil(largest / wanted)))
+        return max(self.options.spread_min_rows, min(rows_per_file, math.ceil(largest / wanted)))
 
     def _plan_groups(self, table: pa.Table, data: pa.Table) -> list["_Group"]:
         """The chunk's partitions and how a worker selects each one's rows.

@@ -80,11 +80,10 @@ def _read_each(tx: "Transaction", files: pa.Table, extra: list[str] | None = Non
     columns = names_wanted + extra if extra else (names_wanted if only is not None else None)
     names = materialized(tx) if extra else None
     row_filter = to_arrow(pred) if pred is not None else None
-    filter_columns = set(pred.columns()) if pred is not None else None
 
     def one(i: int) -> pa.Table:
         return read_files(tx.store, files.slice(i, 1), tx.schema, tx.partition_columns, columns=columns,
-                          materialized=names, filter=row_filter, filter_columns=filter_columns)
+                          materialized=names, filter=row_filter, prune=pred)
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         return list(pool.map(one, range(files.num_rows)))

@@ -47,7 +47,7 @@ R = TypeVar("R")
 #: a commit's actions get positions ``commit_index << _POSITION_BITS | line_index``
 _POSITION_BITS = 32
 #: tables with more chunks than this are compacted after a replay step (keeps compute fast)
-_MAX_CHUNKS = 64
+_MAX_CHUNKS = 16
 #: parallel reads of commit files on remote stores
 _REMOTE_READ_THREADS = 16
 

@@ -18,6 +18,8 @@ are never used to prune).
 
 from __future__ import annotations
 
+import functools
+
 import threading
 from collections import OrderedDict
 from typing import Any, Callable, Iterable, Sequence
@@ -411,6 +413,21 @@ def _stats_columns(e: Expr, files: _Files) -> list[str]:
     )
 
 
+@functools.lru_cache(maxsize=256)
+def _bound_cached(expr: Expr, spelled: str, schema: pa.Schema) -> Expr:
+    return bind(expr, schema)
+
+
+def _bound(expr: Expr, schema: pa.Schema) -> Expr:
+    """``bind`` once per (predicate, schema): the conflict checker tests one transaction's
+    predicates against every winner, each time with the same schema."""
+    try:
+        # repr tells apart literals Python compares equal (1, 1.0, True)
+        return _bound_cached(expr, repr(expr), schema)
+    except TypeError:  # an unhashable literal: bind every time
+        return bind(expr, schema)
+
+
 def files_matching(
     expr: Expr,
     files: pa.Table,
@@ -424,7 +441,7 @@ def files_matching(
     Partition columns are decided exactly from ``partitionValues``; data columns from ``stats``
     (unless ``use_stats`` is false), conservatively.
     """
-    bound = bind(expr, schema)
+    bound = _bound(expr, schema)
     ctx = _Files(files, schema, partition_columns, use_stats)
     if ctx.n == 0:
         return pa.array([], pa.bool_())

@@ -414,6 +414,8 @@ class _ScanPlan:
 
     def read_per_file(self, names: list[str], filter: pc.Expression | None) -> pa.Table:
         """Slow path: :meth:`read_one` for every file (a few at a time), concatenated in order."""
+        if len(self.paths) == 1:  # no pool for one file (a point change reads one)
+            return self.read_one(0, names, filter)
         with ThreadPoolExecutor(max_workers=8) as pool:
             parts = list(pool.map(lambda i: self.read_one(i, names, filter), range(len(self.paths))))
         return pa.concat_tables(parts)

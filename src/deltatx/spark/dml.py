@@ -18,6 +18,16 @@ the core's::
 A DELETE with no condition, or one on partition columns only, removes whole files without
 reading them: it needs no job and runs the core operation on the driver as is.
 
+Merge-on-read. On a table with ``delta.enableDeletionVectors=true`` the tasks run the core's
+merge-on-read path: each marks the changed rows of its files in new deletion vectors (one DV
+file per task) and writes only the updated rows as new files. The driver stages what they
+return as the core would have staged it — remove(path, old DV), then the re-add(path, new DV)
+of a committed file (``written=False``), the new files, the DV files (``note_dv_file``: deleted
+if the commit fails) — and records every file's rows (base DV, changed and read positions, row
+ids) into ``tx.row_level``, so the commit resolves a concurrent writer of other rows of the same
+file row by row. On row-tracking tables the tasks read ``_metadata.row_id`` along, so rewritten
+rows keep their ids (the core's ``physical``), and the commit assigns ids to the new files.
+
 MERGE. The source DataFrame is collected once as Arrow (one Spark job) and shipped to the tasks
 inside the task closure, which PySpark broadcasts when it is large: the source must fit in the
 driver's and each executor's memory, as with a broadcast join. The target, which is what grows,
@@ -60,6 +70,7 @@ import pyarrow.compute as pc
 from ..errors import DeltaTxError
 from ..expr import bind, parse_predicate
 from ..tables.ops.merge import MergeBuilder, as_source_table, evolve_schema, plan_merge
+from ..tables.ops.merge_on_read import tracks_rows, uses_deletion_vectors
 from ..tables.ops.merge_rows import MergeExecutor
 from ..tables.ops.rewrite import is_partition_only
 from ..tables.ops.update import bind_assignments
@@ -73,9 +84,11 @@ from .dml_tasks import (
     MERGE_INSERT,
     MERGE_TARGET,
     RESULT_DDL,
+    ROW_LEVEL_SCHEMA,
     UPDATE,
     DmlTask,
     decode_error,
+    record_row_level,
 )
 from .ipc import from_ipc
 
@@ -94,6 +107,8 @@ _MERGE_DRIVER_METRICS = frozenset({"numSourceRows", "numTargetFilesBeforeSkippin
 #: add-action columns a task needs: to read a file (path, partition values, deletion vector check)
 #: and to report it removed (path, size)
 _TASK_FILE_COLUMNS = ("path", "partitionValues", "size", "deletionVector")
+#: ... on a row-tracking table also what the default row ids and commit versions are computed from
+_ROW_TRACKING_COLUMNS = ("baseRowId", "defaultRowCommitVersion")
 
 
 @dataclass
@@ -103,6 +118,8 @@ class JobOutcome:
     removed: pa.Array          # add paths of the files the tasks removed
     metrics: dict[str, int]    # summed over tasks
     matched_source: np.ndarray  # MERGE: union of the source rows for which ON held
+    readds: pa.Table           # merge-on-read: committed files re-added with their new DV
+    row_level: pa.Table        # merge-on-read: the rows read and changed per file (ROW_LEVEL_SCHEMA)
 
 
 class SparkTable:
@@ -153,7 +170,7 @@ class SparkTable:
             if files.num_rows:
                 outcome = self._run_job(tx, self._task(DELETE, tx, files, where=condition),
                                         files.num_rows, f"deltatx DELETE {self.uri}")
-                self._stage_removes(tx, files, outcome)
+                self._stage_changes(tx, files, outcome)
                 _add_metrics(metrics, outcome.metrics)
             metrics["numFilesRead"] = files.num_rows
             metrics["executionTimeMs"] = _ms_since(started)
@@ -178,7 +195,7 @@ class SparkTable:
             if files.num_rows:
                 outcome = self._run_job(tx, self._task(UPDATE, tx, files, where=condition, assignments=dict(set)),
                                         files.num_rows, f"deltatx UPDATE {self.uri}")
-                self._stage_removes(tx, files, outcome)
+                self._stage_changes(tx, files, outcome)
                 _add_metrics(metrics, outcome.metrics)
             metrics["numFilesRead"] = files.num_rows
             metrics["executionTimeMs"] = _ms_since(started)
@@ -211,7 +228,7 @@ class SparkTable:
             if files is not None and files.num_rows:
                 task = self._task(MERGE_TARGET, tx, files, plan=replace(plan, not_matched=[]))
                 outcome = self._run_job(tx, task, files.num_rows, f"deltatx MERGE {self.uri} (target files)")
-                self._stage_removes(tx, files, outcome)
+                self._stage_changes(tx, files, outcome)
                 _add_metrics(metrics, outcome.metrics, skip=_MERGE_DRIVER_METRICS)
                 matched[outcome.matched_source] = True
             metrics["numTargetFilesAfterSkipping"] = files.num_rows if files is not None else 0
@@ -241,10 +258,10 @@ class SparkTable:
         return self.table.transaction(read_version=self.table.version, user_metadata=user_metadata)
 
     def _task(self, kind: str, tx: Transaction, files: pa.Table, **kwargs: Any) -> DmlTask:
-        """A task over ``files``, carrying only the add-action columns tasks use (not the stats)."""
+        """A task over ``files``, carrying only the add-action columns tasks use (see _task_columns)."""
         return DmlTask(kind=kind, uri=self.uri, storage_options=self.storage_options, schema=tx.schema,
-                       partition_columns=tx.partition_columns, properties=tx.properties,
-                       files=files.select(list(_TASK_FILE_COLUMNS)), **kwargs)
+                       partition_columns=tx.partition_columns, properties=tx.properties, protocol=tx.protocol,
+                       files=files.select(_task_columns(tx)), **kwargs)
 
     def _task_cap(self) -> int:
         if self.max_tasks is not None:
@@ -267,10 +284,12 @@ class SparkTable:
         sc.setJobDescription(description)
         try:
             results = self.spark.range(0, n_ids, 1, partitions).mapInArrow(task, RESULT_DDL).toArrow()
-            blobs = [b for b in results.column("adds").to_pylist() if b is not None]  # one per task
-            adds = pa.concat_tables([from_ipc(b) for b in blobs]) if blobs else FILE_SCHEMA.empty_table()
-            tx.stage_adds(adds)  # from here on, tx.abort() deletes them
-            job.close(store, keep=_decoded(adds.column("path")))  # deletes unused duplicate attempts
+            adds = _tables(results.column("adds"), FILE_SCHEMA)  # one IPC stream per task
+            tx.stage_adds(adds)  # from here on, tx.abort() deletes them ...
+            dv_files = pc.list_flatten(results.column("dv_files")).to_pylist() if results.num_rows else []
+            for dv_file in dv_files:  # ... and these, if the commit never lands
+                tx.note_dv_file(dv_file)
+            job.close(store, keep=_decoded(adds.column("path")) + dv_files)  # deletes unused duplicate attempts
             return _outcome(results)
         except BaseException as exc:
             try:
@@ -286,9 +305,15 @@ class SparkTable:
             sc.setJobDescription(previous_description)
 
     @staticmethod
-    def _stage_removes(tx: Transaction, files: pa.Table, outcome: JobOutcome) -> None:
+    def _stage_changes(tx: Transaction, files: pa.Table, outcome: JobOutcome) -> None:
+        """Stage what the tasks did to ``files`` (the driver's add rows, stats included) in the
+        core's order: removes (naming the DV each file had), then the re-adds with their new DV —
+        after the removes, or staging a remove would take the re-add for one of this transaction's
+        own files — then the rows read per file, for the row-level conflict check."""
         if len(outcome.removed):
             tx.stage_removes(files.filter(pc.is_in(files.column("path"), value_set=outcome.removed)))
+        tx.stage_adds(outcome.readds, written=False)
+        record_row_level(tx, files, outcome.row_level)
 
 
 class SparkMergeBuilder(MergeBuilder):
@@ -314,6 +339,21 @@ def _as_arrow(source: Any) -> Any:
     return to_arrow() if callable(to_arrow) and hasattr(source, "sparkSession") else source
 
 
+def _task_columns(tx: Transaction) -> list[str]:
+    """The add-action columns a task needs. Merge-on-read re-adds files as they are (every
+    column; the stats also give each file's row count); reading row ids needs the columns they
+    default from. Otherwise the stats, the bulk of an add row, stay on the driver."""
+    if uses_deletion_vectors(tx):
+        return FILE_SCHEMA.names
+    return list(_TASK_FILE_COLUMNS) + (list(_ROW_TRACKING_COLUMNS) if tracks_rows(tx) else [])
+
+
+def _tables(blobs: pa.ChunkedArray, schema: pa.Schema) -> pa.Table:
+    """The Arrow IPC streams of one result column (one per task, None when empty), as one table."""
+    tables = [from_ipc(b) for b in blobs.to_pylist() if b is not None]
+    return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
 def _outcome(results: pa.Table) -> JobOutcome:
     removed = pc.list_flatten(results.column("removed")).combine_chunks() if results.num_rows else pa.array([], pa.string())
     metrics: dict[str, int] = {}
@@ -322,7 +362,9 @@ def _outcome(results: pa.Table) -> JobOutcome:
             metrics[key] = metrics.get(key, 0) + int(value)
     matched = pc.list_flatten(results.column("matched_source")) if results.num_rows else pa.array([], pa.int64())
     matched_rows = np.asarray(matched.to_numpy(zero_copy_only=False), dtype=np.int64) if len(matched) else np.empty(0, np.int64)
-    return JobOutcome(removed=removed, metrics=metrics, matched_source=matched_rows)
+    return JobOutcome(removed=removed, metrics=metrics, matched_source=matched_rows,
+                      readds=_tables(results.column("readds"), FILE_SCHEMA),
+                      row_level=_tables(results.column("row_level"), ROW_LEVEL_SCHEMA))
 
 
 def _decoded(paths: pa.ChunkedArray | pa.Array) -> list[str]:

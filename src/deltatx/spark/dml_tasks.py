@@ -22,6 +22,14 @@ second implementation that could drift. (MERGE reuses the core's executor class
             written files ─► JobFiles        a manifest, so that the driver can delete them
                                              if the job fails (see job_files.py)
 
+Merge-on-read (``delta.enableDeletionVectors``): the same core code marks changed rows in
+deletion vectors, so a task also returns what only the driver's transaction can hold — the
+re-adds of the files it marked (same path, new DV; committed files, never the task's to delete),
+the DV files it wrote (deleted with its data files if the job or the commit fails), and the rows
+it read and changed in every file (:func:`row_level_table`), which the driver records into its
+``Transaction.row_level`` (:func:`record_row_level`) so that a concurrent writer of other rows
+of the same file is resolved row by row, exactly as for the core's own DML.
+
 A task that fails deletes the files it already wrote and re-raises; a deltatx error crosses
 Spark's Python-exception text as a marked JSON payload (:func:`encode_error`) that the driver
 turns back into the typed exception.
@@ -36,6 +44,7 @@ from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
+from pyroaring import BitMap64
 
 from .. import errors
 from ..errors import DeltaTxError
@@ -43,6 +52,8 @@ from ..expr import Expr, bind, parse_predicate
 from ..io.paths import decode_path
 from ..tables.ops.merge import MergePlan
 from ..tables.ops.merge_rows import MergeExecutor
+from ..tables.row_level import RowLevelRecorder
+from ..txnlog.actions import Protocol
 from ..txnlog.store import open_store
 from .ipc import to_ipc
 from .job_files import JobFiles
@@ -51,11 +62,27 @@ from .job_files import JobFiles
 RESULT_SCHEMA = pa.schema([
     ("removed", pa.list_(pa.string())),          # add-action paths of the files the task removed
     ("adds", pa.binary()),                       # Arrow IPC stream of the add actions it wrote
+    ("readds", pa.binary()),                     # Arrow IPC: committed files re-added with a new DV
+    ("dv_files", pa.list_(pa.string())),         # deletion-vector files it wrote (relative paths)
+    ("row_level", pa.binary()),                  # Arrow IPC of ROW_LEVEL_SCHEMA: rows read/changed
     ("metrics", pa.map_(pa.string(), pa.int64())),
     ("matched_source", pa.list_(pa.int64())),    # MERGE: source rows for which ON held somewhere
 ])
 #: the same, as the DDL string mapInArrow wants
-RESULT_DDL = "removed array<string>, adds binary, metrics map<string,bigint>, matched_source array<bigint>"
+RESULT_DDL = ("removed array<string>, adds binary, readds binary, dv_files array<string>, row_level binary, "
+              "metrics map<string,bigint>, matched_source array<bigint>")
+
+#: one row per file a merge-on-read task read: its ``FileRows`` (conflicts.row_level) less what
+#: the driver knows from the add action itself (DV descriptor, row count); bitmaps as pyroaring's
+#: portable serialization
+ROW_LEVEL_SCHEMA = pa.schema([
+    ("path", pa.string()),
+    ("base_deleted", pa.binary()),               # rows the file's DV deleted when the task read it
+    ("changed", pa.binary()),                    # positions the task deleted or updated
+    ("read", pa.binary()),                       # positions it read (the changed ones included)
+    ("row_positions", pa.list_(pa.int64())),     # row-tracking tables: positions read, sorted ...
+    ("row_ids", pa.list_(pa.int64())),           # ... and the row id at each (null otherwise)
+])
 
 DELETE, UPDATE, MERGE_TARGET, MERGE_INSERT = "delete", "update", "merge_target", "merge_insert"
 
@@ -105,19 +132,25 @@ def decode_error(exc: BaseException) -> DeltaTxError | None:
 class TaskTransaction:
     """The members of ``Transaction`` the core DML functions use, over one task's files.
 
-    Nothing is recorded or committed here: the driver's real transaction recorded the read
-    (predicate and candidate files) when it planned the job, and commits once for all tasks.
+    Nothing is committed here: the driver's real transaction recorded the read (predicate and
+    candidate files) when it planned the job, and commits once for all tasks. What the core
+    stages — removes, new files, re-adds of files given a DV, DV files, the rows read per file
+    (``row_level``, the core's own recorder) — is kept for the task's result.
     """
 
     def __init__(self, store: Any, schema: pa.Schema, partition_columns: list[str],
-                 properties: dict[str, str], files: pa.Table):
+                 properties: dict[str, str], protocol: Protocol, files: pa.Table):
         self.store = store
         self.schema = schema
         self.partition_columns = list(partition_columns)
         self.properties = dict(properties)
+        self.protocol = protocol
         self.files = files
         self.adds: list[pa.Table] = []
+        self.readds: list[pa.Table] = []
         self.removed: list[str] = []
+        self.dv_files: list[str] = []
+        self.row_level = RowLevelRecorder()
         self.metrics: dict[str, Any] = {}
 
     def current_files(self) -> pa.Table:
@@ -129,9 +162,10 @@ class TaskTransaction:
             where = bind(parse_predicate(where), self.schema)
         return where, self.files
 
-    def stage_adds(self, adds: pa.Table) -> None:
+    def stage_adds(self, adds: pa.Table, *, written: bool = True) -> None:
+        """``written=False``: re-adds of committed files (a new DV), never deleted by the task."""
         if adds.num_rows:
-            self.adds.append(adds)
+            (self.adds if written else self.readds).append(adds)
 
     def stage_removes(self, files: pa.Table, data_change: bool = True) -> None:
         self.removed.extend(files.column("path").to_pylist())
@@ -140,15 +174,56 @@ class TaskTransaction:
                        metrics: dict[str, Any] | None = None, *, changes_data: bool = True) -> None:
         self.metrics = dict(metrics or {})
 
+    def note_dv_file(self, relative: str | None) -> None:
+        if relative:
+            self.dv_files.append(relative)
+
     def written_paths(self) -> list[str]:
-        """Decoded relative paths of every data file this task wrote."""
-        return [decode_path(p) for a in self.adds for p in a.column("path").to_pylist()]
+        """Decoded relative paths of every data file and DV file this task wrote."""
+        return [decode_path(p) for a in self.adds for p in a.column("path").to_pylist()] + self.dv_files
 
     def delete_written(self) -> None:
         paths = self.written_paths()
         if paths:
             self.store.delete_files(paths)
-        self.adds = []
+        self.adds, self.dv_files = [], []
+
+
+def row_level_table(recorder: RowLevelRecorder) -> pa.Table | None:
+    """The files a task read row by row (merge-on-read), as ROW_LEVEL_SCHEMA rows; None if none."""
+    files = list(recorder.files.values())
+    if not files:
+        return None
+
+    def ids(values: np.ndarray | None) -> np.ndarray | None:
+        return None if values is None else np.asarray(values, dtype=np.int64)
+
+    return pa.table({
+        "path": pa.array([f.path for f in files], pa.string()),
+        "base_deleted": pa.array([f.base_deleted.serialize() for f in files], pa.binary()),
+        "changed": pa.array([f.changed.serialize() for f in files], pa.binary()),
+        "read": pa.array([f.read.serialize() for f in files], pa.binary()),
+        "row_positions": pa.array([ids(f.row_positions) for f in files], pa.list_(pa.int64())),
+        "row_ids": pa.array([ids(f.row_ids) for f in files], pa.list_(pa.int64())),
+    }, schema=ROW_LEVEL_SCHEMA)
+
+
+def record_row_level(tx: Any, files: pa.Table, rows: pa.Table) -> None:
+    """Driver: record the tasks' ROW_LEVEL_SCHEMA rows into ``tx.row_level`` (the core's
+    recorder), each against its add action in ``files`` (its base DV and row count)."""
+    if not rows.num_rows:
+        return
+    index = {p: i for i, p in enumerate(files.column("path").to_pylist())}
+    rows = rows.combine_chunks()
+    base, changed, read = (rows.column(c).to_pylist() for c in ("base_deleted", "changed", "read"))
+    positions, ids = rows.column("row_positions").chunk(0), rows.column("row_ids").chunk(0)
+    for i, path in enumerate(rows.column("path").to_pylist()):
+        tracked = positions[i].is_valid and ids[i].is_valid
+        tx.row_level.record(
+            files.slice(index[path], 1).to_pylist()[0], BitMap64.deserialize(base[i]),
+            changed=BitMap64.deserialize(changed[i]), read=BitMap64.deserialize(read[i]),
+            row_positions=positions[i].values.to_numpy() if tracked else None,
+            row_ids=ids[i].values.to_numpy() if tracked else None)
 
 
 class _TaskMerge(MergeExecutor):
@@ -186,6 +261,7 @@ class DmlTask:
     schema: pa.Schema
     partition_columns: list[str]
     properties: dict[str, str]
+    protocol: Protocol
     files: pa.Table
     job_files: JobFiles | None = None  # where the task names the files it wrote
     where: str | None = None
@@ -200,12 +276,16 @@ class DmlTask:
         index = np.concatenate(ids).astype(np.int64)
         store = open_store(self.uri, self.storage_options)
         files = self.files.take(pa.array(index)) if self.kind != MERGE_INSERT else self.files
-        tx = TaskTransaction(store, self.schema, self.partition_columns, self.properties, files)
+        tx = TaskTransaction(store, self.schema, self.partition_columns, self.properties, self.protocol, files)
         try:
             matched = self._run(tx, index)
+            row_level = row_level_table(tx.row_level)
             result = pa.record_batch([
                 pa.array([tx.removed], RESULT_SCHEMA.field("removed").type),
                 pa.array([to_ipc(pa.concat_tables(tx.adds)) if tx.adds else None], pa.binary()),
+                pa.array([to_ipc(pa.concat_tables(tx.readds)) if tx.readds else None], pa.binary()),
+                pa.array([tx.dv_files], RESULT_SCHEMA.field("dv_files").type),
+                pa.array([to_ipc(row_level) if row_level is not None else None], pa.binary()),
                 pa.array([[(k, int(v)) for k, v in tx.metrics.items() if isinstance(v, int)]],
                          RESULT_SCHEMA.field("metrics").type),
                 pa.array([matched.tolist()], RESULT_SCHEMA.field("matched_source").type),

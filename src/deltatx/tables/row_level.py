@@ -40,18 +40,21 @@ class RowLevelRecorder:
         self.compacted: dict[str, FileRows] = {}
         self.compaction_outputs: list[str] = []
 
-    def record(self, file: Mapping[str, Any], base_deleted: BitMap64, *, changed: np.ndarray | None = None,
-               read: np.ndarray | None = None, row_positions: np.ndarray | None = None,
-               row_ids: np.ndarray | None = None, compaction: bool = False) -> None:
+    def record(self, file: Mapping[str, Any], base_deleted: BitMap64, *,
+               changed: np.ndarray | BitMap64 | None = None, read: np.ndarray | BitMap64 | None = None,
+               row_positions: np.ndarray | None = None, row_ids: np.ndarray | None = None,
+               compaction: bool = False) -> None:
         """Note that this transaction read ``file`` (an add row as a dict) and changed/read rows.
 
         A file recorded twice in one transaction (two statements) accumulates its rows and keeps
         the DV it was first read with: that is the committed state the commit replaces.
+        ``changed``/``read`` may also come as bitmaps (rows recorded elsewhere, e.g. by a Spark
+        task, arrive serialized as bitmaps: no detour through a list of positions).
         """
         path = file["path"]
         into = self.compacted if compaction else self.files
-        changed_bm = BitMap64(changed.tolist()) if changed is not None and len(changed) else BitMap64()
-        read_bm = BitMap64(read.tolist()) if read is not None and len(read) else BitMap64()
+        changed_bm = _bitmap(changed)
+        read_bm = _bitmap(read)
         read_bm |= changed_bm
         previous = into.get(path)
         if previous is not None:
@@ -75,6 +78,12 @@ class RowLevelRecorder:
     def state(self) -> RowLevelState:
         return RowLevelState(files=dict(self.files), compacted=dict(self.compacted),
                              compaction_outputs=tuple(self.compaction_outputs))
+
+
+def _bitmap(positions: np.ndarray | BitMap64 | None) -> BitMap64:
+    if isinstance(positions, BitMap64):
+        return BitMap64(positions)  # a copy: the caller's bitmap is not accumulated into
+    return BitMap64(positions.tolist()) if positions is not None and len(positions) else BitMap64()
 
 
 def _merge_ids(p1: np.ndarray, i1: np.ndarray | None, p2: np.ndarray, i2: np.ndarray | None):

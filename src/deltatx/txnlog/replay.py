@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, ParamSpec, Sequence, TypeVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -312,10 +313,20 @@ def _drop_keys(table: pa.Table, touched: pa.Array) -> pa.Table:
     """
     if table.num_rows == 0:
         return table
-    hit = pc.is_in(file_keys(table), value_set=touched)
-    if not pc.any(hit).as_py():
+    # Compare paths first (plain strings, no key built per row); build the path + DV keys only
+    # for the rows whose path was touched.
+    touched_paths = pc.unique(pc.list_element(pc.split_pattern(touched, _KEY_SEPARATOR, max_splits=1), 0))
+    same_path = pc.is_in(table.column("path"), value_set=touched_paths)
+    if not pc.any(same_path).as_py():
         return table
-    return table.filter(pc.invert(hit))
+    rows = pc.indices_nonzero(same_path)
+    hit = pc.is_in(file_keys(table.take(rows)), value_set=touched)
+    drop = rows.filter(hit)
+    if not len(drop):
+        return table
+    keep = np.ones(table.num_rows, dtype=bool)
+    keep[drop.to_numpy()] = False
+    return table.filter(pa.array(keep))
 
 
 def _compact(table: pa.Table) -> pa.Table:

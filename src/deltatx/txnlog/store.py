@@ -399,6 +399,9 @@ class _LocalPreparedCommit(PreparedCommit):
             store.put_commit(version, self.data)
             return
         if self.tmp is None:
+            if os.path.exists(os.path.join(store.log_root, commit_name(version))):
+                # taken already: losing now spares writing and fsyncing bytes that cannot win
+                raise VersionExistsError(version)
             self.tmp = store._write_commit_tmp(self.data)
             phases.reached("commit_temp_written", version=version, temp=self.tmp)
         store._link_commit(self.tmp, version)

@@ -36,7 +36,7 @@ from .values import plain_type
 
 #: IN lists longer than this are checked against the list's [min, max] range only
 _MAX_IN_VALUES = 64
-_CACHE_ENTRIES = 256  # per-chunk entries: a snapshot adds one chunk per commit (compacted at 16)
+_CACHE_ENTRIES = 8
 
 
 # --------------------------------------------------------------------------------------------
@@ -168,23 +168,12 @@ class _Files:
         wanted = [n for n in names if n in fields]
         keys = [("stats", n, _physical_name(fields[n]), str(fields[n].type)) for n in wanted]
 
-        def compute(chunk: pa.ChunkedArray) -> Callable[[list[Any]], dict[Any, Any]]:
-            def parse(missing: list[Any]) -> dict[Any, Any]:
-                parsed = parse_stats(chunk, pa.schema([fields[k[1]] for k in missing]))
-                return {k: _project_column(parsed, k[1]) for k in missing}
-            return parse
+        def compute(missing: list[Any]) -> dict[Any, Any]:
+            parsed = parse_stats(source, pa.schema([fields[k[1]] for k in missing]))
+            return {k: _project_column(parsed, k[1]) for k in missing}
 
-        if source.num_chunks <= 1:
-            got = STATS_CACHE.get(source, keys, compute(source))
-            return {k[1]: got[k] for k in keys if k in got}
-        # Chunk by chunk: a snapshot grows by appending a chunk per commit, so the older chunks'
-        # parsed stats are reused and only the new commit's files are parsed.
-        parts = [STATS_CACHE.get(c, keys, compute(c)) for c in (pa.chunked_array([x]) for x in source.chunks)]
-        out = {}
-        for k in keys:
-            if all(k in part for part in parts):
-                out[k[1]] = pa.concat_arrays([_as_array(part[k]) for part in parts])
-        return out
+        got = STATS_CACHE.get(source, keys, compute)
+        return {k[1]: got[k] for k in keys if k in got}
 
     def stats(self, column: str) -> pa.StructArray | None:
         if not self.use_stats or column in self.partition_fields or column not in self.data_schema.names:
@@ -200,12 +189,6 @@ class _Files:
         wanted = [c for c in columns if c in self.data_schema.names and c not in self._stats]
         if self.use_stats and wanted:
             self._stats.update(self._stats_for(wanted))
-
-
-def _as_array(a: pa.Array | pa.ChunkedArray) -> pa.Array:
-    if isinstance(a, pa.ChunkedArray):
-        return a.combine_chunks() if a.num_chunks != 1 else a.chunk(0)
-    return a
 
 
 def _as_chunked(a: pa.Array | pa.ChunkedArray) -> pa.ChunkedArray:

@@ -40,7 +40,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -57,6 +57,9 @@ from ..txnlog.actions import Protocol
 from ..txnlog.store import open_store
 from .ipc import to_ipc
 from .job_files import JobFiles
+
+if TYPE_CHECKING:
+    from ..tables.transaction import Transaction
 
 #: what each task returns: one row per task
 RESULT_SCHEMA = pa.schema([
@@ -208,7 +211,7 @@ def row_level_table(recorder: RowLevelRecorder) -> pa.Table | None:
     }, schema=ROW_LEVEL_SCHEMA)
 
 
-def record_row_level(tx: Any, files: pa.Table, rows: pa.Table) -> None:
+def record_row_level(tx: "Transaction", files: pa.Table, rows: pa.Table) -> None:
     """Driver: record the tasks' ROW_LEVEL_SCHEMA rows into ``tx.row_level`` (the core's
     recorder), each against its add action in ``files`` (its base DV and row count)."""
     if not rows.num_rows:

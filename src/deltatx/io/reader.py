@@ -224,6 +224,7 @@ def iter_batches(
     partition_columns: list[str],
     columns: list[str] | None = None,
     filter: pc.Expression | None = None,
+    materialized: MaterializedColumns | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Stream the rows of the given files, batch by batch, cast to ``schema``.
 
@@ -232,6 +233,13 @@ def iter_batches(
     """
     out_schema = _output_schema(schema, columns)
     if files.num_rows == 0:
+        return
+    if any(is_metadata_column(n) for n in out_schema.names):  # row positions/ids: file by file
+        plan = _ScanPlan(store, files, schema, partition_columns, materialized)
+        for i in range(files.num_rows):
+            for batch in _conform(plan.read_one(i, out_schema.names, filter), out_schema).to_batches():
+                if batch.num_rows:
+                    yield batch
         return
     plain, with_dvs = split_deletion_vectors(files)
     if plain.num_rows:

@@ -210,6 +210,7 @@ class ReadSpec:
     open_cost_bytes: int = DEFAULT_OPEN_COST_BYTES
     min_partitions: int = 2
     filter_pushdown: bool = False
+    row_tracking: bool = False  # add the ``_metadata`` struct (row_id, row_commit_version)
 
 
 def read_spec(raw_options: Mapping[str, str]) -> ReadSpec:
@@ -231,6 +232,7 @@ def read_spec(raw_options: Mapping[str, str]) -> ReadSpec:
         open_cost_bytes=int_option(o, "openCostInBytes", DEFAULT_OPEN_COST_BYTES, minimum=0),
         min_partitions=int_option(o, "minPartitions", max(1, os.cpu_count() or 1), minimum=1),
         filter_pushdown=flag(o, "filterPushdown", False),
+        row_tracking=flag(o, "readRowTracking", False),
     )
 
 

@@ -55,14 +55,19 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from .. import expr as X
 from ..errors import PredicateError, SchemaMismatchError
 from ..io.reader import iter_batches
+from ..io.row_metadata import ROW_COMMIT_VERSION, ROW_ID, MaterializedColumns
 from ..tables.table import Table
 from ..txnlog.schema import schema_from_json, schema_to_json
 from ..txnlog.store import LogStore, open_store
 from .ipc import from_ipc, to_ipc
 from .options import ReadSpec
 
-#: add-action columns an executor needs to read a file
-_READ_COLUMNS = ["path", "partitionValues", "size", "deletionVector"]
+#: add-action columns an executor needs to read a file (row ids need the last two)
+_READ_COLUMNS = ["path", "partitionValues", "size", "deletionVector", "baseRowId", "defaultRowCommitVersion"]
+
+#: Spark's hidden ``_metadata`` column, as this source exposes it on request
+METADATA_COLUMN = "_metadata"
+_METADATA_FIELDS = {"row_id": ROW_ID, "row_commit_version": ROW_COMMIT_VERSION}
 
 
 def open_table(spec: ReadSpec) -> Table:
@@ -80,6 +85,20 @@ def select_columns(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schem
     if missing:
         raise SchemaMismatchError(f"option columns names {missing}, which the table does not have ({schema.names})")
     return pa.schema([schema.field(c) for c in columns])
+
+
+def with_row_tracking_metadata(schema: pa.Schema, table: Table) -> pa.Schema:
+    """``schema`` plus the ``_metadata`` struct; the table must track row ids."""
+    from ..txnlog import row_tracking
+
+    if not row_tracking.is_enabled(table.properties):
+        raise SchemaMismatchError(
+            f"readRowTracking: table {table.uri!r} does not track row ids; set delta.enableRowTracking=true"
+        )
+    if METADATA_COLUMN in schema.names:
+        raise SchemaMismatchError(f"readRowTracking: the table has a column named {METADATA_COLUMN!r} already")
+    struct = pa.struct([pa.field(name, pa.int64()) for name in _METADATA_FIELDS])
+    return schema.append(pa.field(METADATA_COLUMN, struct))
 
 
 # --------------------------------------------------------------------------------------------
@@ -159,8 +178,10 @@ def bind_filter(f: Any, schema: pa.Schema) -> X.Expr | None:
 class FilesPartition(InputPartition):
     """One Spark input partition: some of the table's add rows (Arrow IPC), as of one version."""
 
-    def __init__(self, files: pa.Table, schema_string: str, partition_columns: Sequence[str]):
+    def __init__(self, files: pa.Table, schema_string: str, partition_columns: Sequence[str],
+                 materialized: MaterializedColumns | None = None):
         self.files_ipc = to_ipc(files)
+        self.materialized = materialized
         self.num_files = files.num_rows
         self.num_bytes = int(pc.sum(files["size"]).as_py() or 0) if files.num_rows else 0
         self.schema_string = schema_string
@@ -221,8 +242,9 @@ def plan_scan(table: Table, predicate: X.Expr | None, spec: ReadSpec) -> ScanPla
     schema_string = schema_to_json(snapshot.schema)
     parts = snapshot.partition_columns
     sizes = files.column("size").to_pylist()
+    materialized = MaterializedColumns.from_configuration(snapshot.properties)
     partitions = [
-        FilesPartition(files.take(pa.array(idx, pa.int64())), schema_string, parts)
+        FilesPartition(files.take(pa.array(idx, pa.int64())), schema_string, parts, materialized)
         for idx in bin_files(sizes, spec)
     ]
     return ScanPlan(version=snapshot.version, total_files=total, files=files, predicate=predicate,
@@ -304,11 +326,24 @@ class DeltaTxReader(DataSourceReader):
             return
         table_schema = schema_from_json(partition.schema_string)
         columns = [c for c in self.columns if c in table_schema.names]
+        metadata = METADATA_COLUMN in self.columns and METADATA_COLUMN not in table_schema.names
+        if metadata:
+            columns += list(_METADATA_FIELDS.values())
         predicate = self.predicate()
         row_filter = X.to_arrow(predicate) if predicate is not None else None
         for batch in iter_batches(_store(self.spec), files, table_schema, list(partition.partition_columns),
-                                  columns=columns, filter=row_filter):
-            yield to_spark_batch(batch, target)
+                                  columns=columns, filter=row_filter, materialized=partition.materialized):
+            yield to_spark_batch(_nest_metadata(batch) if metadata else batch, target)
+
+
+def _nest_metadata(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The flat ``_metadata.*`` columns of a read as Spark's ``_metadata`` struct."""
+    names = batch.schema.names
+    struct = pa.StructArray.from_arrays([batch.column(names.index(c)) for c in _METADATA_FIELDS.values()],
+                                        names=list(_METADATA_FIELDS))
+    keep = [i for i, n in enumerate(names) if n not in _METADATA_FIELDS.values()]
+    return pa.RecordBatch.from_arrays([batch.column(i) for i in keep] + [struct],
+                                      names=[names[i] for i in keep] + [METADATA_COLUMN])
 
 
 def to_spark_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:

@@ -12,7 +12,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSource
 
 from .options import PINNED_VERSION_OPTION, arrow_schema_to_spark, read_spec
-from .reader import DeltaTxReader, open_table, select_columns
+from .reader import DeltaTxReader, open_table, select_columns, with_row_tracking_metadata
 from .streaming import DeltaTxStreamWriter, plan_stream
 from .writer import DeltaTxWriter, plan_write
 
@@ -27,7 +27,9 @@ class DeltaTxDataSource(DataSource):
         return FORMAT_NAME
 
     def schema(self) -> Any:
-        """The table's schema as of the requested version (only the ``columns`` option's, if set).
+        """The table's schema as of the requested version (only the ``columns`` option's, if set;
+        with ``.option("readRowTracking", "true")`` also Spark's ``_metadata`` struct of
+        ``row_id`` and ``row_commit_version``, so ``select("_metadata.row_id")`` works as in Delta).
 
         Also pins the version: Spark pickles this instance after ``schema()`` and reuses it for
         every scan of the DataFrame (or temporary view), and caches the planned read of a relation
@@ -36,7 +38,10 @@ class DeltaTxDataSource(DataSource):
         spec = read_spec(self.options)
         table = open_table(spec)
         self.options[PINNED_VERSION_OPTION] = str(table.version)
-        return arrow_schema_to_spark(select_columns(table.schema, spec.columns))
+        schema = select_columns(table.schema, spec.columns)
+        if spec.row_tracking:
+            schema = with_row_tracking_metadata(schema, table)
+        return arrow_schema_to_spark(schema)
 
     def reader(self, schema: Any) -> DeltaTxReader:
         return DeltaTxReader(read_spec(self.options), schema)

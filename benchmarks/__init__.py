@@ -23,6 +23,8 @@ BENCHMARKS: dict[str, str] = {
     "P7": "benchmarks.p7_merge_upsert",
     "P8": "benchmarks.p8_spark_io",
     "P9": "benchmarks.p9_conflict_check",
+    "P10": "benchmarks.p10_dv_delete",
+    "P11": "benchmarks.p11_row_level_updates",
 }
 
 

@@ -1,0 +1,120 @@
+"""Bad deletion vectors stop reads and writes with a typed error naming the file, and a refused
+write leaves nothing behind: no new version, no new data or DV file."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow as pa
+import pytest
+
+import deltatx
+from deltatx.errors import CorruptDeletionVectorError, MissingDeletionVectorError
+
+SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64())])
+
+
+def _table(uri: str) -> str:
+    """One 600-row file whose DV (every 3rd row) lives in a ``u`` file; returns that file's name."""
+    table = deltatx.create_table(uri, SCHEMA, properties={"delta.enableDeletionVectors": "true"})
+    table.append(pa.table({"id": list(range(600)), "v": [0] * 600}, schema=SCHEMA))
+    deltatx.Table(uri).delete("id % 3 = 0")
+    [name] = [n for n in os.listdir(uri) if n.startswith("deletion_vector_")]
+    return name
+
+
+def _listing(uri: str) -> list[str]:
+    out = []
+    for root, _, files in os.walk(uri):
+        out += [os.path.relpath(os.path.join(root, f), uri) for f in files]
+    return sorted(out)
+
+
+WRITES = {
+    "delete": lambda t: t.delete("id = 1"),
+    "update": lambda t: t.update("id = 2", set={"v": "5"}),
+    "merge": lambda t: t.merge(pa.table({"id": [4], "v": [9]}), on="t.id = s.id")
+    .when_matched_update({"v": "s.v"}).execute(),
+    "optimize": lambda t: t.reorg(purge=True),
+}
+
+
+def _flip_byte(path: str, at: int) -> None:
+    with open(path, "r+b") as fh:
+        fh.seek(at)
+        byte = fh.read(1)
+        fh.seek(at)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+
+
+@pytest.mark.parametrize("write", sorted(WRITES))
+def test_a_corrupt_dv_file_refuses_the_write_and_writes_nothing(table_uri, write):
+    dv = _table(table_uri)
+    _flip_byte(os.path.join(table_uri, dv), 20)  # inside the bitmap: the CRC no longer matches
+    table = deltatx.Table(table_uri)
+    before, version = _listing(table_uri), table.version
+    with pytest.raises(CorruptDeletionVectorError, match="checksum") as info:
+        WRITES[write](table)
+    assert dv in str(info.value) or "deletion vector" in str(info.value)
+    assert deltatx.Table(table_uri).version == version
+    assert _listing(table_uri) == before
+
+
+@pytest.mark.parametrize("write", sorted(WRITES))
+def test_a_missing_dv_file_refuses_the_write_and_writes_nothing(table_uri, write):
+    dv = _table(table_uri)
+    os.remove(os.path.join(table_uri, dv))
+    table = deltatx.Table(table_uri)
+    before, version = _listing(table_uri), table.version
+    with pytest.raises(MissingDeletionVectorError, match=dv.split(".")[0]) as info:
+        WRITES[write](table)
+    assert isinstance(info.value, CorruptDeletionVectorError) and isinstance(info.value, FileNotFoundError)
+    assert deltatx.Table(table_uri).version == version
+    assert _listing(table_uri) == before
+
+
+def _rewrite_last_commit_dv(uri: str, change) -> None:
+    log = os.path.join(uri, "_delta_log")
+    last = sorted(n for n in os.listdir(log) if n.endswith(".json"))[-1]
+    path = os.path.join(log, last)
+    lines = [json.loads(line) for line in open(path) if line.strip()]
+    for line in lines:
+        if "add" in line and "deletionVector" in line["add"]:
+            change(line["add"]["deletionVector"])
+    with open(path, "w") as fh:
+        fh.write("\n".join(json.dumps(line) for line in lines) + "\n")
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("cardinality", 7, "holds 200 rows, its descriptor says 7"),
+    ("sizeInBytes", 12, "the file says"),
+    ("storageType", "x", "unknown storageType"),
+])
+def test_a_descriptor_that_disagrees_with_its_dv_is_refused(table_uri, field, value, message):
+    _table(table_uri)
+    _rewrite_last_commit_dv(table_uri, lambda dv: dv.__setitem__(field, value))
+    table = deltatx.Table(table_uri)
+    with pytest.raises(CorruptDeletionVectorError, match=message):
+        table.to_arrow()
+    before, version = _listing(table_uri), table.version
+    with pytest.raises(CorruptDeletionVectorError):
+        table.delete("id = 1")
+    assert deltatx.Table(table_uri).version == version and _listing(table_uri) == before
+
+
+def test_a_winners_corrupt_dv_refuses_the_losers_commit_and_cleans_up(table_uri):
+    """The DVs a row-level rebase needs are loaded before the checker; a bad one stops the commit."""
+    table = deltatx.create_table(table_uri, SCHEMA, properties={"delta.enableDeletionVectors": "true"})
+    table.append(pa.table({"id": list(range(600)), "v": [0] * 600}, schema=SCHEMA))
+    loser = deltatx.Table(table_uri).transaction()
+    loser.update("id = 1", set={"v": "1"})  # writes one new data file (the updated row)
+    deltatx.Table(table_uri).delete("id % 3 = 0")  # the winner: a DV in a file
+    [dv] = [n for n in os.listdir(table_uri) if n.startswith("deletion_vector_")]
+    _flip_byte(os.path.join(table_uri, dv), 20)
+    before = _listing(table_uri)
+    with pytest.raises(CorruptDeletionVectorError):
+        loser.commit()
+    assert deltatx.Table(table_uri).version == 2
+    after = _listing(table_uri)
+    assert set(after) <= set(before) and len(before) - len(after) >= 1  # the loser's data file is gone

@@ -202,3 +202,27 @@ def test_watermark_domain_is_never_a_domain_conflict():
     won = winner(6, "WRITE", add_rows=[], domains=[DomainMetadata(row_tracking.ROW_TRACKING_DOMAIN,
                                                                   '{"rowIdHighWaterMark":120}')])
     assert row_tracking.high_watermark(check_commit(txn, won).domains) == 220
+
+
+def test_rows_of_two_files_compacted_into_one_are_followed_into_one_re_add():
+    """Found by the stress harness: each followed file appended the winner's file again."""
+    g = "g.parquet"
+    positions = np.arange(100, dtype=np.int64)
+    files = {}
+    for name, offset in (("f1.parquet", 1000), ("f2.parquet", 2000)):
+        files[name] = FileRows(path=name, base_dv=None, base_deleted=BitMap64(), num_records=100,
+                               changed=BitMap64([3]), read=BitMap64([3]), row_positions=positions,
+                               row_ids=positions + offset)
+    txn = TransactionInfo(
+        read_version=5, read_set=ReadSet(predicates=(predicate("id = 1"),), files=frozenset(files)),
+        read_metadata=metadata(partitioned=False), read_protocol=PROTOCOL,
+        adds=table([add(n, dv(n[:2], 1)) for n in files], FILE_SCHEMA),
+        removes=table([rm(n) for n in files], REMOVE_SCHEMA), operation="UPDATE",
+        row_level=RowLevelState(files=files))
+    won = winner(6, "OPTIMIZE", add_rows=[file_row(g, None, range(0, 200), data_change=False)],
+                 remove_rows=[rm(n, None, data_change=False) for n in files])
+    compacted_ids = np.concatenate([positions + 1000, positions + 2000])
+    rebased = check_commit(txn, won, WinnerRows(row_ids={g: compacted_ids}))
+    assert rebased.adds.column("path").to_pylist() == [g]
+    assert rebased.removes.column("path").to_pylist() == [g]
+    assert set(rebased.row_level.pending[g]) == {3, 103}

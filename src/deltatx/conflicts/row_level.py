@@ -281,12 +281,15 @@ def _follow_rows(work: _Rebase, fr: FileRows, path: str, winner: CommitActions, 
     new_files = winner.adds.filter(pc.invert(pc.is_in(winner.adds["path"], value_set=winner.removes["path"])))
     remaining = np.unique(ids)
     targets: list[tuple[int, BitMap64]] = []
+    dvs = new_files.column("deletionVector")
     for j, new_path in enumerate(new_files.column("path").to_pylist()):
         row_ids = loaded.row_ids.get(new_path)
         if row_ids is None:
             return False
         hit = np.flatnonzero(np.isin(row_ids, remaining, assume_unique=False))
         if len(hit):
+            if dvs[j].is_valid:
+                return False  # a compaction writes files without DVs; anything else: file level
             targets.append((j, BitMap64(hit.tolist())))
             remaining = np.setdiff1d(remaining, row_ids[hit], assume_unique=False)
     if len(remaining):
@@ -298,14 +301,19 @@ def _follow_rows(work: _Rebase, fr: FileRows, path: str, winner: CommitActions, 
     for j, bitmap in targets:
         row = new_files.slice(j, 1)
         new_path = row.column("path")[0].as_py()
-        if row.column("deletionVector")[0].is_valid:
-            return False  # a compaction writes files without DVs; anything else: file level
+        followed = work.files.get(new_path)
+        if followed is not None:  # rows of several of our files were compacted into this one
+            work.pending[new_path] = work.pending[new_path] | bitmap
+            work.files[new_path] = dataclasses.replace(followed, changed=followed.changed | bitmap,
+                                                       read=followed.read | bitmap)
+            continue
         work.extra.append(row)
         work.pending[new_path] = bitmap
+        ids_of_new = np.asarray(loaded.row_ids[new_path], dtype=np.int64)
         work.files[new_path] = FileRows(
-            path=new_path, base_dv=None, base_deleted=BitMap64(), num_records=len(loaded.row_ids[new_path]),
-            changed=bitmap, read=bitmap, row_positions=np.arange(len(loaded.row_ids[new_path]), dtype=np.int64),
-            row_ids=np.asarray(loaded.row_ids[new_path], dtype=np.int64))
+            path=new_path, base_dv=None, base_deleted=BitMap64(), num_records=len(ids_of_new),
+            changed=bitmap, read=bitmap, row_positions=np.arange(len(ids_of_new), dtype=np.int64),
+            row_ids=ids_of_new)
     return True
 
 

@@ -18,6 +18,8 @@ checker                   what must hold
 ``bank``                  the sum of balances (and the set of accounts) is the same at every
                           version of the table, read by time travel.
 ``errors``                no operation failed with anything but a concurrency conflict.
+``row_ids``               (row-tracking tables, :mod:`.row_ids`) at every version row ids are
+                          unique; a surviving row keeps its id; an id is never reused.
 ========================  ===================================================================
 
 Each checker returns :class:`Anomaly` objects; an empty list means the history passed. Each one is
@@ -40,7 +42,7 @@ from ..txnlog.snapshot import load_snapshot
 from .history import ERROR, OpRecord, sort_records
 from .serial import LogView, ReplayResult, describe_difference, replay, sorted_rows
 
-CHECKERS = ("no_lost_commit", "serializable", "write_serializable", "bank", "errors")
+CHECKERS = ("no_lost_commit", "serializable", "write_serializable", "bank", "errors", "row_ids")
 MAX_PER_CHECKER = 20
 
 
@@ -273,10 +275,14 @@ def check_history(history: Sequence[OpRecord], uri: str, *, isolation: str | Non
     final: pa.Table | None = None
     final_properties: dict[str, str] = {}
     out: list[Anomaly] = []
+    tracks_rows = False
     try:
+        from .row_ids import applies
+
         table = Table(uri, storage_options=storage_options)
         final, final_properties = table.to_arrow(), dict(table.properties)
         level = isolation or table.isolation_level.value
+        tracks_rows = applies(table)
     except Exception as exc:
         out.append(Anomaly("no_lost_commit", f"the table cannot be read: {type(exc).__name__}: {exc}"))
         level = isolation or "WriteSerializable"
@@ -284,7 +290,7 @@ def check_history(history: Sequence[OpRecord], uri: str, *, isolation: str | Non
         bank = any(r.op.get("kind") == "transfer" for r in history)
     wanted = set(checkers) if checkers is not None else {
         "no_lost_commit", "errors", "serializable" if level == "Serializable" else "write_serializable",
-        *(["bank"] if bank else [])}
+        *(["bank"] if bank else []), *(["row_ids"] if tracks_rows else [])}
     unknown = wanted - set(CHECKERS)
     if unknown:
         from .errors import HarnessError
@@ -302,4 +308,8 @@ def check_history(history: Sequence[OpRecord], uri: str, *, isolation: str | Non
     if "bank" in wanted and not log.problems:
         column = next((r.op.get("column") for r in history if r.op.get("kind") == "transfer"), "balance")
         out += check_bank(history, log, key=key, column=column)
+    if "row_ids" in wanted and final is not None:
+        from .row_ids import check_row_ids
+
+        out += check_row_ids(uri, storage_options, key=key)
     return out

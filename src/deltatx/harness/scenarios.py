@@ -23,7 +23,8 @@ write their own cases in a few lines::
 
 :func:`builtin_scenarios` is the isolation-level / write-conflict matrix (shared seed 003:
 INSERT, UPDATE/DELETE/MERGE, OPTIMIZE against each other, same and different partitions, both
-levels) plus the seed's worked examples.
+levels), the seed's worked examples, and the row-level matrix on deletion-vector tables
+(:mod:`.row_level_matrix`).
 """
 
 from __future__ import annotations
@@ -296,5 +297,8 @@ def seed_examples() -> list[Scenario]:
 
 
 def builtin_scenarios() -> list[Scenario]:
-    """The seed matrix and the seed's examples: what users can run to verify deltatx's rules."""
-    return seed_matrix() + seed_examples()
+    """The seed matrix, the seed's examples and the row-level matrix (deletion-vector tables):
+    what users can run to verify deltatx's rules."""
+    from .row_level_matrix import row_level_matrix
+
+    return seed_matrix() + seed_examples() + row_level_matrix()

@@ -38,6 +38,9 @@ from .errors import HarnessError
 from .history import COMMITTED, CONFLICT, ERROR, NOOP, HistoryWriter, OpRecord, execute, read_history
 from .workloads import WORKLOADS, WriterSpec, get_workload, prepare_table
 
+#: table properties of a stress run on merge-on-read tables (row-level concurrency, row ids)
+ROW_LEVEL_PROPERTIES = {"delta.enableDeletionVectors": "true", "delta.enableRowTracking": "true"}
+
 Progress = Callable[[int, "int | None"], None]
 
 #: how long the parent waits for a silent worker before checking that it is still alive
@@ -191,7 +194,8 @@ def run_stress(uri: str, processes: int = 8, ops: int | None = 250, workload: st
                isolation: str = "WriteSerializable", duration_s: float | None = None,
                storage_options: dict[str, Any] | None = None, seed: int = 0, progress: Progress | None = None,
                *, history_dir: str | None = None, worker_init: str | None = None,
-               timeout_s: float | None = None, check: bool = True) -> StressReport:
+               timeout_s: float | None = None, check: bool = True,
+               properties: dict[str, str] | None = None) -> StressReport:
     """Create the workload's table at ``uri``, run ``processes`` writers, check the history.
 
     Writers are spawned processes: a script calling this must guard its entry point with
@@ -201,10 +205,12 @@ def run_stress(uri: str, processes: int = 8, ops: int | None = 250, workload: st
     given (``ops`` is then ignored). ``history_dir`` keeps the per-writer history files (a
     temporary directory otherwise). ``timeout_s`` bounds the whole run (default: generous,
     derived from the size); a writer that crashes or hangs becomes a ``workers`` anomaly.
+    ``properties`` are extra table properties: ``ROW_LEVEL_PROPERTIES`` runs the workload on a
+    deletion-vector + row-tracking table, where the ``row_ids`` checker runs too.
     """
     uri = _validate(uri, processes, ops, workload, isolation, duration_s)
     options = dict(storage_options or {})
-    setup = prepare_table(uri, workload, isolation, options)
+    setup = prepare_table(uri, workload, isolation, options, properties)
     tmp = None if history_dir is not None else tempfile.TemporaryDirectory(prefix="deltatx-stress-")
     folder = history_dir if history_dir is not None else tmp.name  # type: ignore[union-attr]
     os.makedirs(folder, exist_ok=True)

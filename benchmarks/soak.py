@@ -6,6 +6,8 @@
 part  what                                                                              --quick
 ====  ==============================================================================  =================
 R1    stress, 8 processes × 250 mixed ops, Serializable and WriteSerializable, local     2 × 15
+      — plus the same on a deletion-vector + row-tracking table (row-level concurrency;
+      the row_ids checker: ids unique, stable for surviving rows, never reused)
 R2    1,000 random crash points (phase, N) of the write/commit/checkpoint path, local   20 points
 R4    4 writers × 100 appends against S3 (a moto server this runner starts on           2 × 10
       127.0.0.1)
@@ -122,13 +124,20 @@ def _stress(label: str, uri: str, history_dir: Path, **kwargs: Any) -> dict[str,
 
 
 def part_r1(sizes: dict[str, int], scratch: Path) -> dict[str, Any]:
+    from deltatx.harness.stress import ROW_LEVEL_PROPERTIES
+
     runs = []
-    for isolation in ("Serializable", "WriteSerializable"):
-        runs.append(_stress(f"R1 {isolation}", str(scratch / f"r1-{isolation}"), scratch / f"h-{isolation}",
-                            processes=sizes["r1_processes"],
-                            ops=sizes["r1_ops"], workload="mixed", isolation=isolation, seed=1))
+    for row_level in (False, True):
+        for isolation in ("Serializable", "WriteSerializable"):
+            label = f"R1 {isolation}{' row-level' if row_level else ''}"
+            run = _stress(label, str(scratch / label.replace(" ", "-")), scratch / f"h-{label.replace(' ', '-')}",
+                          processes=sizes["r1_processes"], ops=sizes["r1_ops"], workload="mixed",
+                          isolation=isolation, seed=1, properties=ROW_LEVEL_PROPERTIES if row_level else None)
+            run["table"] = "deletion vectors + row tracking" if row_level else "plain"
+            runs.append(run)
     return {"ok": all(r["ok"] for r in runs), "runs": runs,
-            "summary": "; ".join(f"{r['isolation']}: {r['commits']} commits, {_anomalies_text(r)}" for r in runs)}
+            "summary": "; ".join(f"{r['isolation']} ({r['table']}): {r['commits']} commits, {_anomalies_text(r)}"
+                                 for r in runs)}
 
 
 def part_r2(sizes: dict[str, int], scratch: Path) -> dict[str, Any]:

@@ -12,6 +12,7 @@ is :func:`deltatx.harness.run_stress`. Subcommands::
     deltatx checkpoint URI
     deltatx stress URI [--processes N] [--ops N] [--workload mixed|bank|append]
                        [--isolation Serializable|WriteSerializable] [--duration S] [--seed N]
+                       [--row-level]   (deletion vectors + row tracking; adds the row_ids checker)
 
 Every subcommand takes ``--json`` and ``--storage-option k=v`` (repeatable). Exit codes:
 0 success; 1 the stress run found an anomaly; 2 a usage error, a bad URI, a missing table or
@@ -115,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=_non_negative_float, default=None,
                    help="run for this many seconds instead of a fixed number of operations")
     p.add_argument("--seed", type=int, default=0, help="seed of the workload's random choices")
+    p.add_argument("--row-level", action="store_true",
+                   help="create the table with deletion vectors and row tracking (row-level concurrency; "
+                        "the row_ids checker runs too)")
     return parser
 
 
@@ -355,6 +359,7 @@ def _stress_progress(enabled: bool):
 def cmd_stress(args: argparse.Namespace) -> int:
     try:
         from .harness import run_stress
+        from .harness.stress import ROW_LEVEL_PROPERTIES
     except ImportError as exc:
         raise CliError(f"the stress harness is not available ({exc})") from None
     from .txnlog.store import open_store
@@ -367,6 +372,7 @@ def cmd_stress(args: argparse.Namespace) -> int:
             args.uri, processes=args.processes, ops=args.ops, workload=args.workload,
             isolation=args.isolation, duration_s=args.duration,
             storage_options=dict(args.storage_option) or None, seed=args.seed, progress=callback,
+            properties=ROW_LEVEL_PROPERTIES if args.row_level else None,
         )
     failed = bool(report.anomalies) or not report.ok
     if args.json:

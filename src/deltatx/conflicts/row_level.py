@@ -86,7 +86,8 @@ class RowLevelState:
     - ``files``: the files it read or changed through DVs, by path;
     - ``compacted``: for a compaction, the source files it rewrote (path -> FileRows with every
       live row read) and ``compaction_outputs``, the paths of the files it wrote;
-    - ``pending``: adds whose DV is known as a bitmap only; the committer writes them;
+    - ``pending``: the whole DV (as a bitmap) of each add a rebase changed; the committer writes
+      those that differ from ``written`` (what it wrote last time) before it retries;
     - ``resolved``: (winner version, paths) settled here for that winner — the file-level checks
       skip them.
     """
@@ -95,6 +96,7 @@ class RowLevelState:
     compacted: Mapping[str, FileRows] = field(default_factory=dict)
     compaction_outputs: tuple[str, ...] = ()
     pending: Mapping[str, BitMap64] = field(default_factory=dict)
+    written: Mapping[str, BitMap64] = field(default_factory=dict)
     resolved: tuple[int, frozenset[str]] = (-1, frozenset())
 
     def resolved_for(self, version: int) -> frozenset[str]:

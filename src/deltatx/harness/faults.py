@@ -12,6 +12,11 @@ fault                     what breaks                                         ca
                                                                               bank, no_lost_commit
 ``overwrite_commits``     put-if-absent overwrites an existing version        no_lost_commit
 ``drop_commits``          the store acknowledges a commit it never wrote      no_lost_commit
+``reuse_row_ids``         row ids are handed out from 0 on every commit,      row_ids
+                          ignoring the high-water mark (ids collide)
+``forget_row_ids``        rewritten rows (UPDATE, MERGE, OPTIMIZE) lose       row_ids
+                          their materialized row id (a surviving row's id
+                          changes)
 ========================  ==================================================  =================
 
 Each is a context manager (in-process use) and has an ``install_*`` function with no arguments
@@ -84,7 +89,7 @@ def _subclasses(cls: type) -> list[type]:
 
 def install_ignore_conflicts() -> Callable[[], None]:
     """The committer's conflict check passes every transaction unchanged. Returns an undo."""
-    return _patch(transaction_module, "check_commit", lambda txn, winner: txn)
+    return _patch(transaction_module, "check_commit", lambda txn, winner, loaded=None: txn)
 
 
 def install_overwrite_commits() -> Callable[[], None]:
@@ -99,6 +104,45 @@ def install_overwrite_commits() -> Callable[[], None]:
 def install_drop_commits() -> Callable[[], None]:
     """put-if-absent reports success without writing anything. Returns an undo."""
     return _replace_commit_put(lambda store, version, data: None)
+
+
+def install_reuse_row_ids() -> Callable[[], None]:
+    """Row ids start at 0 on every commit, whatever the watermark says. Returns an undo."""
+    from ..txnlog import row_tracking
+
+    original = row_tracking.assign_row_ids
+
+    def from_zero(adds: Any, read_hwm: int, start_hwm: int, version: int, keep: Any = None) -> Any:
+        return original(adds, read_hwm, -1, version, keep)
+
+    return _patch(row_tracking, "assign_row_ids", from_zero)  # every caller looks it up on the module
+
+
+def install_forget_row_ids() -> Callable[[], None]:
+    """Rewritten rows are written without their materialized row id. Returns an undo."""
+    from ..tables.ops import merge_on_read
+
+    original = merge_on_read.physical
+
+    def forgetful(tx: Any, rows: Any) -> Any:
+        from ..io.row_metadata import ROW_ID
+
+        if ROW_ID in rows.column_names:
+            rows = rows.drop_columns([ROW_ID])
+        return original(tx, rows)
+
+    undo_a = _patch(merge_on_read, "physical", forgetful)
+    from ..tables.ops import optimize, rewrite
+
+    undo_b = _patch(rewrite, "physical", forgetful)
+    undo_c = _patch(optimize, "physical", forgetful)
+
+    def undo() -> None:
+        undo_c()
+        undo_b()
+        undo_a()
+
+    return undo
 
 
 @contextmanager
@@ -123,3 +167,13 @@ def overwrite_commits():
 def drop_commits():
     """Context manager form of :func:`install_drop_commits`."""
     return _installed(install_drop_commits)
+
+
+def reuse_row_ids():
+    """Context manager form of :func:`install_reuse_row_ids`."""
+    return _installed(install_reuse_row_ids)
+
+
+def forget_row_ids():
+    """Context manager form of :func:`install_forget_row_ids`."""
+    return _installed(install_forget_row_ids)

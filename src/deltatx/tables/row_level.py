@@ -163,17 +163,26 @@ def with_deletion_vectors(adds: pa.Table, descriptors: Mapping[str, dict[str, An
 
 
 def write_pending_dvs(store: "LogStore", adds: pa.Table, state: RowLevelState | None) -> tuple[pa.Table, RowLevelState | None, str | None]:
-    """Write the bitmaps the checker rebased (one DV file) and attach them to their adds."""
+    """Write the bitmaps the checker rebased (one DV file) and attach them to their adds.
+
+    ``pending`` holds the *whole* DV each add must carry (a later rebase unions into it), so
+    only the bitmaps that changed since the last write are written again.
+    """
     if state is None or not state.pending:
         return adds, state, None
-    pending = adds.filter(pc.is_in(adds["path"], value_set=pa.array(sorted(state.pending), pa.string())))
-    counts = dict(zip(pending.column("path").to_pylist(), physical_records(pending).tolist()))
+    in_adds = adds.filter(pc.is_in(adds["path"], value_set=pa.array(sorted(state.pending), pa.string())))
+    counts = dict(zip(in_adds.column("path").to_pylist(), physical_records(in_adds).tolist()))
+    changed = {path: bitmap for path, bitmap in state.pending.items()
+               if path in counts and state.written.get(path) != bitmap}
+    if not changed:
+        return adds, state, None
     # a file whose every row is now deleted is not added at all (e.g. a compaction's output whose
     # source rows a concurrent compaction already moved)
-    empty = [path for path, bitmap in state.pending.items() if len(bitmap) >= counts.get(path, len(bitmap) + 1)]
+    empty = [path for path, bitmap in changed.items() if len(bitmap) >= counts[path]]
     if empty:
         adds = adds.filter(pc.invert(pc.is_in(adds["path"], value_set=pa.array(sorted(empty), pa.string()))))
     out = DeletionVectorFile(store)
-    descriptors = {path: out.add(bitmap) for path, bitmap in sorted(state.pending.items()) if path not in empty}
+    descriptors = {path: out.add(bitmap) for path, bitmap in sorted(changed.items()) if path not in empty}
     out.write()
-    return with_deletion_vectors(adds, descriptors), state.replace(pending={}), out.written
+    written = {**state.written, **{path: bitmap.copy() for path, bitmap in changed.items()}}
+    return with_deletion_vectors(adds, descriptors), state.replace(written=written), out.written

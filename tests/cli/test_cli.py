@@ -256,6 +256,14 @@ def _fake_harness(monkeypatch, anomalies: list) -> list[dict]:
     return calls
 
 
+def test_stress_row_level_flag_creates_a_dv_and_row_tracking_table(capsys, monkeypatch, tmp_path):
+    from deltatx.harness.stress import ROW_LEVEL_PROPERTIES
+
+    calls = _fake_harness(monkeypatch, [])
+    assert main(["stress", str(tmp_path / "t"), "--ops", "2", "--row-level"]) == EXIT_OK
+    assert calls[0]["properties"] == ROW_LEVEL_PROPERTIES
+
+
 def test_stress_arguments_and_report(capsys, monkeypatch, tmp_path):
     calls = _fake_harness(monkeypatch, [])
     code = main(["stress", str(tmp_path / "t"), "--processes", "3", "--ops", "7", "--workload", "bank",
@@ -265,7 +273,7 @@ def test_stress_arguments_and_report(capsys, monkeypatch, tmp_path):
     assert code == EXIT_OK
     assert calls == [{"uri": str(tmp_path / "t"), "processes": 3, "ops": 7, "workload": "bank",
                       "isolation": "Serializable", "duration_s": 1.5, "storage_options": {"fsync": "false"},
-                      "seed": 9, "progress": calls[0]["progress"]}]
+                      "seed": 9, "progress": calls[0]["progress"], "properties": None}]
     assert callable(calls[0]["progress"])
     assert "34.5" in out and "ConcurrentAppendException" in out and "OK" in out
 

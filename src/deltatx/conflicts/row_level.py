@@ -35,15 +35,7 @@ from pyroaring import BitMap64
 from ..errors import ConcurrentDeleteDeleteException, ConcurrentDeleteReadException
 from ..isolation import IsolationLevel
 from ..txnlog.actions import CommitActions, removes_for
-
-
-def dv_unique_id(descriptor: Mapping[str, Any] | None) -> str | None:
-    """PROTOCOL.md's ``uniqueId`` of a DV descriptor (None: the file has no DV)."""
-    if descriptor is None:
-        return None
-    offset = descriptor.get("offset")
-    base = f"{descriptor['storageType']}{descriptor['pathOrInlineDv']}"
-    return f"{base}@{offset}" if offset is not None else base
+from ..txnlog.actions import deletion_vector_unique_id as dv_unique_id
 
 
 @dataclass(frozen=True, eq=False)

@@ -61,15 +61,6 @@ def serialize_bitmap(rows: BitMap64) -> bytes:
     return struct.pack("<I", PORTABLE_MAGIC) + rows.serialize()
 
 
-def unique_id(descriptor: dict[str, Any] | None) -> str | None:
-    """PROTOCOL.md's ``uniqueId``: storageType + pathOrInlineDv [+ '@' + offset] (None: no DV)."""
-    if descriptor is None:
-        return None
-    offset = descriptor.get("offset")
-    base = f"{descriptor['storageType']}{descriptor['pathOrInlineDv']}"
-    return f"{base}@{offset}" if offset is not None else base
-
-
 def load_bitmap(store: "LogStore", descriptor: dict[str, Any] | None, data_path: str) -> BitMap64:
     """The rows a descriptor deletes, as a bitmap (empty for no DV); checked like every DV read."""
     if descriptor is None:

@@ -88,6 +88,16 @@ def file_actions_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Tabl
         raise CorruptLogError(f"a file action in the log has a field of the wrong type ({exc})") from None
 
 
+def deletion_vector_unique_id(descriptor: dict[str, Any] | None) -> str | None:
+    """PROTOCOL.md's ``uniqueId`` of a DV descriptor: storageType + pathOrInlineDv [+ '@' + offset]
+    (None: no DV). With the path it keys a logical file."""
+    if descriptor is None:
+        return None
+    offset = descriptor.get("offset")
+    base = f"{descriptor['storageType']}{descriptor['pathOrInlineDv']}"
+    return f"{base}@{offset}" if offset is not None else base
+
+
 def removes_for(adds: pa.Table, timestamp_ms: int, data_change: bool = True) -> pa.Table:
     """Remove actions for the given add rows, columnar (no per-file objects): same path, DV,
     partition values, size, tags and row-tracking fields, as PROTOCOL.md asks of a remove."""

@@ -85,10 +85,6 @@ class _StagedOp:
     changes_data: bool = True
 
 
-#: kept under its old name for the operations that import it from here
-adds_to_removes = removes_for
-
-
 def _encode_parameter(v: Any) -> str:
     return v if isinstance(v, str) else orjson.dumps(v).decode()
 
@@ -271,7 +267,7 @@ class Transaction:
                     self.store.delete_files(_decoded(pa.array(written, pa.string())))
             files = theirs
         if files.num_rows:
-            self._removes.append(adds_to_removes(files, int(time.time() * 1000), data_change))
+            self._removes.append(removes_for(files, int(time.time() * 1000), data_change))
         self._files = self._files.filter(pc.invert(pc.is_in(self._files["path"], value_set=paths)))
 
     def _own_added_paths(self) -> pa.Table | None:

@@ -12,6 +12,8 @@ NULL`` become the negated node forms.
 
 from __future__ import annotations
 
+import functools
+
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -373,11 +375,18 @@ def _parse(sql: str, what: str) -> exp.Expression:
     return node
 
 
+@functools.lru_cache(maxsize=1024)
+def _parsed(sql: str, what: str) -> Expr:
+    """Parsing is pure and the model is immutable: a repeated statement (the same DELETE in a
+    loop, a predicate re-parsed by several layers) is parsed by sqlglot once."""
+    return _convert(_parse(sql, what))
+
+
 def parse_expression(sql: str) -> Expr:
     """Parse a value expression such as ``value * 2``, ``'x'`` or ``upper(name)``."""
-    return _convert(_parse(sql, "expression"))
+    return _parsed(sql, "expression") if isinstance(sql, str) else _convert(_parse(sql, "expression"))
 
 
 def parse_predicate(sql: str) -> Expr:
     """Parse a boolean condition such as ``part = 3 AND id > 10`` (Spark SQL syntax)."""
-    return _convert(_parse(sql, "predicate"))
+    return _parsed(sql, "predicate") if isinstance(sql, str) else _convert(_parse(sql, "predicate"))

@@ -25,7 +25,7 @@ from pyroaring import BitMap64
 from ...io.deletion_vector_writer import DeletionVectorFile, load_bitmap
 from ...io.row_metadata import FILE_PATH, ROW_COMMIT_VERSION, ROW_ID, ROW_INDEX, MaterializedColumns
 from ...txnlog import row_tracking
-from ...txnlog.actions import DELETION_VECTOR
+from ...txnlog.actions import DELETION_VECTOR, deletion_vector_unique_id
 from ...txnlog.features import writer_features
 from .. import properties as props
 from ..row_level import loose_stats
@@ -92,16 +92,25 @@ def physical(tx: "Transaction", rows: pa.Table) -> tuple[pa.Table, pa.Schema, tu
     return pa.Table.from_arrays(columns, schema=out_schema), out_schema, tuple(added)
 
 
-def record_read(tx: "Transaction", files: pa.Table, index: int, rows: pa.Table,
-                changed: np.ndarray | None = None, read: np.ndarray | None = None) -> None:
-    """Record file ``index`` of ``files`` as read (``rows`` = its live rows with row_index)."""
-    file = files.slice(index, 1).to_pylist()[0]
+def _record(tx: "Transaction", file: dict[str, Any], rows: pa.Table, changed: np.ndarray | None,
+            read: np.ndarray | None) -> None:
+    """Record one file as read: ``rows`` are the rows of it this transaction read (with
+    ``_metadata.row_index``, and ``_metadata.row_id`` on row-tracking tables)."""
     positions = rows.column(ROW_INDEX).to_numpy() if ROW_INDEX in rows.column_names else None
     ids = rows.column(ROW_ID) if ROW_ID in rows.column_names else None
     row_ids = ids.to_numpy(zero_copy_only=False) if ids is not None and ids.null_count == 0 else None
+    if row_ids is not None and positions is not None and len(positions) > 1 and (np.diff(positions) < 0).any():
+        order = np.argsort(positions, kind="stable")
+        positions, row_ids = positions[order], row_ids[order]
     base = load_bitmap(tx.store, file["deletionVector"], file["path"])
     tx.row_level.record(file, base, changed=changed, read=read,
                         row_positions=positions if row_ids is not None else None, row_ids=row_ids)
+
+
+def record_read(tx: "Transaction", files: pa.Table, index: int, rows: pa.Table,
+                changed: np.ndarray | None = None, read: np.ndarray | None = None) -> None:
+    """Record file ``index`` of ``files`` as read (``rows`` = the rows of it a DML read)."""
+    _record(tx, files.slice(index, 1).to_pylist()[0], rows, changed, read)
 
 
 def record_reads_by_file(tx: "Transaction", files: pa.Table, rows: pa.Table) -> None:
@@ -110,14 +119,16 @@ def record_reads_by_file(tx: "Transaction", files: pa.Table, rows: pa.Table) -> 
     paths = rows.column(FILE_PATH)
     for i, path in enumerate(files.column("path").to_pylist()):
         mine = rows.filter(pc.equal(paths, path)) if rows.num_rows else rows
-        positions = mine.column(ROW_INDEX).to_numpy()
-        ids = mine.column(ROW_ID) if ROW_ID in mine.column_names else None
-        row_ids = ids.to_numpy(zero_copy_only=False) if ids is not None and ids.null_count == 0 else None
-        order = np.argsort(positions, kind="stable")
-        file = files.slice(i, 1).to_pylist()[0]
-        tx.row_level.record(file, load_bitmap(tx.store, file["deletionVector"], path), read=positions,
-                            row_positions=positions[order] if row_ids is not None else None,
-                            row_ids=row_ids[order] if row_ids is not None else None)
+        _record(tx, files.slice(i, 1).to_pylist()[0], mine, None, mine.column(ROW_INDEX).to_numpy())
+
+
+def _base_deleted(tx: "Transaction", descriptor: dict[str, Any] | None, path: str) -> BitMap64:
+    """The rows a file's current DV deletes: from what this transaction recorded when it read the
+    file (the same DV), else decoded again."""
+    known = tx.row_level.files.get(path)
+    if known is not None and deletion_vector_unique_id(known.base_dv) == deletion_vector_unique_id(descriptor):
+        return known.base_deleted
+    return load_bitmap(tx.store, descriptor, path)
 
 
 def stage_changed_rows(tx: "Transaction", files: pa.Table, changed: list[np.ndarray]) -> dict[str, int]:
@@ -132,7 +143,7 @@ def stage_changed_rows(tx: "Transaction", files: pa.Table, changed: list[np.ndar
     for i in range(files.num_rows):
         descriptor = files.column("deletionVector")[i].as_py()
         path = files.column("path")[i].as_py()
-        bitmap = load_bitmap(tx.store, descriptor, path) | BitMap64(changed[i].tolist())
+        bitmap = _base_deleted(tx, descriptor, path) | BitMap64(changed[i].tolist())
         if len(bitmap) >= counts[i]:
             metrics["numRemovedFiles"] += 1
             metrics["numDeletionVectorsRemoved"] += descriptor is not None

@@ -20,8 +20,7 @@ from deltatx.conflicts import ReadSet, TransactionInfo, check_commit
 from deltatx.errors import ConcurrentAppendException
 from deltatx.expr import bind, parse_predicate
 from deltatx.isolation import IsolationLevel
-from deltatx.tables.transaction import adds_to_removes
-from deltatx.txnlog.actions import FILE_SCHEMA, CommitActions, Metadata, Protocol, encode_commit, parse_commit
+from deltatx.txnlog.actions import FILE_SCHEMA, CommitActions, Metadata, Protocol, encode_commit, parse_commit, removes_for
 from deltatx.txnlog.schema import schema_to_json
 
 from .common import BenchResult, median, now
@@ -49,7 +48,7 @@ def _transaction(metadata: Metadata, predicate: str, read_files: pa.Table, use_s
         read_metadata=metadata,
         read_protocol=Protocol(1, 2),
         adds=FILE_SCHEMA.empty_table(),
-        removes=adds_to_removes(read_files, 1_700_000_000_000),
+        removes=removes_for(read_files, 1_700_000_000_000),
         isolation_level=IsolationLevel.WRITE_SERIALIZABLE,
         is_blind_append=False,
         use_stats=use_stats,

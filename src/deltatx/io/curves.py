@@ -125,13 +125,71 @@ def curve_order(columns: Sequence[pa.Array | pa.ChunkedArray], curve: str = "hil
 
     Stable: rows at the same curve position keep their input order.
     """
+    return curve_sort(columns, curve)[0]
+
+
+def _bit_length(v: np.ndarray) -> np.ndarray:
+    """Exact ``int.bit_length`` of uint64 values, vectorized (6 halving steps, no float rounding)."""
+    v = v.copy()
+    out = np.zeros(len(v), dtype=np.int64)
+    nonzero = v != 0
+    for shift in (32, 16, 8, 4, 2, 1):
+        high = (v >> np.uint64(shift)) != 0
+        out += np.where(high, shift, 0)
+        v = np.where(high, v >> np.uint64(shift), v)
+    return out + nonzero
+
+
+def curve_sort(columns: Sequence[pa.Array | pa.ChunkedArray], curve: str = "hilbert") -> tuple[np.ndarray, np.ndarray]:
+    """The curve order of the rows, and for each position of that order the *boundary level*
+    between it and the row before: the bit length of the two keys' XOR, i.e. how coarse a cell
+    of the curve's recursive grid starts there (0 = same position; the first row is highest).
+
+    A file cut where the level is high ends on the border of a large cell, so neighbouring files
+    tile the space instead of overlapping (see :func:`cut_points`).
+    """
     if not columns:
-        raise ValueError("curve_order needs at least one column")
+        raise ValueError("curve_sort needs at least one column")
     n = len(columns[0])
     if n == 0:
-        return np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     bits = coordinate_bits(n)
     words = curve_keys([quantile_coordinates(c, bits) for c in columns], bits, curve)
     if len(words) == 1:
-        return np.argsort(words[0], kind="stable").astype(np.int64)
-    return np.lexsort(words[::-1]).astype(np.int64)  # lexsort: last key is the primary one
+        order = np.argsort(words[0], kind="stable").astype(np.int64)
+    else:
+        order = np.lexsort(words[::-1]).astype(np.int64)  # lexsort: last key is the primary one
+    levels = np.zeros(n, dtype=np.int64)
+    for w, word in enumerate(reversed(words)):  # least significant word first: the first difference wins
+        ordered = word[order]
+        diff = ordered[1:] ^ ordered[:-1]
+        levels[1:] = np.where(diff != 0, _bit_length(diff) + 64 * w, levels[1:])
+    levels[0] = 64 * len(words) + 1
+    return order, levels
+
+
+#: how far (share of the rows per file) a cut may move to land on a coarser cell border
+CUT_SLACK = 0.2
+
+
+def cut_points(levels: np.ndarray, rows_per_file: int, slack: float = CUT_SLACK) -> list[int]:
+    """Row offsets (0 first, len last) cutting curve-sorted rows into files of about
+    ``rows_per_file`` rows: each cut moves by at most ``slack`` of a file to the coarsest cell
+    border nearby (nearest to the ideal position among equals), and the last two files share
+    the rest evenly instead of leaving a sliver. Loops over files, never over rows."""
+    n = len(levels)
+    rows_per_file = max(1, int(rows_per_file))
+    window = int(rows_per_file * slack)
+    cuts = [0]
+    position = 0
+    while n - position > rows_per_file + window:
+        ideal = position + rows_per_file
+        if n - ideal < rows_per_file - window:  # the tail would be small: split what is left
+            ideal = position + (n - position) // 2
+        lo, hi = max(position + 1, ideal - window), min(n - 1, ideal + window)
+        region = levels[lo:hi + 1]
+        best = np.flatnonzero(region == region.max()) + lo
+        position = int(best[np.argmin(np.abs(best - ideal))])
+        cuts.append(position)
+    cuts.append(n)
+    return cuts

@@ -5,10 +5,12 @@ Liquid clustering and ``OPTIMIZE ZORDER BY`` share the rewrite machinery of OPTI
 keeping row ids and purging deletion vectors). A :class:`Layout` is what they add to it:
 
 - :meth:`Layout.arrange` sorts the bin's rows along the curve over the clustering columns
-  (:mod:`deltatx.io.curves`), so each contiguous run of rows is a compact region of that space;
-- :meth:`Layout.write_options` cuts the sorted rows into files of about ``target_size`` bytes
-  (rows per file estimated from the input files' bytes per row), in order, so every file's
-  min/max statistics are as tight as its region;
+  (:mod:`deltatx.io.curves`), so each contiguous run of rows is a compact region of that space,
+  and picks where to cut files of about ``target_size`` bytes (rows per file estimated from the
+  input files' bytes per row): each cut slides a little to the border of the coarsest cell of the
+  curve's grid nearby, so neighbouring files tile the space rather than overlap;
+- :meth:`Layout.write` writes each slice as one file, so every file's min/max statistics are as
+  tight as its region;
 - :meth:`Layout.mark` tags the new files as Delta does: ``clusteringProvider`` (liquid
   clustering only) and the ``ZCUBE_*`` tags naming the run, its columns and its curve.
 """
@@ -17,17 +19,22 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...io.curves import curve_order
-from ...io.writer import WriteOptions
+from ...io.curves import curve_sort, cut_points
+from ...io.paths import decode_path
+from ...io.writer import WriteOptions, write_data_files
 from ...txnlog.actions import FILE_SCHEMA
+
+if TYPE_CHECKING:
+    from ...txnlog.store import LogStore
 
 #: Delta's add-file tags of a clustering / Z-order run (``AddFile.Tags``)
 ZCUBE_ID = "ZCUBE_ID"
@@ -35,6 +42,8 @@ ZCUBE_ZORDER_BY = "ZCUBE_ZORDER_BY"
 ZCUBE_ZORDER_CURVE = "ZCUBE_ZORDER_CURVE"
 
 _HUGE = 1 << 62
+#: files of one run encoded at once
+_PARALLEL_FILES = 2
 
 
 def column_at(data: pa.Table, path: Sequence[str]) -> pa.ChunkedArray:
@@ -72,28 +81,42 @@ class Layout:
     def columns_json(names: Sequence[str]) -> str:
         return orjson.dumps(list(names)).decode()
 
-    def arrange(self, data: pa.Table) -> pa.Table:
-        """The rows in curve order (stable: ties keep their read order)."""
-        if data.num_rows < 2:
-            return data
-        order = curve_order([column_at(data, p) for p in self.columns], self.curve)
-        return data.take(pa.array(order, pa.int64()))
-
-    def write_options(self, options: WriteOptions, files: pa.Table) -> WriteOptions:
-        """``options`` cutting about ``target_size`` bytes per file, in row order.
-
-        Rows per file come from the input files (Parquet bytes per row, so the estimate is in
-        the unit the target is in); without row counts the writer's in-memory estimate is used.
-        ``spread_min_rows`` is raised to the cut so a small rewrite is never split further.
-        """
+    def rows_per_file(self, files: pa.Table, data: pa.Table) -> int:
+        """Rows per file for about ``target_size`` bytes: the input files' Parquet bytes per row
+        (the unit the target is in), or the in-memory size when a file lacks ``numRecords``."""
         rows = physical_rows(files) if files.num_rows else None
         total = int(pc.sum(files["size"]).as_py() or 0) if files.num_rows else 0
-        if not rows or not total:
-            return dataclasses.replace(options, target_file_rows=_HUGE, target_file_bytes=self.target_size,
-                                       max_workers=2)
-        rows_per_file = max(1, int(self.target_size * rows / total))
-        return dataclasses.replace(options, target_file_rows=rows_per_file, target_file_bytes=_HUGE,
-                                   spread_min_rows=rows_per_file, max_workers=2)
+        if rows and total:
+            return max(1, int(self.target_size * rows / total))
+        return max(1, int(self.target_size * data.num_rows / max(data.nbytes, 1)))
+
+    def arrange(self, data: pa.Table, files: pa.Table) -> tuple[pa.Table, list[int]]:
+        """The rows in curve order (stable) and the row offsets where files are cut."""
+        if data.num_rows < 2:
+            return data, [0, data.num_rows]
+        order, levels = curve_sort([column_at(data, p) for p in self.columns], self.curve)
+        return data.take(pa.array(order, pa.int64())), cut_points(levels, self.rows_per_file(files, data))
+
+    def write(self, store: "LogStore", data: pa.Table, cuts: list[int], schema: pa.Schema,
+              partition_columns: list[str], options: WriteOptions) -> pa.Table:
+        """Write each slice ``cuts`` delimits as one file (``options`` must not cut further);
+        tagged add actions. On failure the slices already written are deleted."""
+        pieces = [data.slice(a, b - a) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+        one_file = dataclasses.replace(options, target_file_rows=_HUGE, target_file_bytes=_HUGE, max_workers=1)
+
+        def write(piece: pa.Table) -> pa.Table:
+            return write_data_files(store, piece, schema, partition_columns, one_file, data_change=False)
+
+        with ThreadPoolExecutor(max_workers=_PARALLEL_FILES) as pool:
+            futures = [pool.submit(write, p) for p in pieces]
+        failed = next((f.exception() for f in futures if f.exception() is not None), None)
+        if failed is not None:
+            for f in futures:
+                if f.exception() is None:
+                    store.delete_files([decode_path(p) for p in f.result()["path"].to_pylist()])
+            raise failed
+        written = [f.result() for f in futures]
+        return self.mark(pa.concat_tables(written) if written else FILE_SCHEMA.empty_table())
 
     def mark(self, adds: pa.Table) -> pa.Table:
         """The add actions tagged with this run (and the clustering provider, if any)."""

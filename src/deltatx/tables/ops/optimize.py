@@ -275,13 +275,13 @@ def _compact(tx: "Transaction", planned: pa.Table, layout: "Layout | None" = Non
             _record_sources(tx, files, data)
         file_schema, opts = schema, options
         if layout is not None:
-            data = layout.arrange(data)
-            opts = layout.write_options(opts, files)
+            data, cuts = layout.arrange(data, files)
         if meta:
             data, file_schema, unindexed = physical(tx, data)
-            opts = dataclasses.replace(opts, unindexed_columns=unindexed)
-        adds = write_data_files(tx.store, data, file_schema, partition_columns, opts, data_change=False)
-        return layout.mark(adds) if layout is not None else adds
+            opts = dataclasses.replace(options, unindexed_columns=unindexed)
+        if layout is not None:
+            return layout.write(tx.store, data, cuts, file_schema, partition_columns, opts)
+        return write_data_files(tx.store, data, file_schema, partition_columns, opts, data_change=False)
 
     with ThreadPoolExecutor(max_workers=_PARALLEL_BINS) as pool:
         futures = [pool.submit(one, g) for g in groups]

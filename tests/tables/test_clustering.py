@@ -513,3 +513,30 @@ def test_deltalake_refuses_to_write_a_clustered_table_and_it_stays_intact(table_
     assert snapshot_state(table_uri)[0] == state[0]
     t.append(random_rows(2, 5))  # deltatx still writes it
     assert deltatx.Table(table_uri).to_arrow().num_rows == 15
+
+
+def test_cluster_by_a_column_existing_files_have_no_statistics_for_is_refused(table_uri):
+    t = deltatx.create_table(table_uri, SCHEMA, properties={"delta.dataSkippingNumIndexedCols": "1"})
+    t.append(random_rows(0, 20))  # stats for x only
+    t.set_properties({"delta.dataSkippingNumIndexedCols": "3"})
+    state = snapshot_state(table_uri)
+    with pytest.raises(errors.ClusteringError, match="no statistics in 1 existing file"):
+        t.cluster_by(["y"])
+    assert snapshot_state(table_uri) == state
+    t.cluster_by(["x"])  # x has statistics everywhere
+    assert t.clustering_columns == ["x"]
+
+
+def test_auto_compaction_of_a_clustered_table_clusters_it(table_uri):
+    import warnings
+
+    t = deltatx.create_table(table_uri, SCHEMA, cluster_by=["x"], properties={
+        "delta.autoOptimize.autoCompact": "true", "deltatx.autoCompact.minNumFiles": "2"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a failing post-commit hook only warns: make that fail here
+        for seed in range(3):
+            t.append(random_rows(seed, 100))
+    last = t.history(limit=1)[0]
+    assert last["operation"] == "OPTIMIZE" and last["operationParameters"]["clusterBy"] == '["x"]'
+    assert set(t.files()["clusteringProvider"].to_pylist()) == {"liquid"}
+    assert t.to_arrow().num_rows == 300

@@ -188,6 +188,26 @@ def creation_clustering(schema: pa.Schema, partition_by: Sequence[str], configur
     return {**configuration, _FEATURE_KEY: "supported"}, clustering_domain(physical), [join_path(p) for p in paths]
 
 
+def _check_files_have_stats(files: pa.Table, schema: pa.Schema, paths: Sequence[Path]) -> None:
+    """PROTOCOL.md: a new clustering column needs statistics in *every* file already there. A
+    file's stats name the column if they count its nulls (min/max may be absent: all null)."""
+    if not files.num_rows:
+        return
+    for path in paths:
+        top = schema.field(path[0])
+        parsed = parse_stats(files["stats"], pa.schema([top]))
+        counts = pc.struct_field(pc.struct_field(parsed, "nullCount"), top.name)
+        for part in path[1:]:
+            counts = pc.struct_field(counts, part)
+        if counts.null_count:
+            first = files["path"][pc.index(pc.is_null(counts), True).as_py()].as_py()
+            raise ClusteringError(
+                f"clustering column {join_path(path)!r} has no statistics in {counts.null_count} existing "
+                f"file(s) (e.g. {first!r}), written when the column got none; Delta requires them in every "
+                f"file: rewrite those files (e.g. overwrite the table) before clustering by it"
+            )
+
+
 def stage_cluster_by(tx: "Transaction", columns: Any) -> dict[str, Any]:
     """ALTER TABLE CLUSTER BY (columns) / CLUSTER BY NONE (None or []).
 
@@ -198,6 +218,7 @@ def stage_cluster_by(tx: "Transaction", columns: Any) -> dict[str, Any]:
     """
     schema, configuration = tx.schema, tx.properties
     paths = clustering_spec(schema, configuration, tx.partition_columns, columns)
+    _check_files_have_stats(tx.current_files(), schema, paths)
     new = [join_path(p) for p in paths]
     clustered = is_clustered(tx.protocol)
     old = [join_path(p) for p in _logical_paths(schema, configuration, clustering_paths(tx.domains) or [])] \

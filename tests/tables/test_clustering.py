@@ -456,19 +456,22 @@ DV_RT = {"delta.enableDeletionVectors": "true", "delta.enableRowTracking": "true
 ROWS = ["x", "y", "name", "_metadata.row_id"]
 
 
+def row_ids(table: deltatx.Table) -> dict[tuple, int]:
+    return {(r["x"], r["y"], r["name"]): r["_metadata.row_id"] for r in table.to_arrow(columns=ROWS).to_pylist()}
+
+
 def test_clustering_keeps_row_ids_and_purges_deletion_vectors(table_uri):
     t = deltatx.create_table(table_uri, SCHEMA, cluster_by=["x", "y"], properties=DV_RT)
     for seed in range(3):
         t.append(random_rows(seed, 200))
     t.delete("x % 3 = 0")
     assert t.files()["deletionVector"].null_count < t.files().num_rows
-    before = {r["name"] + str(r["y"]): r["_metadata.row_id"] for r in t.to_arrow(columns=ROWS).to_pylist()}
+    before = row_ids(t)
     result = t.optimize()
     assert result.metrics["numDeletionVectorsRemoved"] >= 1
     files = deltatx.Table(table_uri).files()
     assert files["deletionVector"].null_count == files.num_rows
-    after = {r["name"] + str(r["y"]): r["_metadata.row_id"] for r in deltatx.Table(table_uri).to_arrow(columns=ROWS).to_pylist()}
-    assert after == before
+    assert row_ids(deltatx.Table(table_uri)) == before
 
 
 def test_dml_concurrent_with_clustering_is_carried_into_the_new_files(table_uri):
@@ -481,38 +484,6 @@ def test_dml_concurrent_with_clustering_is_carried_into_the_new_files(table_uri)
     assert tx.commit().conflicts_resolved == 1
     got = sorted(deltatx.Table(table_uri).to_arrow().column("x").to_pylist())
     assert got == [v for v in range(200) if v not in (5, 150)]
-
-
-# --------------------------------------------------------------------------------------------
-# deltalake
-# --------------------------------------------------------------------------------------------
-
-
-def test_deltalake_reads_a_clustered_table_we_wrote(table_uri):
-    from deltalake import DeltaTable
-
-    t = deltatx.create_table(table_uri, SCHEMA, cluster_by=["x", "y"], properties={"delta.targetFileSize": "20000"})
-    for seed in range(3):
-        t.append(random_rows(seed, 3000))
-    t.optimize()
-    dt = DeltaTable(table_uri)
-    assert "clustering" in dt.protocol().writer_features
-    assert sorted_rows(dt.to_pyarrow_table()) == sorted_rows(t.to_arrow())
-    adds = pa.table(dt.get_add_actions(flatten=True))
-    assert adds.num_rows == t.files().num_rows
-
-
-def test_deltalake_refuses_to_write_a_clustered_table_and_it_stays_intact(table_uri):
-    from deltalake import write_deltalake
-
-    t = deltatx.create_table(table_uri, SCHEMA, cluster_by=["x"])
-    t.append(random_rows(0, 10))
-    state = snapshot_state(table_uri)
-    with pytest.raises(Exception, match="ClusteredTable|clustering|Unsupported"):
-        write_deltalake(table_uri, random_rows(1, 5), mode="append")
-    assert snapshot_state(table_uri)[0] == state[0]
-    t.append(random_rows(2, 5))  # deltatx still writes it
-    assert deltatx.Table(table_uri).to_arrow().num_rows == 15
 
 
 def test_cluster_by_a_column_existing_files_have_no_statistics_for_is_refused(table_uri):

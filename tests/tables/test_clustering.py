@@ -191,13 +191,15 @@ def test_optimize_where_and_zorder_are_refused_on_a_clustered_table(table_uri):
     assert snapshot_state(table_uri) == state
 
 
-def test_full_is_refused_on_an_unclustered_table(table_uri):
+def test_full_is_refused_on_an_unclustered_table_and_with_zorder(table_uri):
     t = deltatx.create_table(table_uri, SCHEMA)
     t.append(random_rows(0, 10))
     t.append(random_rows(1, 10))
     state = snapshot_state(table_uri)
     with pytest.raises(errors.ClusteringError, match="not clustered"):
         t.optimize(full=True)
+    with pytest.raises(errors.ZOrderError, match="zorder_by"):
+        t.optimize(zorder_by=["x"], full=True)
     assert snapshot_state(table_uri) == state
 
 
@@ -430,6 +432,21 @@ def test_concurrent_first_cluster_by_upgrades_conflict_on_the_protocol(table_uri
     with pytest.raises(errors.ProtocolChangedException):
         tx.commit()
     assert deltatx.Table(table_uri).clustering_columns == ["x"]
+
+
+def test_cluster_by_during_a_clustering_optimize_both_commit_and_the_next_run_reclusters(table_uri):
+    t = deltatx.create_table(table_uri, SCHEMA, cluster_by=["x"], properties={"delta.targetFileSize": "65536"})
+    for seed in range(3):
+        t.append(random_rows(seed, 10_000))
+    tx = deltatx.Table(table_uri).transaction()
+    tx.optimize()
+    deltatx.Table(table_uri).cluster_by(["y"])
+    tx.commit()  # no conflict: the optimize only moved rows
+    laid_out = set(deltatx.Table(table_uri).files()["path"].to_pylist())
+    assert {dict(tg)["ZCUBE_ZORDER_BY"] for tg in deltatx.Table(table_uri).files()["tags"].to_pylist()} == {'["x"]'}
+    result = deltatx.Table(table_uri).optimize()  # clustered by x, not y: every file is redone
+    assert result.metrics["numRemovedFiles"] == len(laid_out)
+    assert deltatx.Table(table_uri).to_arrow().num_rows == 30_000
 
 
 def test_cluster_by_and_a_concurrent_append_both_commit(table_uri):

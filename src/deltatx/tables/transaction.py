@@ -348,6 +348,10 @@ class Transaction:
         from .ops.zorder import stage_zorder
 
         if zorder_by is not None:
+            if full:
+                from ..errors import ZOrderError
+
+                raise ZOrderError("full=True re-clusters a clustered table; it does not go with zorder_by")
             return stage_zorder(self, zorder_by, where=where, target_size=target_size)
         if is_clustered_table(self):
             return stage_cluster(self, where=where, target_size=target_size, full=full)

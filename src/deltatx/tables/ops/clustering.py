@@ -25,7 +25,8 @@ the log alone):
    (OPTIMIZE FULL) rewrites every file.
 
 Files of another clustering implementation (another ``clusteringProvider``) are never rewritten
-(PROTOCOL.md). The rows do not change: removes and adds carry ``dataChange=false``, so OPTIMIZE
+(PROTOCOL.md). A CLUSTER BY committed while an OPTIMIZE runs does not conflict with it: the files
+that OPTIMIZE writes record the old columns, so the next OPTIMIZE re-clusters them (rule 1). The rows do not change: removes and adds carry ``dataChange=false``, so OPTIMIZE
 never conflicts with appends; row ids are kept and deletion vectors purged as in OPTIMIZE.
 """
 

@@ -224,13 +224,10 @@ def stage_cluster_by(tx: "Transaction", columns: Any) -> dict[str, Any]:
     clustered = is_clustered(tx.protocol)
     old = [join_path(p) for p in _logical_paths(schema, configuration, clustering_paths(tx.domains) or [])] \
         if clustered else []
-    if not clustered and not paths:
-        tx.note_operation("CLUSTER BY", {"oldClusteringColumns": old, "newClusteringColumns": new}, {},
-                          changes_data=False)
-        return {}
-    if not clustered:
+    if not clustered and paths:
         tx.stage_protocol(required_protocol({**configuration, _FEATURE_KEY: "supported"}, schema, tx.protocol))
-    tx.stage_domain(clustering_domain([physical_path(schema, configuration, p) for p in paths]))
+    if clustered or paths:
+        tx.stage_domain(clustering_domain([physical_path(schema, configuration, p) for p in paths]))
     tx.note_operation("CLUSTER BY", {"oldClusteringColumns": old, "newClusteringColumns": new}, {},
                       changes_data=False)
     return {}

@@ -25,6 +25,8 @@ Hierarchy::
     ├── TimeTravelError                (version/timestamp outside the log)
     ├── VacuumRetentionError
     ├── AppendOnlyError
+    ├── ClusteringError                (CLUSTER BY a table or columns that cannot be clustered)
+    │   └── ZOrderError                (OPTIMIZE ZORDER BY on a clustered table or bad columns)
     └── ConcurrentModificationException
         ├── ConcurrentWriteException
         ├── ConcurrentAppendException
@@ -132,6 +134,17 @@ class VacuumRetentionError(DeltaTxError, ValueError):
 
 class AppendOnlyError(DeltaTxError):
     """The table has ``delta.appendOnly=true`` and the operation would remove data."""
+
+
+class ClusteringError(DeltaTxError, ValueError):
+    """Liquid clustering was asked for something Delta does not allow: clustering a partitioned
+    table, more than four clustering columns, a column that does not exist or gets no min/max
+    statistics, or a ``where=`` on a clustered table's OPTIMIZE."""
+
+
+class ZOrderError(ClusteringError):
+    """``OPTIMIZE ZORDER BY`` was refused: the table is clustered (use ``optimize()``), or a column
+    is a partition column, does not exist, or gets no min/max statistics."""
 
 
 # --------------------------------------------------------------------------------------------

@@ -353,7 +353,7 @@ def test_merge_interop_with_a_table_deltalake_wrote(spark, tmp_path):
     source = spark.createDataFrame([("b", 20), ("c", 30)], ["key", "value"])
     (DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), "t.key = s.key")
      .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
-    rows = sorted(tuple(r.values()) for r in RsTable(path).to_pyarrow_table().to_pylist())
+    rows = sorted(tuple(r.values()) for r in pa.table(RsTable(path).scan()).to_pylist())
     assert rows == [("a", 1), ("b", 20), ("c", 30)]
 
 
@@ -447,7 +447,7 @@ def test_convert_to_delta_unpartitioned_and_partitioned(spark, tmp_path):
     info = last_commit_info(plain)
     assert info["operation"] == "CONVERT" and info["version"] == 0
     assert deltatx.Table(plain).files().column("stats").null_count == 0  # stats from the footers
-    assert sorted(tuple(r.values()) for r in RsTable(plain).to_pyarrow_table().to_pylist()) == \
+    assert sorted(tuple(r.values()) for r in pa.table(RsTable(plain).scan()).to_pylist()) == \
         [("a", 1), ("b", 2), ("c", 3)]
 
     partitioned = str(tmp_path / "partitioned")
@@ -549,12 +549,12 @@ def test_replace_and_create_or_replace(spark, tmp_path):
     assert table.version == 2 and table.schema.names == ["col1", "col2"]
     assert table.files().num_rows == 0 and table.metadata.id != old_id
     assert last_commit_info(path)["operation"] == "REPLACE TABLE"
-    assert RsTable(path).to_pyarrow_table().num_rows == 0
+    assert pa.table(RsTable(path).scan()).num_rows == 0
 
     again = DeltaTable.createOrReplace(spark).location(path).addColumn("key", "string").execute()
     assert again.table.schema.names == ["key"] and last_commit_info(path)["operation"] == "CREATE OR REPLACE TABLE"
     fresh = str(tmp_path / "fresh")
-    DeltaTable.createOrReplace(spark).location(fresh).addColumn("key", "string").execute()
+    DeltaTable.createOrReplace().location(fresh).addColumn("key", "string").execute()  # the active session
     assert version(fresh) == 0
 
     missing = str(tmp_path / "missing")
@@ -651,7 +651,7 @@ def test_upgrade_table_protocol(spark, tmp_path):
     assert set(protocol.writer_features) == {"appendOnly", "invariants", "checkConstraints"}
     from deltalake import DeltaTable as RsTable
 
-    assert RsTable(str(path)).to_pyarrow_table().to_pylist() == [{"key": "a", "value": 1}]
+    assert pa.table(RsTable(str(path)).scan()).to_pylist() == [{"key": "a", "value": 1}]
     dt_.addFeatureSupport("deletionVectors")
     protocol = RsTable(str(path)).protocol()  # deltalake sees the listed feature
     assert "deletionVectors" in protocol.reader_features and "deletionVectors" in protocol.writer_features

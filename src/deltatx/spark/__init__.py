@@ -1,5 +1,10 @@
 """deltatx as a Spark format: ``df.write.format("deltatx")``, ``spark.read.format("deltatx")``, streams.
 
+delta-spark's table API by the same names is :class:`DeltaTable` (``from deltatx.spark import
+DeltaTable``; :mod:`deltatx.spark.delta_table`): ``forPath``, ``delete``/``update``/``merge`` as
+Spark jobs, ``history``, ``detail``, ``optimize``, ``vacuum``, ``restoreTo*``, ``convertToDelta``
+and the ``create``/``replace`` builders.
+
 Importing this module registers the ``deltatx`` format on the active SparkSession, if there is
 one; :func:`register` does it for any session. No JVM jars: the format is a Python data source
 (executors write and read Parquet through deltatx, the driver commits through the core

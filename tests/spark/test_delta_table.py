@@ -38,7 +38,6 @@ from deltatx.errors import (
 )
 from deltatx.spark import DeltaMergeBuilder, DeltaOptimizeBuilder, DeltaTable, DeltaTableBuilder
 from deltatx.spark import delta_optimize
-from deltatx.txnlog.actions import parse_commit
 
 pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
 

@@ -76,7 +76,11 @@ def _active_session(spark: Any) -> Any:
 
 
 class DeltaTable:
-    """A Delta table at a path, with delta-spark's methods (see the module docstring)."""
+    """A Delta table at a path, with delta-spark's methods (see the module docstring).
+
+    Like the :class:`SparkTable` it wraps, one DeltaTable serves one thread at a time; threads
+    of one driver each open their own (``DeltaTable.forPath``).
+    """
 
     def __init__(self, spark: Any, spark_table: SparkTable, alias: str | None = None):
         self._spark = spark

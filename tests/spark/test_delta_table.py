@@ -810,3 +810,12 @@ def test_a_create_only_write_planned_on_an_existing_table_is_refused(spark, tmp_
     with pytest.raises(TableAlreadyExistsError):
         plan_write({"path": path, CREATE_ONLY_OPTION: "true"}, schema, False)
     assert plan_write({"path": path}, schema, False).read_version == 1
+
+
+def test_merge_aliases_default_without_colliding():
+    from deltatx.spark.delta_table import _merge_aliases
+
+    assert _merge_aliases(None, None) == ("source", "target")
+    assert _merge_aliases("s", "t") == ("s", "t")
+    assert _merge_aliases(None, "source") == ("src", "source")  # a target aliased "source"
+    assert _merge_aliases("target", None) == ("target", "tgt")

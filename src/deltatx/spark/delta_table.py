@@ -60,8 +60,18 @@ from .dml import SparkTable
 #: delta-spark's switch for the VACUUM retention check (``false`` allows short retentions)
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 
-#: MERGE aliases when neither side was aliased (names resolve unqualified then)
-_DEFAULT_TARGET_ALIAS, _DEFAULT_SOURCE_ALIAS = "target", "source"
+#: MERGE aliases for a side the user did not alias (its columns are then named unqualified)
+_DEFAULT_SOURCE_ALIASES, _DEFAULT_TARGET_ALIASES = ("source", "src"), ("target", "tgt")
+
+
+def _merge_aliases(source_alias: str | None, target_alias: str | None) -> tuple[str, str]:
+    """The user's aliases, and for a side without one a default that differs from the other side's."""
+    if source_alias is None:
+        taken = (target_alias or "").lower()
+        source_alias = next(a for a in _DEFAULT_SOURCE_ALIASES if a != taken)
+    if target_alias is None:
+        target_alias = next(a for a in _DEFAULT_TARGET_ALIASES if a != source_alias.lower())
+    return source_alias, target_alias
 
 
 def _active_session(spark: Any) -> Any:
@@ -245,9 +255,7 @@ class DeltaTable:
         if condition is None:
             raise InvalidArgumentError("'condition' in merge cannot be None")
         condition = check_condition(condition)
-        source_alias = dataframe_alias(source) or _DEFAULT_SOURCE_ALIAS
-        target_alias = self._alias or (_DEFAULT_TARGET_ALIAS if source_alias.lower() != _DEFAULT_TARGET_ALIAS
-                                       else _DEFAULT_SOURCE_ALIAS)
+        source_alias, target_alias = _merge_aliases(dataframe_alias(source), self._alias)
         scope = ColumnScope(self._spark, self._latest().schema, target_alias, source, source_alias)
         builder = self._spark_table.merge(source, scope.sql(condition), source_alias=source_alias,
                                           target_alias=target_alias)

@@ -25,6 +25,9 @@ Hierarchy::
     ├── TimeTravelError                (version/timestamp outside the log)
     ├── VacuumRetentionError
     ├── AppendOnlyError
+    ├── StreamingSourceError           (a streaming read cannot continue: log gone, bad offset)
+    │   ├── StreamDataChangedError     (a commit removed data; skipChangeCommits / ignoreDeletes)
+    │   └── StreamSchemaChangedError   (a commit changed the schema incompatibly; restart)
     └── ConcurrentModificationException
         ├── ConcurrentWriteException
         ├── ConcurrentAppendException
@@ -132,6 +135,28 @@ class VacuumRetentionError(DeltaTxError, ValueError):
 
 class AppendOnlyError(DeltaTxError):
     """The table has ``delta.appendOnly=true`` and the operation would remove data."""
+
+
+class StreamingSourceError(DeltaTxError):
+    """A streaming read of a table cannot go on from where it is (``version``: the commit at fault).
+
+    Like Delta's streaming source, the stream fails rather than skip or repeat rows silently; the
+    message says which option or restart resolves it.
+    """
+
+    def __init__(self, message: str, *, version: int | None = None):
+        super().__init__(message)
+        self.version = version
+
+
+class StreamDataChangedError(StreamingSourceError):
+    """A commit the stream reached removed data (DELETE, UPDATE, MERGE, overwrite): an append-only
+    stream cannot express that. Delta's DELTA_SOURCE_TABLE_IGNORE_CHANGES / _IGNORE_DELETE."""
+
+
+class StreamSchemaChangedError(StreamingSourceError):
+    """A commit the stream reached changed the schema in a way the running query cannot read
+    (Delta's DELTA_SCHEMA_CHANGED_WITH_VERSION); restart the query to pick up the new schema."""
 
 
 # --------------------------------------------------------------------------------------------

@@ -238,10 +238,10 @@ class DeltaTxStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin, finish = StreamOffset.from_json(start), StreamOffset.from_json(end)
         planner.check_offset(begin)
         planner.check_offset(finish)
+        if finish.unresolved or finish == begin:  # Spark may run an empty first batch at the initial offset
+            return []
         if begin.unresolved:
             begin = first_batch_start(finish)
-        if finish.unresolved:
-            return []
         files = planner.files_between(begin, finish).select(_PARTITION_FILE_COLUMNS)
         sizes = files.column("size").to_pylist()
         return [

@@ -420,7 +420,7 @@ class StreamPlanner:
                 return
             if f.version != expected:
                 raise StreamingSourceError(
-                    f"commit {expected} of {self.store.uri!r}, which the stream has not read yet, is no longer "
+                    f"version {expected} of {self.store.uri!r}, which the stream has not read yet, is no longer "
                     f"in the log (log retention or manual deletion); the stream cannot go on without losing "
                     f"data — restart it with a new checkpoint location", version=expected)
             files = self.commit_files(f.version, self.store.read_log_file(f.name))

@@ -345,23 +345,23 @@ def _set_commit_times(uri: str, seconds_by_version: dict[int, int]) -> None:
 
 def test_resolve_start_snapshot_version_and_latest(table_uri):
     table = make_table(table_uri, batches=3)
-    snapshot = table.snapshot
-    assert resolve_start(table.store, snapshot) == StreamStart(3, True)
-    assert resolve_start(table.store, snapshot, 1) == StreamStart(1, False)
-    assert resolve_start(table.store, snapshot, "latest") == StreamStart(4, False)
+    latest = (table.version, table.properties)
+    assert resolve_start(table.store, *latest) == StreamStart(3, True)
+    assert resolve_start(table.store, *latest, 1) == StreamStart(1, False)
+    assert resolve_start(table.store, *latest, "latest") == StreamStart(4, False)
     for bad in (4, -1):
         with pytest.raises(TimeTravelError, match="startingVersion"):
-            resolve_start(table.store, snapshot, bad)
+            resolve_start(table.store, *latest, bad)
     with pytest.raises(TimeTravelError, match="not both"):
-        resolve_start(table.store, snapshot, 1, 1000)
+        resolve_start(table.store, *latest, 1, 1000)
 
 
 def test_resolve_start_from_timestamp(table_uri):
     table = make_table(table_uri, batches=3)
     _set_commit_times(table_uri, {0: 1000, 1: 2000, 2: 3000, 3: 4000})
-    snapshot = deltatx.Table(table_uri).snapshot
-    assert resolve_start(table.store, snapshot, starting_timestamp_ms=3_000_000) == StreamStart(2, False)  # exact
-    assert resolve_start(table.store, snapshot, starting_timestamp_ms=2_500_000) == StreamStart(2, False)  # next
-    assert resolve_start(table.store, snapshot, starting_timestamp_ms=5) == StreamStart(0, False)  # earliest
+    latest = (3, deltatx.Table(table_uri).properties)
+    assert resolve_start(table.store, *latest, starting_timestamp_ms=3_000_000) == StreamStart(2, False)  # exact
+    assert resolve_start(table.store, *latest, starting_timestamp_ms=2_500_000) == StreamStart(2, False)  # next
+    assert resolve_start(table.store, *latest, starting_timestamp_ms=5) == StreamStart(0, False)  # earliest
     with pytest.raises(TimeTravelError, match="after the latest commit"):
-        resolve_start(table.store, snapshot, starting_timestamp_ms=4_000_001)
+        resolve_start(table.store, *latest, starting_timestamp_ms=4_000_001)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -144,14 +144,16 @@ def stream_read_spec(raw_options: Mapping[str, str]) -> StreamReadSpec:
 
 @dataclass
 class _SourceState:
-    """What the query's offset process learns once: the table, the planner, the starting point."""
+    """What the query's offset process learns once: the table as the query starts, the planner."""
 
     store: LogStore
+    latest_version: int
+    configuration: dict[str, str]
     planner: StreamPlanner
     table_schema_json: str
     partition_columns: tuple[str, ...]
     materialized: MaterializedColumns
-    start: StreamStart
+    start: StreamStart | None = None  # where a new stream begins; resolved when first needed
 
 
 class DeltaTxStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -179,11 +181,22 @@ class DeltaTxStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             read_schema = pa.schema([f for f in read_schema if f.name != METADATA_COLUMN])
             planner = StreamPlanner(store, latest.metadata.id, read_schema, latest.metadata, self.spec.policy,
                                     projected=bool(self.spec.read.columns))
-            start = resolve_start(store, latest, self.spec.starting_version, self.spec.starting_timestamp_ms)
-            self._state = _SourceState(store, planner, schema_to_json(latest.schema),
-                                       tuple(latest.partition_columns),
-                                       MaterializedColumns.from_configuration(latest.properties), start)
+            self._state = _SourceState(
+                store, latest.version, latest.properties, planner, schema_to_json(latest.schema),
+                tuple(latest.partition_columns), MaterializedColumns.from_configuration(latest.properties))
         return self._state
+
+    def _stream_start(self) -> StreamStart:
+        """Where this new stream begins; fixed for the life of the query process (see StreamOffset)."""
+        source = self._source()
+        if source.start is None:
+            source.start = resolve_start(source.store, source.latest_version, source.configuration,
+                                         self.spec.starting_version, self.spec.starting_timestamp_ms)
+        return source.start
+
+    @property
+    def _starts_with_snapshot(self) -> bool:
+        return self.spec.starting_version is None and self.spec.starting_timestamp_ms is None
 
     def _latest_version(self) -> int:
         commits = [f.version for f in self._source().store.list_log(0) if f.kind == "commit"]
@@ -200,9 +213,8 @@ class DeltaTxStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # ------------------------------------------------------------------ Spark's offset protocol
     def initialOffset(self) -> dict:
-        source = self._source()
-        return StreamOffset(source.planner.table_id, UNRESOLVED_VERSION, BASE_INDEX,
-                            source.start.initial_snapshot).to_json()
+        return StreamOffset(self._source().planner.table_id, UNRESOLVED_VERSION, BASE_INDEX,
+                            self._starts_with_snapshot).to_json()
 
     def getDefaultReadLimit(self) -> ReadLimit:
         """Delta's: ``maxBytesPerTrigger`` alone limits bytes; otherwise files (1000 by default).
@@ -226,11 +238,12 @@ class DeltaTxStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not begin.unresolved:
             end = planner.latest_offset(begin, admission, self._last_version)
             return start if end == begin else end.to_json()
-        first = StreamOffset(planner.table_id, source.start.version, BASE_INDEX, source.start.initial_snapshot)
+        stream_start = self._stream_start()
+        first = StreamOffset(planner.table_id, stream_start.version, BASE_INDEX, stream_start.initial_snapshot)
         end = planner.latest_offset(first, admission, self._last_version)
         if end == first:
             return start
-        return dataclasses.replace(end, started_at=source.start).to_json()
+        return dataclasses.replace(end, started_at=stream_start).to_json()
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         source = self._source()
@@ -250,7 +263,7 @@ class DeltaTxStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for idx in bin_files(sizes, self.spec.read)
         ]
 
-    def read(self, partition: InputPartition):
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return self.files_reader.read(partition)
 
     def commit(self, end: dict) -> None:

@@ -46,7 +46,7 @@ from .actions import CommitActions, Metadata, parse_commit
 from .features import check_readable
 from .history import CommitTimeline, ict_enablement_version, retained_commits
 from .schema import schema_from_json
-from .snapshot import Snapshot, load_snapshot
+from .snapshot import load_snapshot
 from .store import LogStore
 
 #: the position before every file of a version (Delta serializes its base index as -1 too)
@@ -138,14 +138,6 @@ class StreamOffset:
                 f"the streaming checkpoint holds an offset this source cannot read ({exc}): {d!r}; "
                 f"it was written by another source or version — use a new checkpoint location"
             ) from None
-
-    def at_start(self) -> "StreamOffset":
-        """The position before the first unit of the stream this offset belongs to."""
-        if not self.unresolved:
-            return self
-        if self.started_at is None:
-            raise StreamingSourceError("a stream's first offset has no recorded starting point")
-        return StreamOffset(self.table_id, self.started_at.version, BASE_INDEX, self.started_at.initial_snapshot)
 
 
 def first_batch_start(end: StreamOffset) -> StreamOffset:
@@ -260,27 +252,28 @@ def readable_as(data_schema: pa.Schema, read_schema: pa.Schema) -> bool:
 # --------------------------------------------------------------------------------------------
 
 
-def resolve_start(store: LogStore, latest: Snapshot, starting_version: int | str | None = None,
-                  starting_timestamp_ms: int | None = None) -> StreamStart:
+def resolve_start(store: LogStore, latest_version: int, configuration: dict[str, str],
+                  starting_version: int | str | None = None, starting_timestamp_ms: int | None = None) -> StreamStart:
     """The snapshot at the latest version, or Delta's ``startingVersion``/``startingTimestamp``.
 
     ``startingVersion="latest"`` starts after the latest commit (only new commits). A timestamp
     starts at the first commit at or after it (the earliest retained one if it is older than all);
-    a timestamp after the latest commit is an error, as in Delta.
+    a timestamp after the latest commit is an error, as in Delta. ``configuration`` (the latest
+    table properties) says whether commit timestamps are in-commit timestamps.
     """
     if starting_version is not None and starting_timestamp_ms is not None:
         raise TimeTravelError("pass startingVersion or startingTimestamp, not both")
     if starting_version == "latest":
-        return StreamStart(latest.version + 1, initial_snapshot=False)
+        return StreamStart(latest_version + 1, initial_snapshot=False)
     if starting_version is not None:
         version = int(starting_version)
-        if version < 0 or version > latest.version:
+        if version < 0 or version > latest_version:
             raise TimeTravelError(
-                f"startingVersion {version} is not a version of {store.uri!r} (latest is {latest.version})")
+                f"startingVersion {version} is not a version of {store.uri!r} (latest is {latest_version})")
         return StreamStart(version, initial_snapshot=False)
     if starting_timestamp_ms is not None:
         commits = retained_commits(store.list_log(0))
-        timeline = CommitTimeline(store, commits, ict_enablement_version(latest.properties))
+        timeline = CommitTimeline(store, commits, ict_enablement_version(configuration))
         i = bisect.bisect_left(timeline, starting_timestamp_ms)
         if i == len(timeline):
             last = f"version {timeline.versions[-1]} at {timeline[-1]} ms" if len(timeline) else "no commits"
@@ -288,7 +281,7 @@ def resolve_start(store: LogStore, latest: Snapshot, starting_version: int | str
                 f"startingTimestamp {starting_timestamp_ms} ms is after the latest commit of {store.uri!r} "
                 f"({last}); use a timestamp at or before it, or startingVersion='latest'")
         return StreamStart(timeline.versions[i], initial_snapshot=False)
-    return StreamStart(latest.version, initial_snapshot=True)
+    return StreamStart(latest_version, initial_snapshot=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -339,13 +332,13 @@ class StreamPlanner:
             self._snapshot = (version, files.combine_chunks())
         return self._snapshot[1]
 
-    def commit_files(self, version: int, data: bytes) -> pa.Table:
-        """The files commit ``version`` (its file bytes ``data``) delivers, after Delta's checks."""
+    def commit_files(self, version: int, name: str) -> pa.Table:
+        """The files commit ``version`` (log file ``name``) delivers, after Delta's checks."""
         cached = self._commits.get(version)
         if cached is not None:
             self._commits.move_to_end(version)
             return cached
-        files = self._deliverable(parse_commit(data, version, validate=False))
+        files = self._deliverable(parse_commit(self.store.read_log_file(name), version, validate=False))
         self._commits[version] = files
         while len(self._commits) > self._cached_versions:
             self._commits.popitem(last=False)
@@ -423,7 +416,7 @@ class StreamPlanner:
                     f"version {expected} of {self.store.uri!r}, which the stream has not read yet, is no longer "
                     f"in the log (log retention or manual deletion); the stream cannot go on without losing "
                     f"data — restart it with a new checkpoint location", version=expected)
-            files = self.commit_files(f.version, self.store.read_log_file(f.name))
+            files = self.commit_files(f.version, f.name)
             after = start.index + 1 if f.version == start.version else 0
             yield _Segment(f.version, False, after, files.num_rows, files.slice(after))
             expected += 1

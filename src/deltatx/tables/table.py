@@ -23,6 +23,7 @@ from ..txnlog.features import check_writable, required_protocol
 from ..txnlog.history import read_history, to_timestamp_ms
 from ..txnlog.schema import normalize_schema, schema_to_json
 from ..txnlog.snapshot import Snapshot, load_snapshot
+from ..txnlog.snapshot_cache import SNAPSHOTS
 from ..txnlog.store import LogStore, VersionExistsError, open_store
 from . import properties as props
 from .transaction import ENGINE_INFO, CommitResult, Transaction
@@ -44,6 +45,8 @@ class Table:
         self._pinned = version is not None or timestamp is not None
         if _snapshot is not None:
             self._snapshot = _snapshot
+        elif not self._pinned:
+            self._snapshot = SNAPSHOTS.latest(self._store)  # a catch-up when this process saw it lately
         else:
             self._snapshot = load_snapshot(
                 self._store, version=version,
@@ -98,12 +101,14 @@ class Table:
         """Catch up with commits made since this object last looked (reads only those)."""
         if not self._pinned:
             self._snapshot = self._snapshot.refresh(self._store)
+            SNAPSHOTS.remember(self._store, self._snapshot)
         return self
 
     def _after_commit(self, snapshot: Snapshot) -> None:
         """Post-commit hooks. The commit is durable already: a hook that fails must not fail it
         (a checkpoint is an optimisation, auto-compaction a courtesy), so failures only warn."""
         self._snapshot = snapshot
+        SNAPSHOTS.remember(self._store, snapshot)  # the next fresh Table(uri) starts here
         interval = checkpoint_interval(snapshot.properties)
         if snapshot.version > 0 and snapshot.version % interval == 0:
             try:

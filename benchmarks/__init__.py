@@ -18,6 +18,7 @@ BENCHMARKS: dict[str, str] = {
     "P2": "benchmarks.p2_open_long_log",
     "P3": "benchmarks.p3_open_checkpoint",
     "P4": "benchmarks.p4_concurrent_appends",
+    "P4b": "benchmarks.p4b_fresh_handle_appends",
     "P5": "benchmarks.p5_delete_vs_append",
     "P6": "benchmarks.p6_bulk_write",
     "P7": "benchmarks.p7_merge_upsert",
@@ -28,9 +29,14 @@ BENCHMARKS: dict[str, str] = {
 }
 
 
+def canonical_id(bench_id: str) -> str | None:
+    """The registered spelling of a benchmark id given in any case ("p4b" -> "P4b"); None if unknown."""
+    return next((key for key in BENCHMARKS if key.upper() == bench_id.upper()), None)
+
+
 def load(bench_id: str) -> ModuleType:
     """The module of one benchmark by id (case-insensitive)."""
-    key = bench_id.upper()
-    if key not in BENCHMARKS:
+    key = canonical_id(bench_id)
+    if key is None:
         raise KeyError(f"unknown benchmark {bench_id!r}; choose from {', '.join(BENCHMARKS)}")
     return importlib.import_module(BENCHMARKS[key])

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import BENCHMARKS, load
+from . import BENCHMARKS, canonical_id, load
 from .common import RESULTS_DIR, print_result, print_summary, read_result, result_path, write_result
 
 CHILD_TIMEOUT_S = 1200
@@ -30,10 +30,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--in-process", action="store_true", help="run benchmarks in this process")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # child mode
     args = parser.parse_args(argv)
-    args.ids = [i.upper() for i in args.ids] or list(BENCHMARKS)
-    unknown = [i for i in args.ids if i not in BENCHMARKS]
+    unknown = [i for i in args.ids if canonical_id(i) is None]
     if unknown:
         parser.error(f"unknown benchmark(s) {unknown}; choose from {' '.join(BENCHMARKS)}")
+    args.ids = [canonical_id(i) for i in args.ids] or list(BENCHMARKS)
     return args
 
 

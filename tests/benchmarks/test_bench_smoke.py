@@ -27,6 +27,7 @@ JSON_FIELDS = {"id", "title", "metric", "unit", "deltatx", "deltalake", "ratio",
 #: target conditions that are about behaviour, not speed: these must hold even in quick mode
 SEMANTIC_CRITERIA = {
     "P4": ("no failures", "final version exact"),
+    "P4b": ("no failures", "final version exact"),
     "P5": ("WriteSerializable: DELETE vs blind-append conflicts", "no failures"),
 }
 

@@ -97,7 +97,9 @@ def commit_token(store: LogStore, version: int) -> Hashable | None:
 
 
 def _nbytes(snapshot: Snapshot) -> int:
-    return snapshot.files.nbytes + snapshot.tombstones.nbytes
+    # get_total_buffer_size: O(buffers) and ~100x cheaper than ``nbytes``, which walks the
+    # buffers to count shared ones once (a bound only needs to be close).
+    return snapshot.files.get_total_buffer_size() + snapshot.tombstones.get_total_buffer_size()
 
 
 class SnapshotCache:

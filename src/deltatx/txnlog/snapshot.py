@@ -195,7 +195,7 @@ def _advance(base: Snapshot, commits: Sequence[CommitActions], mtimes: Sequence[
     for i, commit in enumerate(commits):
         metadata = commit.metadata or metadata
         timestamp = _commit_timestamp(commit, metadata, timestamp, None if mtimes is None else mtimes[i])
-    return Snapshot(
+    snapshot = Snapshot(
         version=commits[-1].version,
         protocol=actions.protocol,
         metadata=actions.metadata,
@@ -205,6 +205,10 @@ def _advance(base: Snapshot, commits: Sequence[CommitActions], mtimes: Sequence[
         domains=actions.domains,
         timestamp_ms=timestamp,
     )
+    if actions.metadata is base.metadata and "schema" in base.__dict__:
+        # same metaData action: its parsed schema carries over instead of being parsed per commit
+        snapshot.__dict__["schema"] = base.__dict__["schema"]
+    return snapshot
 
 
 # --------------------------------------------------------------------------------------------

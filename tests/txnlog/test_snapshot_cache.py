@@ -238,20 +238,20 @@ def test_commits_after_the_cached_version_cleaned_up_out_of_order_fall_back(tabl
 
 
 @pytest.mark.parametrize("new_commits", [1, 6])
-def test_a_table_created_again_at_the_same_path_is_loaded(table_uri, new_commits):
+def test_a_table_created_again_at_the_same_path_is_loaded(any_uri, new_commits):
     """Fewer commits than cached (commit v is missing) or more (commit v is another file)."""
-    deltatx.create_table(table_uri, SCHEMA)
+    deltatx.create_table(any_uri, SCHEMA)
     for i in range(3):
-        deltatx.Table(table_uri).append(row(i))
-    cache, store = _private_cache_at(table_uri, 3)
-    shutil.rmtree(table_uri)
-    deltatx.create_table(table_uri, SCHEMA)
+        deltatx.Table(any_uri).append(row(i))
+    cache, store = _private_cache_at(any_uri, 3)
+    store.fs.rm(store.root, recursive=True)
+    deltatx.create_table(any_uri, SCHEMA)
     for i in range(new_commits):
-        deltatx.Table(table_uri).append(row(100 + i))
+        deltatx.Table(any_uri).append(row(100 + i))
     snapshot = cache.latest(store)
     assert snapshot.version == new_commits and cache.stats["fallbacks"] == 1
     same_state(snapshot, load_snapshot(store))
-    assert ids(deltatx.Table(table_uri)) == [100 + i for i in range(new_commits)]
+    assert ids(deltatx.Table(any_uri)) == [100 + i for i in range(new_commits)]
 
 
 # --------------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ state) under a lock; I/O happens outside the lock.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -81,13 +82,15 @@ def commit_token(store: LogStore, version: int) -> Hashable | None:
     tokens: inode and mtime on local disk, creation time in memory, the ETag on S3.
     """
     name = commit_name(version)
+    path = f"{store.log_root}/{name}"
+    if isinstance(store, MemoryLogStore):
+        # straight to the in-process dict: fsspec's info() scans every memory file for dirs
+        held = store.fs.store.get(path)
+        return None if held is None else (held.size, getattr(held, "created", None))
     try:
         if isinstance(store, LocalLogStore):
-            import os
-
             st = os.stat(os.path.join(store.log_root, name))
             return (st.st_ino, st.st_size, st.st_mtime_ns)
-        path = f"{store.log_root}/{name}"
         info = store.fs.info(path, refresh=True) if isinstance(store, S3LogStore) else store.fs.info(path)
     except FileNotFoundError:
         return None

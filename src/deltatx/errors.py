@@ -25,6 +25,7 @@ Hierarchy::
     ├── TimeTravelError                (version/timestamp outside the log)
     ├── VacuumRetentionError
     ├── AppendOnlyError
+    ├── ChangeDataFeedError            (change feed range unreadable: feed off, out of range)
     └── ConcurrentModificationException
         ├── ConcurrentWriteException
         ├── ConcurrentAppendException
@@ -132,6 +133,16 @@ class VacuumRetentionError(DeltaTxError, ValueError):
 
 class AppendOnlyError(DeltaTxError):
     """The table has ``delta.appendOnly=true`` and the operation would remove data."""
+
+
+class ChangeDataFeedError(DeltaTxError, ValueError):
+    """The change feed cannot be read for the requested range: the feed was off for a version
+    (``version`` names it), the range starts after the latest version or before the retained
+    log, or the bounds are invalid."""
+
+    def __init__(self, message: str, *, version: int | None = None):
+        super().__init__(message)
+        self.version = version
 
 
 # --------------------------------------------------------------------------------------------

@@ -213,3 +213,18 @@ def _plan(start: int, end: int, metadata: Metadata, commits: list[CommitActions]
         cdc_files=_concat(cdc, CDC_SCHEMA), inserted_files=_concat(inserted, FILE_SCHEMA),
         deleted_files=_concat(deleted, REMOVE_SCHEMA), dv_pairs=_concat(pairs, _PAIR_SCHEMA),
     )
+
+
+def change_files_since(store: "LogStore", snapshot: "Snapshot", cutoff_ms: int) -> list[str]:
+    """``cdc`` paths (as written in the log) of the commits at or after ``cutoff_ms``: VACUUM keeps
+    them, because the change feed of versions still inside the retention period reads them."""
+    commits = [f for f in retained_commits(store.list_log()) if f.version <= snapshot.version]
+    if not commits:
+        return []
+    timeline = CommitTimeline(store, commits, ict_enablement_version(snapshot.properties))
+    recent = commits[bisect.bisect_left(timeline, cutoff_ms):]
+    paths: list[str] = []
+    for f, data in zip(recent, read_commit_bytes(store, recent)):
+        if b'"cdc"' in data:  # most commits have none: no need to parse them
+            paths += [row["path"] for row in parse_commit(data, f.version).cdc_rows]
+    return paths

@@ -198,8 +198,8 @@ def _plan(start: int, end: int, metadata: Metadata, commits: list[CommitActions]
             if pc.any(same).as_py():
                 paired = removes.filter(same)
                 readds = adds.filter(pc.is_in(adds["path"], value_set=paired["path"]))
-                new_dv = readds.select(["path", "deletionVector"]).rename_columns(["path", "newDeletionVector"])
-                paired = paired.join(new_dv, "path", join_type="inner").select(_PAIR_SCHEMA.names).cast(_PAIR_SCHEMA)
+                new_dv = readds["deletionVector"].take(pc.index_in(paired["path"], value_set=readds["path"]))
+                paired = paired.append_column(_PAIR_SCHEMA.field("newDeletionVector"), new_dv).cast(_PAIR_SCHEMA)
                 pairs.append(_with_version(paired, commit.version))
                 removes = removes.filter(pc.invert(same))
                 adds = adds.filter(pc.invert(pc.is_in(adds["path"], value_set=paired["path"])))

@@ -362,6 +362,7 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
 def cmd_changes(args: argparse.Namespace) -> int:
     table = _open(args)
     rows = table.changes(starting_version=args.from_version, ending_version=args.to_version, where=args.where)
+    rows = rows.take(pc.sort_indices(rows["_commit_version"]))  # for people and scripts: version order
     if args.json:
         records = rows.to_pylist()
         for record in records:

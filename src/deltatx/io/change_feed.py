@@ -7,7 +7,7 @@
                                           (insert / delete), each file's own DV applied
     DV pairs (remove oldDV + add newDV) ─► per file: rows at positions newDV − oldDV (delete),
                                           oldDV − newDV (insert)
-    ─► + _commit_timestamp (by version) ─► where ─► ordered by version ─► columns
+    ─► + _commit_timestamp (by version) ─► where ─► columns
 
 The per-file constants ride on the reader's partition machinery (they are given to it as extra
 partition values), so all files of all versions go through one parallel Parquet scan instead of
@@ -17,6 +17,7 @@ one small read per version.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -102,7 +103,7 @@ def _read_whole_files(store: "LogStore", plan: ChangePlan, wanted: list[str], ro
                       columns=wanted + [CHANGE_TYPE, COMMIT_VERSION], filter=row_filter)
 
 
-def _read_dv_pair(store: "LogStore", plan: ChangePlan, pair: dict, wanted: list[str]) -> pa.Table:
+def _read_dv_pair(store: "LogStore", plan: ChangePlan, pair: dict, wanted: list[str], row_filter) -> pa.Table:
     """Rows of one file whose deletion-vector bit one commit flipped: set → delete, cleared → insert."""
     path = pair["path"]
     old = load_bitmap(store, pair["deletionVector"], path)
@@ -123,12 +124,14 @@ def _read_dv_pair(store: "LogStore", plan: ChangePlan, pair: dict, wanted: list[
                 [chosen.column(c) for c in wanted] + [pa.array([kind] * n, pa.string()),
                                                       pa.array([pair[COMMIT_VERSION]] * n, pa.int64())],
                 schema=out_schema))
-    return pa.concat_tables(parts)
+    out = pa.concat_tables(parts)
+    return out.filter(row_filter) if row_filter is not None else out
 
 
 def read_changes(store: "LogStore", plan: ChangePlan, columns: list[str] | None = None,
                  where: str | None = None) -> pa.Table:
-    """The change rows of ``plan``, ordered by commit version (see the module docstring)."""
+    """The change rows of ``plan`` (see the module docstring). Like Delta's, in no promised order:
+    sorting them would cost a copy of every column."""
     from ..expr import bind_predicate, parse_predicate, to_arrow
 
     full = change_feed_schema(plan.schema)
@@ -142,21 +145,18 @@ def read_changes(store: "LogStore", plan: ChangePlan, columns: list[str] | None 
     read_schema = pa.schema([plan.schema.field(n) for n in wanted] + list(CHANGE_COLUMNS[:2]))
     parts: list[pa.Table] = []
     if not plan.empty:
-        for part in (_read_cdc(store, plan, wanted, row_filter), _read_whole_files(store, plan, wanted, row_filter)):
-            if part is not None and part.num_rows:
-                parts.append(part.select(read_schema.names).cast(read_schema))
-        pairs = plan.dv_pairs.to_pylist() if plan.dv_pairs.num_rows else []
-        if pairs:
-            with ThreadPoolExecutor(max_workers=min(8, len(pairs))) as pool:
-                read = list(pool.map(lambda p: _read_dv_pair(store, plan, p, wanted), pairs))
-            parts += [t.filter(row_filter) if row_filter is not None else t for t in read if t.num_rows]
+        # the scans overlap (Arrow releases the GIL): small files make each one latency-bound
+        jobs = [lambda: _read_cdc(store, plan, wanted, row_filter), lambda: _read_whole_files(store, plan, wanted, row_filter)]
+        jobs += [partial(_read_dv_pair, store, plan, pair, wanted, row_filter)
+                 for pair in (plan.dv_pairs.to_pylist() if plan.dv_pairs.num_rows else [])]
+        with ThreadPoolExecutor(max_workers=min(8, len(jobs))) as pool:
+            for part in pool.map(lambda job: job(), jobs):
+                if part is not None and part.num_rows:
+                    parts.append(part.select(read_schema.names).cast(read_schema))
     rows = pa.concat_tables(parts) if parts else read_schema.empty_table()
     index = pc.subtract(rows.column(COMMIT_VERSION), pa.scalar(plan.start, pa.int64()))
     stamps = pa.array(plan.timestamps_ms, pa.int64()).cast(pa.timestamp("ms"))
     rows = rows.append_column(CHANGE_COLUMNS[2], stamps.take(index) if rows.num_rows else stamps.slice(0, 0))
     if pred is not None and not pushed:
         rows = rows.filter(to_arrow(pred))
-    versions = rows.column(COMMIT_VERSION).to_numpy()
-    if len(versions) > 1 and (np.diff(versions) < 0).any():
-        rows = rows.take(pc.sort_indices(rows.column(COMMIT_VERSION)))  # stable: keeps each version's order
     return rows.select(out)

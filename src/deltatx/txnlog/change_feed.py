@@ -32,7 +32,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import ChangeDataFeedError
-from .actions import CDC_SCHEMA, FILE_SCHEMA, REMOVE_SCHEMA, CommitActions, Metadata, parse_commit
+from .actions import (CDC_SCHEMA, FILE_SCHEMA, REMOVE_SCHEMA, CommitActions, Metadata, file_actions_table,
+                      parse_commit)
 from .history import CommitTimeline, ict_enablement_version, retained_commits, to_timestamp_ms
 from .replay import read_commit_bytes, require_contiguous
 from .schema import schema_from_json
@@ -166,52 +167,85 @@ def _check_feed_enabled(store: "LogStore", snapshot: "Snapshot", commits: list[C
     return metadata
 
 
-def _with_version(table: pa.Table, version: int) -> pa.Table:
-    return table.append_column(pa.field(COMMIT_VERSION, pa.int64()), pa.array([version] * table.num_rows, pa.int64()))
+_VERSION_FIELD = pa.field(COMMIT_VERSION, pa.int64())
+_CDC_PLAN_SCHEMA = pa.schema(list(CDC_SCHEMA) + [_VERSION_FIELD])
+_ADD_PLAN_SCHEMA = pa.schema(list(FILE_SCHEMA) + [_VERSION_FIELD])
+_REMOVE_PLAN_SCHEMA = pa.schema(list(REMOVE_SCHEMA) + [_VERSION_FIELD])
+_PAIR_PLAN_SCHEMA = pa.schema(list(REMOVE_SCHEMA) + [
+    pa.field("newDeletionVector", FILE_SCHEMA.field("deletionVector").type), _VERSION_FIELD])
 
 
-def _concat(parts: list[pa.Table], schema: pa.Schema) -> pa.Table:
-    full = pa.schema(list(schema) + [pa.field(COMMIT_VERSION, pa.int64())])
-    return pa.concat_tables(parts) if parts else full.empty_table()
+class _Collected:
+    """File actions of many commits: dicts of the small commits (one columnar build at the end:
+    a build per commit would cost more than the whole scan), tables of the large ones."""
+
+    def __init__(self, schema: pa.Schema):
+        self.schema = schema
+        self.rows: list[dict[str, Any]] = []
+        self.tables: list[pa.Table] = []
+
+    def add_table(self, table: pa.Table, version: int) -> None:
+        if table.num_rows:
+            column = pa.array([version] * table.num_rows, pa.int64())
+            self.tables.append(table.append_column(_VERSION_FIELD, column).select(self.schema.names).cast(self.schema))
+
+    def table(self) -> pa.Table:
+        parts = self.tables + ([file_actions_table(self.rows, self.schema)] if self.rows else [])
+        return pa.concat_tables(parts) if parts else self.schema.empty_table()
 
 
-_PAIR_SCHEMA = pa.schema(list(REMOVE_SCHEMA) + [pa.field("newDeletionVector", FILE_SCHEMA.field("deletionVector").type)])
+def _collect_rows(commit: CommitActions, inserted: _Collected, deleted: _Collected, pairs: _Collected) -> None:
+    """A commit parsed line by line (few actions): adds → inserts, removes → deletes, a path both
+    removed and re-added → a DV pair. Only ``dataChange=true`` actions count."""
+    version = commit.version
+    adds = {r["path"]: r for r in commit.add_rows if r.get("dataChange", True)}
+    removed = set()
+    for r in commit.remove_rows:
+        if not r.get("dataChange", True):
+            continue
+        readd = adds.get(r["path"])
+        if readd is not None:  # the same file re-added (with another DV): only flipped rows changed
+            pairs.rows.append({**r, "newDeletionVector": readd.get("deletionVector"), COMMIT_VERSION: version})
+            removed.add(r["path"])
+        else:
+            deleted.rows.append({**r, COMMIT_VERSION: version})
+    inserted.rows += [{**r, COMMIT_VERSION: version} for path, r in adds.items() if path not in removed]
+
+
+def _collect_columnar(commit: CommitActions, inserted: _Collected, deleted: _Collected, pairs: _Collected) -> None:
+    """The same for a large commit, kept columnar."""
+    adds, removes = commit.adds, commit.removes
+    if adds.num_rows:
+        adds = adds.filter(pc.fill_null(adds["dataChange"], True))
+    if removes.num_rows:
+        removes = removes.filter(pc.fill_null(removes["dataChange"], True))
+    if adds.num_rows and removes.num_rows:
+        same = pc.is_in(removes["path"], value_set=adds["path"])
+        if pc.any(same).as_py():
+            paired = removes.filter(same)
+            new_dv = adds["deletionVector"].take(pc.index_in(paired["path"], value_set=adds["path"]))
+            pairs.add_table(paired.append_column(pairs.schema.field("newDeletionVector"), new_dv), commit.version)
+            removes = removes.filter(pc.invert(same))
+            adds = adds.filter(pc.invert(pc.is_in(adds["path"], value_set=paired["path"])))
+    inserted.add_table(adds, commit.version)
+    deleted.add_table(removes, commit.version)
 
 
 def _plan(start: int, end: int, metadata: Metadata, commits: list[CommitActions], timestamps: list[int]) -> ChangePlan:
-    cdc: list[pa.Table] = []
-    inserted: list[pa.Table] = []
-    deleted: list[pa.Table] = []
-    pairs: list[pa.Table] = []
+    cdc = _Collected(_CDC_PLAN_SCHEMA)
+    inserted, deleted = _Collected(_ADD_PLAN_SCHEMA), _Collected(_REMOVE_PLAN_SCHEMA)
+    pairs = _Collected(_PAIR_PLAN_SCHEMA)
     for commit in commits:
-        if commit.cdc_rows:
-            cdc.append(_with_version(commit.cdc, commit.version))
-            continue
-        adds, removes = commit.adds, commit.removes
-        if adds.num_rows:
-            adds = adds.filter(pc.fill_null(adds["dataChange"], True))
-        if removes.num_rows:
-            removes = removes.filter(pc.fill_null(removes["dataChange"], True))
-        if adds.num_rows and removes.num_rows:
-            # the same file removed and re-added (with another DV): only the flipped rows changed
-            same = pc.is_in(removes["path"], value_set=adds["path"])
-            if pc.any(same).as_py():
-                paired = removes.filter(same)
-                readds = adds.filter(pc.is_in(adds["path"], value_set=paired["path"]))
-                new_dv = readds["deletionVector"].take(pc.index_in(paired["path"], value_set=readds["path"]))
-                paired = paired.append_column(_PAIR_SCHEMA.field("newDeletionVector"), new_dv).cast(_PAIR_SCHEMA)
-                pairs.append(_with_version(paired, commit.version))
-                removes = removes.filter(pc.invert(same))
-                adds = adds.filter(pc.invert(pc.is_in(adds["path"], value_set=paired["path"])))
-        if adds.num_rows:
-            inserted.append(_with_version(adds, commit.version))
-        if removes.num_rows:
-            deleted.append(_with_version(removes, commit.version))
+        if commit.cdc_rows:  # the change files are the changes; adds and removes are ignored
+            cdc.rows += [{**row, COMMIT_VERSION: commit.version} for row in commit.cdc_rows]
+        elif commit.raw is None:
+            _collect_rows(commit, inserted, deleted, pairs)
+        else:
+            _collect_columnar(commit, inserted, deleted, pairs)
     return ChangePlan(
         start=start, end=end, schema=schema_from_json(metadata.schema_string),
         partition_columns=list(metadata.partition_columns), timestamps_ms=list(timestamps),
-        cdc_files=_concat(cdc, CDC_SCHEMA), inserted_files=_concat(inserted, FILE_SCHEMA),
-        deleted_files=_concat(deleted, REMOVE_SCHEMA), dv_pairs=_concat(pairs, _PAIR_SCHEMA),
+        cdc_files=cdc.table(), inserted_files=inserted.table(), deleted_files=deleted.table(), dv_pairs=pairs.table(),
     )
 
 

@@ -2,16 +2,16 @@
 
 ::
 
-    cdc files of every version        ─► one scan; _commit_version is a constant per file
-    whole added / removed files       ─► one scan; _commit_version and _change_type constant per file
-                                          (insert / delete), each file's own DV applied
+    cdc files of every version,       ─► one Parquet dataset scan; _commit_version (and for whole
+    whole added / removed files           files _change_type: insert / delete) constant per file
+    whole files with a DV             ─► read_files, their DV applied
     DV pairs (remove oldDV + add newDV) ─► per file: rows at positions newDV − oldDV (delete),
                                           oldDV − newDV (insert)
     ─► + _commit_timestamp (by version) ─► where ─► columns
 
-The per-file constants ride on the reader's partition machinery (they are given to it as extra
-partition values), so all files of all versions go through one parallel Parquet scan instead of
-one small read per version.
+The per-file constants are the dataset's partition expressions, so all files of all versions go
+through one parallel scan instead of one small read per version (a change feed is mostly many
+small files: per-file overhead is what costs).
 """
 
 from __future__ import annotations
@@ -23,11 +23,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 
 from ..errors import SchemaMismatchError
 from ..txnlog.change_feed import COMMIT_TIMESTAMP, COMMIT_VERSION, ChangePlan
 from .deletion_vector_writer import load_bitmap
-from .reader import read_files
+from .paths import data_file_path, decode_path
+from .reader import _PARQUET, partition_values_table, read_files, split_deletion_vectors
 from .row_metadata import ROW_INDEX
 
 if TYPE_CHECKING:
@@ -78,29 +80,51 @@ def _tag(files: pa.Table, tags: dict[str, pa.Array]) -> pa.Table:
     return pa.table(columns)
 
 
-def _read_cdc(store: "LogStore", plan: ChangePlan, wanted: list[str], row_filter) -> pa.Table | None:
-    files = plan.cdc_files
-    if not files.num_rows:
-        return None
+def _read_tagged(store: "LogStore", plan: ChangePlan, files: pa.Table, kind: str | None, wanted: list[str],
+                 row_filter: pc.Expression | None) -> pa.Table:
+    """Files of one kind through :func:`read_files` (every case it knows: DVs applied, nanosecond
+    timestamps, missing files named); the version (and the kind of whole files) ride along as
+    partition values. cdc files (``kind`` None) carry ``_change_type`` themselves."""
+    tags = {COMMIT_VERSION: files.column(COMMIT_VERSION)}
+    if kind is not None:
+        tags[CHANGE_TYPE] = pa.array([kind] * files.num_rows, pa.string())
     schema = pa.schema(list(plan.schema) + list(CHANGE_COLUMNS[:2]))
-    tagged = _tag(files, {COMMIT_VERSION: files.column(COMMIT_VERSION)})
-    return read_files(store, tagged, schema, plan.partition_columns + [COMMIT_VERSION],
+    return read_files(store, _tag(files, tags), schema, plan.partition_columns + list(tags),
                       columns=wanted + [CHANGE_TYPE, COMMIT_VERSION], filter=row_filter)
 
 
-def _read_whole_files(store: "LogStore", plan: ChangePlan, wanted: list[str], row_filter) -> pa.Table | None:
-    """Added files as inserts, removed files as deletes (each file's own DV applied)."""
-    parts = []
-    for files, kind in ((plan.inserted_files, "insert"), (plan.deleted_files, "delete")):
-        if files.num_rows:
-            kinds = pa.array([kind] * files.num_rows, pa.string())
-            parts.append(_tag(files, {COMMIT_VERSION: files.column(COMMIT_VERSION), CHANGE_TYPE: kinds}))
-    if not parts:
-        return None
-    files = pa.concat_tables(parts, promote_options="default") if len(parts) > 1 else parts[0]
+def _one_scan(store: "LogStore", plan: ChangePlan, groups: list[tuple[pa.Table, str | None]], wanted: list[str],
+              row_filter: pc.Expression | None) -> pa.Table:
+    """Files without deletion vectors, of every version and kind, in one Parquet dataset scan.
+
+    Per file, its partition values, ``_commit_version`` and (whole files) ``_change_type`` are the
+    dataset's partition expression, which fills a column the file lacks; a cdc file's expression
+    leaves ``_change_type`` out, so it comes from the file. Any failure (a nanosecond timestamp
+    that needs truncating, a missing file) takes the file-by-file path, which handles and names it.
+    """
+    paths: list[str] = []
+    expressions: list[pc.Expression] = []
+    for files, kind in groups:
+        values = partition_values_table(files, plan.schema, plan.partition_columns)
+        partitions = [(c, values.column(c)) for c in values.column_names]
+        kind_term = pc.field(CHANGE_TYPE) == pa.scalar(kind) if kind is not None else None
+        for i, (path, version) in enumerate(zip(files.column("path").to_pylist(),
+                                                files.column(COMMIT_VERSION).to_pylist())):
+            paths.append(data_file_path(store, decode_path(path)))
+            expr = pc.field(COMMIT_VERSION) == pa.scalar(version, pa.int64())
+            for name, column in partitions:
+                value = column[i]
+                expr = expr & (pc.field(name) == value if value.is_valid else pc.field(name).is_null())
+            expressions.append(expr if kind_term is None else expr & kind_term)
     schema = pa.schema(list(plan.schema) + list(CHANGE_COLUMNS[:2]))
-    return read_files(store, files, schema, plan.partition_columns + [CHANGE_TYPE, COMMIT_VERSION],
-                      columns=wanted + [CHANGE_TYPE, COMMIT_VERSION], filter=row_filter)
+    try:
+        dataset = ds.FileSystemDataset.from_paths(paths, schema=schema, format=_PARQUET, filesystem=store.arrow_fs,
+                                                  partitions=expressions)
+        return dataset.to_table(columns=wanted + [CHANGE_TYPE, COMMIT_VERSION], filter=row_filter,
+                                use_threads=True)
+    except (OSError, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return pa.concat_tables([_read_tagged(store, plan, files, kind, wanted, row_filter)
+                                 for files, kind in groups])
 
 
 def _read_dv_pair(store: "LogStore", plan: ChangePlan, pair: dict, wanted: list[str], row_filter) -> pa.Table:
@@ -145,14 +169,22 @@ def read_changes(store: "LogStore", plan: ChangePlan, columns: list[str] | None 
     read_schema = pa.schema([plan.schema.field(n) for n in wanted] + list(CHANGE_COLUMNS[:2]))
     parts: list[pa.Table] = []
     if not plan.empty:
-        # the scans overlap (Arrow releases the GIL): small files make each one latency-bound
-        jobs = [lambda: _read_cdc(store, plan, wanted, row_filter), lambda: _read_whole_files(store, plan, wanted, row_filter)]
+        inserted, inserted_dv = split_deletion_vectors(plan.inserted_files)
+        deleted, deleted_dv = split_deletion_vectors(plan.deleted_files)
+        groups = [(f, kind) for f, kind in ((plan.cdc_files, None), (inserted, "insert"), (deleted, "delete"))
+                  if f.num_rows]
+        jobs = [partial(_one_scan, store, plan, groups, wanted, row_filter)] if groups else []
+        # files with a DV of their own: read whole, their DV applied
+        jobs += [partial(_read_tagged, store, plan, f, kind, wanted, row_filter)
+                 for f, kind in ((inserted_dv, "insert"), (deleted_dv, "delete")) if f.num_rows]
         jobs += [partial(_read_dv_pair, store, plan, pair, wanted, row_filter)
                  for pair in (plan.dv_pairs.to_pylist() if plan.dv_pairs.num_rows else [])]
-        with ThreadPoolExecutor(max_workers=min(8, len(jobs))) as pool:
-            for part in pool.map(lambda job: job(), jobs):
-                if part is not None and part.num_rows:
-                    parts.append(part.select(read_schema.names).cast(read_schema))
+        if len(jobs) <= 1:
+            results = [job() for job in jobs]
+        else:
+            with ThreadPoolExecutor(max_workers=min(8, len(jobs))) as pool:
+                results = list(pool.map(lambda job: job(), jobs))
+        parts = [part.select(read_schema.names).cast(read_schema) for part in results if part.num_rows]
     rows = pa.concat_tables(parts) if parts else read_schema.empty_table()
     index = pc.subtract(rows.column(COMMIT_VERSION), pa.scalar(plan.start, pa.int64()))
     stamps = pa.array(plan.timestamps_ms, pa.int64()).cast(pa.timestamp("ms"))

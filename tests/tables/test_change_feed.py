@@ -323,3 +323,18 @@ def test_vacuum_keeps_change_files_of_retained_commits_and_drops_older_ones(tabl
     monkeypatch.setattr(vacuum_module, "now_ms", lambda: now + 3 * 24 * 3600 * 1000)
     deleted = table.vacuum()
     assert cdc <= set(deleted) and not change_files(table.uri)
+
+
+def test_feed_enabled_concurrently_fails_an_in_flight_dml_that_wrote_no_change_files(table_uri):
+    from deltatx.errors import MetadataChangedException, ProtocolChangedException
+
+    t = deltatx.create_table(table_uri, SCHEMA)
+    t.append(rows([1, 2], "a"))
+    tx = t.transaction()
+    tx.delete("id = 1")  # no change files: the feed is off at its read version
+    deltatx.Table(table_uri).set_properties(CDF)  # v2: the feed goes on
+    files = data_files(table_uri)
+    with pytest.raises((MetadataChangedException, ProtocolChangedException)):
+        tx.commit()
+    assert deltatx.Table(table_uri).version == 2
+    assert {p for p in data_files(table_uri) if p not in files} == set()

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from ..errors import SchemaMismatchError
-from ..txnlog.change_feed import COMMIT_TIMESTAMP, COMMIT_VERSION, ChangePlan
+from ..txnlog.change_feed import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, ChangePlan
 from .deletion_vector_writer import load_bitmap
 from .paths import data_file_path, decode_path
 from .reader import _PARQUET, partition_values_table, read_files, split_deletion_vectors
@@ -35,7 +35,6 @@ from .row_metadata import ROW_INDEX
 if TYPE_CHECKING:
     from ..txnlog.store import LogStore
 
-CHANGE_TYPE = "_change_type"
 #: the columns every change row has besides the table's (types as deltalake's ``load_cdf`` gives
 #: them, except the version: a Delta long, as Spark gives it)
 CHANGE_COLUMNS = (

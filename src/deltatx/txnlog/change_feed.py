@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from .store import LogStore
 
 ENABLE_CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
+CHANGE_TYPE = "_change_type"
 COMMIT_VERSION = "_commit_version"
 COMMIT_TIMESTAMP = "_commit_timestamp"
 

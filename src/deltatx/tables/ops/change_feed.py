@@ -31,13 +31,13 @@ import pyarrow.compute as pc
 from ...io.reader import read_files
 from ...io.writer import WriteOptions, write_data_files
 from ...txnlog.actions import CDC_SCHEMA
+from ...txnlog.change_feed import CHANGE_TYPE
 from ...txnlog.features import writer_features
 from .. import properties as props
 
 if TYPE_CHECKING:
     from ..transaction import Transaction
 
-CHANGE_TYPE = "_change_type"
 CHANGE_DATA_DIR = "_change_data"
 DELETE = "delete"
 INSERT = "insert"

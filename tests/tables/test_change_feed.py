@@ -338,3 +338,13 @@ def test_feed_enabled_concurrently_fails_an_in_flight_dml_that_wrote_no_change_f
         tx.commit()
     assert deltatx.Table(table_uri).version == 2
     assert {p for p in data_files(table_uri) if p not in files} == set()
+
+
+def test_in_memory_table(memory_uri):
+    t = deltatx.create_table(memory_uri, SCHEMA, partition_by=["part"], properties=CDF)
+    t.append(rows([1, 2], "a"))
+    t.update("id = 2", {"value": "0.0"})
+    t.delete("part = 'a'")
+    assert feed(t, starting_version=1) == [
+        ("delete", 3, 1, 1.0), ("delete", 3, 2, 0.0), ("insert", 1, 1, 1.0), ("insert", 1, 2, 2.0),
+        ("update_postimage", 2, 2, 0.0), ("update_preimage", 2, 2, 2.0)]

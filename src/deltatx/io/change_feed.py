@@ -96,34 +96,41 @@ def _one_scan(store: "LogStore", plan: ChangePlan, groups: list[tuple[pa.Table, 
               row_filter: pc.Expression | None) -> pa.Table:
     """Files without deletion vectors, of every version and kind, in one Parquet dataset scan.
 
-    Per file, its partition values, ``_commit_version`` and (whole files) ``_change_type`` are the
-    dataset's partition expression, which fills a column the file lacks; a cdc file's expression
-    leaves ``_change_type`` out, so it comes from the file. Any failure (a nanosecond timestamp
-    that needs truncating, a missing file) takes the file-by-file path, which handles and names it.
+    The scan reads the files' own columns plus Arrow's ``__fragment_index`` (which file a row
+    came from); partition values, ``_commit_version`` and the kind of whole files (insert /
+    delete) are then taken per row from per-file arrays — cheaper than giving every file its own
+    partition expression, which Arrow would simplify file by file. A cdc file's ``_change_type``
+    is its own column. Any failure (a nanosecond timestamp that needs truncating, a missing
+    file) takes the file-by-file path, which handles and names it.
     """
-    paths: list[str] = []
-    expressions: list[pc.Expression] = []
-    for files, kind in groups:
-        values = partition_values_table(files, plan.schema, plan.partition_columns)
-        partitions = [(c, values.column(c)) for c in values.column_names]
-        kind_term = pc.field(CHANGE_TYPE) == pa.scalar(kind) if kind is not None else None
-        for i, (path, version) in enumerate(zip(files.column("path").to_pylist(),
-                                                files.column(COMMIT_VERSION).to_pylist())):
-            paths.append(data_file_path(store, decode_path(path)))
-            expr = pc.field(COMMIT_VERSION) == pa.scalar(version, pa.int64())
-            for name, column in partitions:
-                value = column[i]
-                expr = expr & (pc.field(name) == value if value.is_valid else pc.field(name).is_null())
-            expressions.append(expr if kind_term is None else expr & kind_term)
-    schema = pa.schema(list(plan.schema) + list(CHANGE_COLUMNS[:2]))
+    files = pa.concat_tables([f.select(["path", "partitionValues", COMMIT_VERSION]) for f, _ in groups])
+    kinds = pa.array([kind for f, kind in groups for _ in range(f.num_rows)], pa.string())
+    paths = [data_file_path(store, decode_path(p)) for p in files.column("path").to_pylist()]
+    in_files = [n for n in wanted if n not in plan.partition_columns]
+    schema = pa.schema([plan.schema.field(n) for n in in_files] + [CHANGE_COLUMNS[0]])
     try:
-        dataset = ds.FileSystemDataset.from_paths(paths, schema=schema, format=_PARQUET, filesystem=store.arrow_fs,
-                                                  partitions=expressions)
-        return dataset.to_table(columns=wanted + [CHANGE_TYPE, COMMIT_VERSION], filter=row_filter,
-                                use_threads=True)
+        dataset = ds.FileSystemDataset.from_paths(paths, schema=schema, format=_PARQUET, filesystem=store.arrow_fs)
+        scanned = dataset.to_table(columns=in_files + [CHANGE_TYPE, "__fragment_index"], use_threads=True)
     except (OSError, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        return pa.concat_tables([_read_tagged(store, plan, files, kind, wanted, row_filter)
-                                 for files, kind in groups])
+        return pa.concat_tables([_read_tagged(store, plan, f, kind, wanted, row_filter) for f, kind in groups])
+    index = scanned.column("__fragment_index")
+    per_file = partition_values_table(files, plan.schema, [c for c in plan.partition_columns if c in wanted])
+    columns = {n: scanned.column(n) for n in in_files}
+    columns.update({n: per_file.column(n).take(index) for n in per_file.column_names})
+    columns[CHANGE_TYPE] = _change_types(scanned.column(CHANGE_TYPE), index, kinds)
+    columns[COMMIT_VERSION] = files.column(COMMIT_VERSION).take(index)
+    out = pa.table({n: columns[n] for n in wanted + [CHANGE_TYPE, COMMIT_VERSION]})
+    return out.filter(row_filter) if row_filter is not None else out
+
+
+def _change_types(in_files: pa.ChunkedArray, index: pa.ChunkedArray, kinds: pa.Array) -> pa.ChunkedArray:
+    """``_change_type`` per row: a cdc file's own column, else its file's kind. A scan's batch never
+    spans two files, so this goes batch by batch (a per-row coalesce of strings costs more)."""
+    chunks = []
+    for values, files in zip(in_files.chunks, index.chunks):
+        kind = kinds[files[0].as_py()] if len(files) else None
+        chunks.append(values if kind is None or not kind.is_valid else pa.repeat(kind, len(values)))
+    return pa.chunked_array(chunks, pa.string())
 
 
 def _read_dv_pair(store: "LogStore", plan: ChangePlan, pair: dict, wanted: list[str], row_filter) -> pa.Table:

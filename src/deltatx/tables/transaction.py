@@ -50,6 +50,7 @@ from . import properties as props
 from .row_level import RowLevelRecorder, load_winner_rows, write_pending_dvs
 
 if TYPE_CHECKING:
+    from .ops.change_feed import ChangeRecorder
     from .table import Table
 
 ENGINE_INFO = f"deltatx/{__version__}"
@@ -123,7 +124,7 @@ class Transaction:
         self._written: set[str] = set()  # add paths of the data files this transaction wrote
         self._dv_files: list[str] = []  # deletion-vector files it wrote (relative to the root)
         self.row_level = RowLevelRecorder()  # files changed or read row by row (DV tables)
-        self.changes: Any = None  # change rows DML recorded for the change data feed (ops/change_feed.py)
+        self.changes: ChangeRecorder | None = None  # rows DML changed, for the change data feed
         self._cdc: list[pa.Table] = []  # cdc actions of the change data files written at commit
         self._state = "open"
         self._may_have_landed = False  # once true, an error must not delete this txn's data files

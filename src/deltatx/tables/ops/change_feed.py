@@ -57,7 +57,7 @@ class ChangeRecorder:
 def enabled(tx: "Transaction") -> bool:
     """The transaction must write change data: the property is on and the protocol has the feature
     (on writer 7 a table honours the property only when it lists ``changeDataFeed``)."""
-    return props.flag(tx.metadata.configuration, props.ENABLE_CHANGE_DATA_FEED, False) and \
+    return props.flag(tx.properties, props.ENABLE_CHANGE_DATA_FEED, False) and \
         "changeDataFeed" in writer_features(tx.protocol)
 
 

@@ -381,7 +381,7 @@ class MergeExecutor:
         if inserted is not None:
             outputs.append(inserted)
         self._write(files, outputs)
-        if self.tx.changes is not None and len(self.touched) and change_feed.enabled(self.tx):
+        if len(self.touched) and change_feed.enabled(self.tx):
             # rows changed in files: the commit has change data files, so its inserts go there too
             # (an insert-only MERGE writes none: readers take its adds as inserts)
             change_feed.record_changes(self.tx, inserted, change_feed.INSERT)

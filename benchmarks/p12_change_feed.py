@@ -75,7 +75,7 @@ def _comparable(table: pa.Table) -> pa.Table:
 
 
 def run(quick: bool = False) -> BenchResult:
-    rows, commits, reps, warmup = (20_000, 12, 3, 1) if quick else (1_000_000, 100, 21, 2)
+    rows, commits, reps, warmup = (20_000, 12, 3, 1) if quick else (1_000_000, 100, 31, 2)
     with scratch_dir("p12") as root:
         uri = str(root / "table")
         expected = _build(uri, rows, commits)

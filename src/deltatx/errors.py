@@ -34,6 +34,7 @@ Hierarchy::
     ├── StreamingSourceError           (a streaming read cannot continue: log gone, bad offset)
     │   ├── StreamDataChangedError     (a commit removed data; skipChangeCommits / ignoreDeletes)
     │   └── StreamSchemaChangedError   (a commit changed the schema incompatibly; restart)
+    ├── ChangeDataFeedError            (change feed range unreadable: feed off, out of range)
     └── ConcurrentModificationException
         ├── ConcurrentWriteException
         ├── ConcurrentAppendException
@@ -152,6 +153,16 @@ class ClusteringError(DeltaTxError, ValueError):
 class ZOrderError(ClusteringError):
     """``OPTIMIZE ZORDER BY`` was refused: the table is clustered (use ``optimize()``), or a column
     is a partition column, does not exist, or gets no min/max statistics."""
+
+
+class ChangeDataFeedError(DeltaTxError, ValueError):
+    """The change feed cannot be read for the requested range: the feed was off for a version
+    (``version`` names it), the range starts after the latest version or before the retained
+    log, or the bounds are invalid."""
+
+    def __init__(self, message: str, *, version: int | None = None):
+        super().__init__(message)
+        self.version = version
 
 
 class StreamingSourceError(DeltaTxError):

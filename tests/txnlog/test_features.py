@@ -77,8 +77,8 @@ def test_check_writable_unknown_writer_feature() -> None:
 def test_dormant_writer_features_are_writable_until_used() -> None:
     protocol = Protocol(1, 7, None, ("appendOnly", "changeDataFeed", "checkConstraints", "inCommitTimestamp"))
     check_writable(protocol, table_metadata())
+    check_writable(protocol, table_metadata({"delta.enableChangeDataFeed": "true"}))  # implemented
     for config, feature in [
-        ({"delta.enableChangeDataFeed": "true"}, "changeDataFeed"),
         ({"delta.constraints.positive": "id > 0"}, "checkConstraints"),
         ({"delta.enableInCommitTimestamps": "true"}, "inCommitTimestamp"),
     ]:
@@ -89,8 +89,7 @@ def test_dormant_writer_features_are_writable_until_used() -> None:
 
 def test_legacy_writer_versions_imply_features() -> None:
     check_writable(Protocol(1, 4), table_metadata())  # CDF and generated columns unused
-    with pytest.raises(UnsupportedFeatureError, match="changeDataFeed"):
-        check_writable(Protocol(1, 4), table_metadata({"delta.enableChangeDataFeed": "true"}))
+    check_writable(Protocol(1, 4), table_metadata({"delta.enableChangeDataFeed": "true"}))  # CDF is written
     generated = pa.schema([pa.field("id", pa.int64()),
                            pa.field("part", pa.string(),
                                     metadata={"delta.generationExpression": orjson.dumps("CAST(id AS STRING)")})])
@@ -135,7 +134,6 @@ def test_writer_only_feature_moves_writer_to_7() -> None:
 @pytest.mark.parametrize(
     "config, feature",
     [
-        ({"delta.enableChangeDataFeed": "true"}, "changeDataFeed"),
         ({"delta.columnMapping.mode": "name"}, "columnMapping"),
         ({"delta.feature.collations-preview": "supported"}, "collations-preview"),
     ],
@@ -154,6 +152,12 @@ def test_deletion_vectors_and_row_tracking_name_their_features() -> None:
     # asking for the feature alone brings the domain it keeps its watermark in
     explicit = required_protocol({"delta.feature.rowTracking": "supported"}, PLAIN)
     assert explicit.writer_features == ("appendOnly", "invariants", "domainMetadata", "rowTracking")
+
+
+def test_change_data_feed_is_a_writer_feature() -> None:
+    protocol = required_protocol({"delta.enableChangeDataFeed": "true"}, PLAIN)
+    assert protocol == Protocol(1, 7, None, ("appendOnly", "invariants", "changeDataFeed"))
+    assert required_protocol({"delta.enableChangeDataFeed": "true"}, PLAIN, Protocol(1, 4)) == Protocol(1, 4)
 
 
 def test_disabled_flags_need_nothing() -> None:

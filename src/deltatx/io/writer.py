@@ -72,6 +72,9 @@ class WriteOptions:
     #: physical columns outside the table schema (row tracking's materialized columns): written,
     #: never given statistics
     unindexed_columns: tuple[str, ...] = ()
+    #: folder under the table root the files (and their partition folders) go to: '' for data
+    #: files, ``_change_data`` for change data files
+    directory: str = ""
 
     def __post_init__(self) -> None:
         for name in ("target_file_rows", "target_file_bytes", "row_group_rows", "max_workers"):
@@ -427,6 +430,8 @@ class _WriteJob:
     def _new_file(self, folder: str) -> tuple[str, str]:
         """A fresh file name in ``folder`` ('' = the table root): (path relative to the root, full
         path). Its directory exists and the file is registered for cleanup before it is opened."""
+        if self.options.directory:
+            folder = f"{self.options.directory}/{folder}" if folder else self.options.directory
         name = f"part-{self._next_file_number():05d}-{uuid.uuid4()}-c000{self.suffix}"
         relative = f"{folder}/{name}" if folder else name
         directory = f"{self.store.arrow_root}/{folder}" if folder else self.store.arrow_root

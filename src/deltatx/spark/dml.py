@@ -67,7 +67,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import DeltaTxError
+from ..errors import DeltaTxError, UnsupportedFeatureError
 from ..expr import bind, parse_predicate
 from ..tables.ops.merge import MergeBuilder, as_source_table, evolve_schema, plan_merge
 from ..tables.ops.merge_on_read import tracks_rows, uses_deletion_vectors
@@ -165,6 +165,7 @@ class SparkTable:
             if pred is None or is_partition_only(pred, tx.partition_columns):
                 tx.delete(condition)  # whole files go unread: the core operation, on the driver
                 return tx.commit()
+            _refuse_change_feed(tx, "DELETE")
             _, files = tx.scan(pred)
             metrics = dict.fromkeys(_DELETE_METRICS, 0)
             if files.num_rows:
@@ -190,6 +191,7 @@ class SparkTable:
         try:
             pred = bind(parse_predicate(condition), tx.schema) if condition is not None else None
             bind_assignments(set, tx.schema)  # bad columns / expressions fail here, before any job
+            _refuse_change_feed(tx, "UPDATE")
             _, files = tx.scan(pred)
             metrics = dict.fromkeys(_UPDATE_METRICS, 0)
             if files.num_rows:
@@ -215,6 +217,7 @@ class SparkTable:
         started = time.perf_counter()
         tx = self._begin(None)
         try:
+            _refuse_change_feed(tx, "MERGE")
             source = _as_arrow(source)
             if schema_evolution:  # staged first: tasks read and write with the widened schema
                 source = as_source_table(source)
@@ -314,6 +317,19 @@ class SparkTable:
             tx.stage_removes(files.filter(pc.is_in(files.column("path"), value_set=outcome.removed)))
         tx.stage_adds(outcome.readds, written=False)
         record_row_level(tx, files, outcome.row_level)
+
+
+def _refuse_change_feed(tx: Transaction, operation: str) -> None:
+    """The tasks' change rows do not reach the driver yet, so a Spark DML on a change-data-feed
+    table would commit without change files and readers would see copied rows as deleted and
+    re-inserted: refused, before any job, in favour of the core operation (which writes them)."""
+    from ..tables.ops import change_feed
+
+    if change_feed.enabled(tx):
+        raise UnsupportedFeatureError(
+            f"Spark {operation} does not write change data files yet, and {tx.table.uri!r} has "
+            f"delta.enableChangeDataFeed=true; run it with deltatx.Table (it writes them)",
+            feature="changeDataFeed", kind="writer")
 
 
 class SparkMergeBuilder(MergeBuilder):

@@ -22,6 +22,7 @@ NUM_INDEXED_COLS = "delta.dataSkippingNumIndexedCols"
 TARGET_FILE_SIZE = "delta.targetFileSize"
 ENABLE_DELETION_VECTORS = "delta.enableDeletionVectors"
 ENABLE_ROW_TRACKING = "delta.enableRowTracking"
+ENABLE_CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 
 def parse_interval_hours(value: str, key: str = "interval") -> float:
     """``"interval 7 days"`` → 168.0 (the log layer owns the parsing; months/years are refused)."""
@@ -67,7 +68,7 @@ _VALIDATORS = {
     LOG_RETENTION: lambda k, v: parse_interval_hours(v, k),
     "delta.checkpointRetentionDuration": lambda k, v: parse_interval_hours(v, k),
     "delta.setTransactionRetentionDuration": lambda k, v: parse_interval_hours(v, k),
-    "delta.enableChangeDataFeed": _bool,
+    ENABLE_CHANGE_DATA_FEED: _bool,
     "delta.enableDeletionVectors": _bool,
     "delta.enableRowTracking": _bool,
 }

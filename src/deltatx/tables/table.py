@@ -141,6 +141,21 @@ class Table:
     def to_pandas(self, where: str | None = None, columns: list[str] | None = None):
         return self.to_arrow(where, columns).to_pandas()
 
+    def changes(self, starting_version: int | None = None, ending_version: int | None = None,
+                starting_timestamp: Any = None, ending_timestamp: Any = None,
+                columns: list[str] | None = None, where: str | None = None) -> pa.Table:
+        """The change data feed of versions ``starting_version..ending_version`` (inclusive;
+        from 0 to the latest by default, or bounded by commit timestamps): one row per changed
+        row, with ``_change_type``, ``_commit_version`` and ``_commit_timestamp`` (see
+        txnlog/change_feed.py). Raises ChangeDataFeedError when the feed was off in the range."""
+        from ..io.change_feed import read_changes
+        from ..txnlog.change_feed import plan_changes
+
+        snap = self.refresh()._snapshot
+        plan = plan_changes(self._store, snap, starting_version, ending_version, starting_timestamp,
+                            ending_timestamp)
+        return read_changes(self._store, plan, columns=columns, where=where)
+
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:
         """commitInfo of each retained version, newest first (like DESCRIBE HISTORY)."""
         return read_history(self._store, limit=limit)

@@ -51,6 +51,7 @@ from . import properties as props
 from .row_level import RowLevelRecorder, load_winner_rows, write_pending_dvs
 
 if TYPE_CHECKING:
+    from .ops.change_feed import ChangeRecorder
     from .table import Table
 
 ENGINE_INFO = f"deltatx/{__version__}"
@@ -125,6 +126,8 @@ class Transaction:
         self._written: set[str] = set()  # add paths of the data files this transaction wrote
         self._dv_files: list[str] = []  # deletion-vector files it wrote (relative to the root)
         self.row_level = RowLevelRecorder()  # files changed or read row by row (DV tables)
+        self.changes: ChangeRecorder | None = None  # rows DML changed, for the change data feed
+        self._cdc: list[pa.Table] = []  # cdc actions of the change data files written at commit
         self._state = "open"
         self._may_have_landed = False  # once true, an error must not delete this txn's data files
         phases.reached("begin", txn_id=self.txn_id, version=self.read_version, table=table.uri)
@@ -279,6 +282,16 @@ class Transaction:
 
     def _own_added_paths(self) -> pa.Table | None:
         return pa.concat_tables(self._adds) if self._adds else None
+
+    def stage_cdc(self, cdc: pa.Table) -> None:
+        """Stage ``cdc`` actions (change data files this transaction wrote; deleted on abort)."""
+        self._ensure_open()
+        if cdc.num_rows:
+            self._cdc.append(cdc)
+
+    def staged_file_actions(self) -> tuple[pa.Table, pa.Table]:
+        """(adds, removes) staged so far, as they would be committed."""
+        return self._staged_adds(), self._staged_removes()
 
     def note_dv_file(self, relative: str | None) -> None:
         """A deletion-vector file this transaction wrote (deleted if it never commits)."""
@@ -490,6 +503,10 @@ class Transaction:
         """Commit the staged actions as one new version (see the module docstring)."""
         self._ensure_open()
         try:
+            if self.changes is not None:  # only DML on a change-data-feed table records changes
+                from .ops.change_feed import stage_change_files
+
+                stage_change_files(self)
             result = self._commit()
         except BaseException:
             if not self._may_have_landed:  # a committed version's files must never be deleted
@@ -555,6 +572,7 @@ class Transaction:
                         domains=info.domains,
                         removes=info.removes,
                         adds=info.adds,
+                        cdc=pa.concat_tables(self._cdc) if self._cdc else None,
                     )
                     prepared, prepared_for = store.prepare_commit(payload), info
                 phases.reached("attempt_commit", txn_id=self.txn_id, version=version, attempt=attempts)
@@ -665,6 +683,8 @@ class Transaction:
             self.store.delete_files(_decoded(pa.array(sorted(self._written), pa.string())))
         if self._dv_files:
             self.store.delete_files(list(self._dv_files))
+        if self._cdc:
+            self.store.delete_files(_decoded(pa.concat_tables(self._cdc)["path"]))
 
     def _ensure_open(self) -> None:
         if self._state != "open":

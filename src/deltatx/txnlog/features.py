@@ -44,6 +44,7 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
     {
         "appendOnly",  # the transaction refuses data-changing removes when delta.appendOnly=true
         "clustering",  # tables/ops/clustering.py: delta.clustering domain, stats, liquid OPTIMIZE
+        "changeDataFeed",  # DML writes _change_data/ files and cdc actions (tables/ops/change_feed.py)
         "deletionVectors",  # DML marks rows in DVs (io/deletion_vector_writer.py) when enabled
         "domainMetadata",  # replayed, checkpointed, conflict-checked per domain
         "rowTracking",  # tables/row_tracking.py assigns and preserves row ids; the checker rebases them
@@ -213,7 +214,6 @@ def check_writable(protocol: Protocol, metadata: Metadata) -> None:
 # --------------------------------------------------------------------------------------------
 
 _REFUSED_PROPERTIES = {
-    "delta.enableChangeDataFeed": "changeDataFeed",
     "delta.enableInCommitTimestamps": "inCommitTimestamp",
     "delta.enableIcebergCompatV1": "icebergCompatV1",
     "delta.enableIcebergCompatV2": "icebergCompatV2",
@@ -242,6 +242,8 @@ def _needed_features(configuration: dict[str, str], schema: pa.Schema) -> list[s
             raise _unsupported("writer", feature, f"column metadata {key!r} is not supported by deltatx writers")
     if _true(configuration, "delta.enableDeletionVectors"):
         needed.append("deletionVectors")
+    if _true(configuration, "delta.enableChangeDataFeed"):
+        needed.append("changeDataFeed")
     if _true(configuration, "delta.enableRowTracking"):
         needed += ["domainMetadata", "rowTracking"]
     if _has_type(schema, lambda t: pa.types.is_timestamp(t) and t.tz is None):

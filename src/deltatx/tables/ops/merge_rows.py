@@ -53,6 +53,7 @@ from .merge import NOT_MATCHED_BY_SOURCE, BoundClause, MergePlan
 from ...io.row_metadata import ROW_COMMIT_VERSION, ROW_ID, ROW_INDEX
 from .merge_on_read import mark_changed, materialized, record_read, row_columns, stage_changed_rows, uses_deletion_vectors
 from .rewrite import write_files
+from . import change_feed
 
 if TYPE_CHECKING:
     from ..transaction import Transaction
@@ -203,6 +204,8 @@ class MergeExecutor:
         self.on_read = False  # merge-on-read: changed rows go to DVs (set per run)
         self.meta: list[str] = []  # _metadata.* columns read along (positions, row ids)
         self.changed: list[np.ndarray] = []  # per touched file, the positions changed (merge-on-read)
+        self._removed: pa.Table | None = None  # the files this MERGE removed / wrote (staged)
+        self._added: pa.Table | None = None
         self.metrics: dict[str, Any] = {
             "numSourceRows": self.source.num_rows,
             "numTargetRowsInserted": 0, "numTargetRowsUpdated": 0, "numTargetRowsDeleted": 0,
@@ -378,6 +381,12 @@ class MergeExecutor:
         if inserted is not None:
             outputs.append(inserted)
         self._write(files, outputs)
+        if len(self.touched) and change_feed.enabled(self.tx):
+            # rows changed in files: the commit has change data files, so its inserts go there too
+            # (an insert-only MERGE writes none: readers take its adds as inserts)
+            change_feed.record_changes(self.tx, inserted, change_feed.INSERT)
+            change_feed.cover(self.tx, self._removed)
+            change_feed.cover(self.tx, self._added)
         now = time.perf_counter()
         self.metrics["scanTimeMs"] = int((scanned - self.started) * 1000)
         self.metrics["rewriteTimeMs"] = int((now - scanned) * 1000)
@@ -446,6 +455,8 @@ class MergeExecutor:
                 jobs.append(partial(lambda c: c, column))
         with ThreadPoolExecutor(max_workers=_READ_WORKERS) as pool:  # Arrow kernels release the GIL
             columns = list(pool.map(lambda job: job(), jobs))
+        if change_feed.enabled(self.tx):
+            self._record_changes(full, deleted, updated, kept, columns)
         copied = 0 if self.on_read else n - int(deleted.sum()) - self.metrics["numTargetRowsUpdated"]
         self.metrics["numTargetRowsCopied"] = copied
         out = pa.Table.from_arrays(columns, schema=self.schema)
@@ -457,6 +468,19 @@ class MergeExecutor:
             for field, column in zip(carried.schema, carried.columns):
                 out = out.append_column(field, column)
         return [out]
+
+    def _record_changes(self, full: pa.Table, deleted: np.ndarray, updated: np.ndarray, kept: np.ndarray | None,
+                        columns: list[pa.ChunkedArray]) -> None:
+        """Change data feed: deleted rows, and updated rows before and after (``columns`` are the
+        written rows: every kept row, or with merge-on-read only the updated ones)."""
+        change_feed.record_changes(self.tx, full.filter(pa.array(deleted)), change_feed.DELETE)
+        if not updated.any():
+            return
+        change_feed.record_changes(self.tx, full.filter(pa.array(updated)), change_feed.UPDATE_PREIMAGE)
+        written = pa.Table.from_arrays(columns, schema=self.schema)
+        if not self.on_read:  # the written rows are the kept ones: pick the updated among them
+            written = written.filter(pa.array(updated if kept is None else updated[kept]))
+        change_feed.record_changes(self.tx, written, change_feed.UPDATE_POSTIMAGE)
 
     def _full_rows(self, files: pa.Table, parts: list[pa.Table], read_columns: list[str],
                    touched: np.ndarray) -> pa.Table:
@@ -564,7 +588,7 @@ class MergeExecutor:
     def _write(self, files: pa.Table | None, outputs: list[pa.Table]) -> None:
         # Removes first: an append-only table refuses them before any data file is written.
         if files is not None and len(self.touched):
-            removed = files.take(pa.array(self.touched, pa.int64()))
+            removed = self._removed = files.take(pa.array(self.touched, pa.int64()))
             if self.on_read:
                 self.metrics.update(stage_changed_rows(self.tx, removed, self.changed))
             else:
@@ -574,7 +598,7 @@ class MergeExecutor:
             self.metrics["numTargetBytesRemoved"] = int(pc.sum(removed["size"]).as_py() or 0) if not self.on_read else 0
         data = [t for t in outputs if t.num_rows]
         if data:
-            adds = write_files(self.tx, pa.concat_tables(data, promote_options="default"))
+            adds = self._added = write_files(self.tx, pa.concat_tables(data, promote_options="default"))
             self.tx.stage_adds(adds)
             self.metrics["numTargetFilesAdded"] = adds.num_rows
             self.metrics["numTargetBytesAdded"] = int(pc.sum(adds["size"]).as_py() or 0)

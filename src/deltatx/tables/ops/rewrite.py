@@ -19,6 +19,7 @@ from ...io.reader import read_files
 from ...io.row_metadata import ROW_COMMIT_VERSION, ROW_INDEX
 from ...io.writer import WriteOptions, write_data_files
 from .. import properties as props
+from . import change_feed
 from .merge_on_read import (
     drop_metadata,
     mark_changed,
@@ -101,8 +102,12 @@ def rewrite_files(tx: "Transaction", pred: Expr | None,
     """Scan with ``pred`` (recorded as the read), and rewrite every file holding a matching row.
 
     ``transform(rows, matches)`` returns (rows to write back, number of rows affected), where
-    ``matches`` is the boolean "predicate is TRUE" mask of ``rows``. ``writes_rows=False`` (a
-    DELETE) lets a merge-on-read pass read only the predicate's columns: nothing is written back.
+    ``matches`` is the boolean "predicate is TRUE" mask of ``rows``. ``writes_rows=True`` (an
+    UPDATE): the transform returns every row, changed where ``matches``; ``writes_rows=False`` (a
+    DELETE): it drops the matching rows, which lets a merge-on-read pass read only the
+    predicate's columns (unless the change data feed needs the deleted rows).
+    On a change-data-feed table the affected rows are recorded (ops/change_feed.py): updates as
+    pre- and post-images, deletes as deletes.
     """
     _, candidates = tx.scan(pred)
     metrics = {"numRemovedFiles": 0, "numAddedFiles": 0, "numAffectedRows": 0, "numCopiedRows": 0,
@@ -115,7 +120,10 @@ def rewrite_files(tx: "Transaction", pred: Expr | None,
     outputs: list[pa.Table] = []
     extra = row_columns(tx, on_read)
     only = None
-    if on_read and not writes_rows:  # positions (and ids) are all a DV needs
+    feed = change_feed.enabled(tx)
+    before: list[pa.Table] = []  # affected rows as they were, and as written (change data feed)
+    after: list[pa.Table] = []
+    if on_read and not writes_rows and not feed:  # positions (and ids) are all a DV needs
         only = set()
         extra = [c for c in extra if c != ROW_COMMIT_VERSION]
     # merge-on-read needs only the matching rows: the predicate filters them as they are read
@@ -140,6 +148,10 @@ def rewrite_files(tx: "Transaction", pred: Expr | None,
         else:
             out, affected = transform(mark_changed(rows, mask), mask)
             metrics["numCopiedRows"] += rows.num_rows - affected
+        if feed:
+            before.append(rows if on_read else rows.filter(mask))
+            if writes_rows:
+                after.append(out if on_read else out.filter(mask))
         metrics["numAffectedRows"] += affected
         if out.num_rows:
             outputs.append(drop_metadata(out))
@@ -151,10 +163,18 @@ def rewrite_files(tx: "Transaction", pred: Expr | None,
     else:
         tx.stage_removes(removed)
         metrics["numRemovedFiles"] = removed.num_rows
+    adds = None
     if outputs:
         adds = write_files(tx, pa.concat_tables(outputs))
         tx.stage_adds(adds)
         metrics["numAddedFiles"] = adds.num_rows
+    if feed:
+        for rows in before:
+            change_feed.record_changes(tx, rows, change_feed.UPDATE_PREIMAGE if writes_rows else change_feed.DELETE)
+        for rows in after:
+            change_feed.record_changes(tx, rows, change_feed.UPDATE_POSTIMAGE)
+        change_feed.cover(tx, removed)
+        change_feed.cover(tx, adds)
     return metrics
 
 

@@ -170,7 +170,7 @@ class TaskTransaction:
         if adds.num_rows:
             (self.adds if written else self.readds).append(adds)
 
-    def stage_removes(self, files: pa.Table, data_change: bool = True) -> None:
+    def stage_removes(self, files: pa.Table, data_change: bool = True, *, keep_own_files: bool = False) -> None:
         self.removed.extend(files.column("path").to_pylist())
 
     def note_operation(self, name: str, parameters: dict[str, Any] | None = None,

@@ -244,8 +244,10 @@ class Transaction:
             phases.reached("data_files_written", txn_id=self.txn_id, version=self.read_version,
                            files=adds)
 
-    def stage_removes(self, files: pa.Table, data_change: bool = True) -> None:
-        """Remove files (rows of current_files()). Files this txn added itself are just dropped.
+    def stage_removes(self, files: pa.Table, data_change: bool = True, *, keep_own_files: bool = False) -> None:
+        """Remove files (rows of current_files()). Files this txn added itself are just dropped;
+        their data files are deleted unless ``keep_own_files`` (the caller re-adds the same paths
+        with a deletion vector, e.g. a DELETE of rows this transaction appended).
 
         Raises :class:`AppendOnlyError` when the table is append-only and committed files would
         be removed with ``dataChange=true``: operations stage their removes before writing new
@@ -271,7 +273,7 @@ class Transaction:
                 # Staged adds go: new files are deleted; a re-add of a committed file (a DV update)
                 # just disappears, its committed version's remove being staged already.
                 self._adds = [a.filter(pc.invert(pc.is_in(a["path"], value_set=mine["path"]))) for a in self._adds]
-                written = [p for p in mine["path"].to_pylist() if p in self._written]
+                written = [p for p in mine["path"].to_pylist() if p in self._written and not keep_own_files]
                 if written:
                     self._written.difference_update(written)
                     self.store.delete_files(_decoded(pa.array(written, pa.string())))

@@ -244,6 +244,14 @@ class Table:
             self._run(None, backfill.stage_backfill)
         return self._run(None, lambda tx: tx.set_properties(properties))
 
+    def add_constraint(self, name: str, sql: str) -> CommitResult:
+        """Add a CHECK constraint (``delta.constraints.<name>``) after checking every existing
+        row; raises ConstraintViolationError (nothing committed) if some row breaks it."""
+        return self._run(None, lambda tx: tx.add_constraint(name, sql))
+
+    def drop_constraint(self, name: str, if_exists: bool = False) -> CommitResult:
+        return self._run(None, lambda tx: tx.drop_constraint(name, if_exists=if_exists))
+
     def vacuum(self, retention_hours: float | None = None, dry_run: bool = False,
                enforce_retention_duration: bool = True) -> list[str]:
         from .ops.vacuum import vacuum
@@ -265,8 +273,14 @@ class Table:
 def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | None = None,
                  properties: dict[str, Any] | None = None, name: str | None = None,
                  description: str | None = None, storage_options: dict[str, Any] | None = None,
-                 exist_ok: bool = False) -> Table:
-    """Create an empty Delta table (version 0: commitInfo, protocol, metaData)."""
+                 exist_ok: bool = False, generated_columns: dict[str, str] | None = None,
+                 identity_columns: dict[str, dict[str, Any]] | None = None) -> Table:
+    """Create an empty Delta table (version 0: commitInfo, protocol, metaData).
+
+    ``generated_columns`` maps a column to its SQL generation expression; ``identity_columns``
+    maps a BIGINT column to ``{"start": 1, "step": 1, "always": True}`` (``always=False``: BY
+    DEFAULT, explicit values allowed). CHECK constraints may be given as
+    ``delta.constraints.<name>`` properties (the table is empty, nothing to check)."""
     store = open_store(str(uri), storage_options)
     if isinstance(partition_by, str):
         partition_by = [partition_by]
@@ -288,6 +302,10 @@ def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | No
             return Table(str(uri), storage_options=storage_options, _store=store)
         raise TableAlreadyExistsError(f"a Delta table already exists at {uri!r}")
     config = row_tracking.with_materialized_names(props.validate_properties(properties or {}))
+    if generated_columns or identity_columns or any(k.startswith("delta.constraints.") for k in config):
+        from .column_rules import define_column_rules
+
+        schema, config = define_column_rules(schema, config, partition_by, generated_columns, identity_columns)
     metadata = Metadata(
         id=Metadata.new_id(), schema_string=schema_to_json(schema), partition_columns=tuple(partition_by),
         configuration=props.stored_configuration(config), name=name, description=description,

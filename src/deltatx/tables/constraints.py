@@ -194,7 +194,7 @@ def bound_condition(sql: str, schema: pa.Schema, what: str) -> Expr:
     try:
         return bind_predicate(parse_predicate(sql), schema)
     except PredicateError as exc:
-        raise InvalidConstraintError(f"the table's {what} ({sql}) cannot be evaluated by deltatx: {exc}") from None
+        raise InvalidConstraintError(f"{what} ({sql}) cannot be evaluated: {exc}") from None
 
 
 def _bound_value(sql: str, schema: pa.Schema, column: str) -> Expr:

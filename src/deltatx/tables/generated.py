@@ -56,16 +56,31 @@ def with_generated_columns(schema: pa.Schema, generated: dict[str, str] | None) 
         if not inputs:
             raise InvalidConstraintError(f"generated column {name!r} ({sql}) reads no column; use a default instead")
         target = schema.field(name).type
-        try:
-            pa.array([], value_type).cast(target)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        if not _widens_to(value_type, target):
             raise InvalidConstraintError(
-                f"generated column {name!r} is {target} but {sql} gives {value_type}"
-            ) from None
+                f"generated column {name!r} is {target} but {sql} gives {value_type}; cast the "
+                f"expression to the column's type (CAST(... AS ...))"
+            )
         meta = dict(schema.field(name).metadata or {})
         meta[GENERATION_EXPRESSION.encode()] = orjson.dumps(sql)
         fields[schema.get_field_index(name)] = schema.field(name).with_metadata(meta)
     return pa.schema(fields, metadata=schema.metadata)
+
+
+def _widens_to(source: pa.DataType, target: pa.DataType) -> bool:
+    """Whether every value of ``source`` converts to ``target`` without loss (Spark's up-cast:
+    the only implicit conversion a generation expression gets)."""
+    if source.equals(target) or pa.types.is_null(source):
+        return True
+    if pa.types.is_integer(source) and pa.types.is_integer(target):
+        return target.bit_width >= source.bit_width
+    if pa.types.is_integer(source) and (pa.types.is_floating(target) or pa.types.is_decimal(target)):
+        return True
+    if pa.types.is_floating(source) and pa.types.is_floating(target):
+        return target.bit_width >= source.bit_width
+    if pa.types.is_date(source) and pa.types.is_timestamp(target):
+        return True
+    return False
 
 
 def _substituted(expr: Expr, values: dict[str, Expr], keep: Any, types: dict[str, pa.DataType]) -> Expr:

@@ -155,13 +155,11 @@ def only_marks_differ(old_schema: str, new_schema: str) -> bool:
 
 
 def is_high_water_mark_change(old: Metadata, new: Metadata) -> bool:
-    """True if ``new`` is ``old`` with only identity high-water marks moved (an identity insert).
+    """True if ``new`` is ``old`` with at most identity high-water marks moved (an identity insert).
 
     Such a change does not alter what any row means or which rows a predicate selects, so a
     concurrent transaction may adopt it; what it must not do is reuse the values it covers.
     """
-    if old.schema_string == new.schema_string:
-        return False
     return (old.id, old.partition_columns, old.configuration, old.format_provider, old.format_options,
             old.name, old.description, old.created_time) == \
         (new.id, new.partition_columns, new.configuration, new.format_provider, new.format_options,

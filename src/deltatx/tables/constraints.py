@@ -148,6 +148,12 @@ def _column_rules(schema: pa.Schema) -> tuple[tuple[str, str, bytes], ...]:
     return tuple(out)
 
 
+def rules_signature(schema: pa.Schema, configuration: Mapping[str, str]) -> tuple:
+    """What the rules of a table version are made of (identity high-water marks excluded): a
+    distributed write compares the one its tasks enforced with the one it commits against."""
+    return tuple(sorted(check_constraints(configuration).items())), _column_rules(schema)
+
+
 def rules_for(schema: pa.Schema, configuration: Mapping[str, str], protocol: Protocol | None = None) -> "WriteRules | None":
     """The rules rows written to this table must follow; None when there are none.
 

@@ -194,7 +194,7 @@ class SparkTable:
             assigned = bind_assignments(set, tx.schema)  # bad columns / expressions fail here, before any job
             rules = rules_for(tx.schema, tx.properties, tx.protocol)
             if rules is not None:
-                check_no_update(rules.identity, set(assigned), "UPDATE")
+                check_no_update(rules.identity, frozenset(assigned), "UPDATE")
             _, files = tx.scan(pred)
             metrics = dict.fromkeys(_UPDATE_METRICS, 0)
             if files.num_rows:

@@ -28,7 +28,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from ..errors import IdentityColumnError, ReplaceWhereViolationError, SchemaMismatchError, TableNotFoundError
+from ..errors import (
+    DeltaTxError,
+    IdentityColumnError,
+    ReplaceWhereViolationError,
+    SchemaMismatchError,
+    TableNotFoundError,
+)
 from ..expr import bind, parse_predicate, to_arrow
 from ..io.writer import WriteOptions, write_data_files
 from ..tables import properties as props
@@ -41,6 +47,7 @@ from ..txnlog.actions import FILE_SCHEMA, Protocol
 from ..txnlog.schema import schema_from_json, schema_to_json
 from ..txnlog.store import open_store
 from .commit import CommitRequest, combine_adds, commit_files, delete_written, report
+from .dml_tasks import encode_error
 from .ipc import from_ipc, to_ipc
 from .options import WriteSpec, as_nullable, spark_schema_to_arrow, write_spec
 
@@ -227,8 +234,11 @@ def write_task(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> WrittenFil
     if spec.max_records_per_file:
         options.target_file_rows = spec.max_records_per_file
         options.row_group_rows = min(options.row_group_rows, spec.max_records_per_file)
-    adds = write_data_files(store, pa.RecordBatchReader.from_batches(schema, conformed()), schema,
-                            list(plan.partition_columns), options)
+    try:
+        adds = write_data_files(store, pa.RecordBatchReader.from_batches(schema, conformed()), schema,
+                                list(plan.partition_columns), options)
+    except DeltaTxError as exc:  # keeps its class and attributes through Spark's error text
+        raise encode_error(exc) from None
     try:
         return WrittenFiles.of(adds, counted[0])
     except BaseException:

@@ -185,6 +185,17 @@ def test_an_aborted_write_hands_out_nothing(table_uri):
     assert ids(table_uri) == [1]
 
 
+def test_restore_keeps_the_high_water_mark(table_uri):
+    """Values handed out after the restored version are never handed out again (as Delta)."""
+    t = make(table_uri)
+    t.append(names("a"))
+    t.append(names("b", "c"))
+    t.restore(version=1)
+    assert ids(table_uri) == [1] and mark(table_uri) == 3
+    t.append(names("d"))
+    assert ids(table_uri) == [1, 4]
+
+
 def test_a_mark_off_the_grid_yields_values_on_it(table_uri):
     """Another engine may leave a mark that is not start + k*step: values stay on the grid."""
     from deltatx.txnlog.identity import next_value

@@ -42,6 +42,7 @@ from . import properties as props
 
 if TYPE_CHECKING:
     from ..conflicts import TransactionInfo
+    from ..txnlog.actions import Metadata
     from .transaction import Transaction
 
 
@@ -174,6 +175,18 @@ def note_written(tx: Any, adds: pa.Table) -> None:
     allocator.unrecorded = False
     schema_string = idmeta.with_high_water_marks(tx.metadata.schema_string, allocator.marks())
     tx.stage_metadata(tx.metadata.replace(schema_string=schema_string))
+
+
+def keep_high_water_marks(restored: "Metadata", current: "Metadata") -> "Metadata":
+    """``restored`` metadata (RESTORE) with each identity mark the further of its own and the
+    current one: values handed out since must never be handed out again."""
+    specs = identity_specs(restored.schema_string)
+    if not specs:
+        return restored
+    now = {s.column: s.high_water_mark for s in identity_specs(current.schema_string)}
+    kept = {s.column: mark for s in specs if (mark := s.further(s.high_water_mark, now.get(s.column))) is not None}
+    schema_string = idmeta.with_high_water_marks(restored.schema_string, kept)
+    return restored if schema_string == restored.schema_string else restored.replace(schema_string=schema_string)
 
 
 # --------------------------------------------------------------------------------------------

@@ -10,8 +10,9 @@ columns (PROTOCOL.md "Column Invariants", "CHECK Constraints", "Generated Column
 
 A row violates a constraint or invariant when its expression is FALSE *or NULL* (Delta's rule,
 stricter than SQL's CHECK). :func:`rules_for` turns a schema + configuration into one cached,
-bound :class:`WriteRules` (or None: a table without rules pays one scan of its property keys and
-field metadata per write, nothing per row), and :meth:`WriteRules.apply` enforces it on a batch:
+bound :class:`WriteRules` (or None: a table without rules pays a scan of its property keys per
+write — its schema's field metadata is looked at once per schema object — and nothing per row),
+and :meth:`WriteRules.apply` enforces it on a batch:
 one vectorized evaluation per rule, all rules AND-ed, and only when that fails a second look to
 say which rule, how many rows and one example. Identity columns (``tables/identity.py``) ride
 along: their values are filled in by the same pass when the data leaves them out.

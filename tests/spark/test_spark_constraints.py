@@ -58,6 +58,7 @@ def test_spark_write_cannot_assign_identity_values(spark, table_uri):
     deltatx.create_table(table_uri, SCHEMA, identity_columns={"id": {"always": False}})
     with pytest.raises(IdentityColumnError, match="Spark write cannot assign"):
         dspark.write(spark.range(3).selectExpr("id * 0 + 7 as v"), table_uri)
+    assert deltatx.Table(table_uri).version == 0 and parquet_on_disk(table_uri) == set()
     dspark.write(spark.range(2).selectExpr("id + 100 as id", "id as v"), table_uri)  # BY DEFAULT: given
     assert sorted(deltatx.Table(table_uri).to_arrow()["id"].to_pylist()) == [100, 101]
     assert parquet_on_disk(table_uri) == {p for p in deltatx.Table(table_uri).files()["path"].to_pylist()}
@@ -81,12 +82,13 @@ def test_spark_dml_enforces_rules(spark, table_uri):
 def test_spark_merge_into_identity_table_is_refused_before_any_job(spark, table_uri):
     t = deltatx.create_table(table_uri, SCHEMA, identity_columns={"id": {}})
     t.append(pa.table({"v": [1]}))
-    version = t.version
+    version, files = t.version, parquet_on_disk(table_uri)
     with pytest.raises(IdentityColumnError, match="Spark MERGE cannot assign"):
         SparkTable(spark, table_uri).merge(pa.table({"v": [5]}), on="t.v = s.v").when_not_matched_insert_all().execute()
+    files = parquet_on_disk(table_uri)
     with pytest.raises(IdentityColumnError, match="cannot be updated"):
         SparkTable(spark, table_uri).update(set={"id": "id + 1"})
-    assert deltatx.Table(table_uri).version == version
+    assert deltatx.Table(table_uri).version == version and parquet_on_disk(table_uri) == files
 
 
 def test_a_stream_commit_refuses_rules_changed_since_planning(table_uri):

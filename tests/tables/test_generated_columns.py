@@ -103,10 +103,10 @@ def test_overwrite_and_replace_where_on_a_generated_partition(table_uri):
     t.overwrite(data([12], [5]))
     assert list(table_rows(table_uri)) == [12]
     assert_consistent(table_uri)
-    version = t.version
+    version, files = t.version, data_files(table_uri)
     with pytest.raises(ConstraintViolationError):
         t.overwrite(data([13], [5], twice=[0]), where="day = '2024-01-05'")
-    assert deltatx.Table(table_uri).version == version
+    assert deltatx.Table(table_uri).version == version and data_files(table_uri) == files
 
 
 @pytest.mark.parametrize("dv", [False, True], ids=["copy_on_write", "deletion_vectors"])

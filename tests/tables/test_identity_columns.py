@@ -237,6 +237,20 @@ def test_the_loser_moves_its_values_above_the_winners(table_uri, dv):
     assert sorted((s["minValues"]["id"], s["maxValues"]["id"]) for s in stats) == [(1, 1), (2, 3), (4, 6)]
 
 
+def test_a_rebase_that_would_overflow_fails_and_leaves_nothing(table_uri):
+    t = make(table_uri, start=2**63 - 4)
+    a, b = deltatx.Table(table_uri).transaction(), deltatx.Table(table_uri).transaction()
+    a.append(names("a1", "a2"))  # M-3, M-2 (M = 2**63 - 1)
+    b.append(names("b1", "b2", "b3"))  # M-3..M-1, would have to move to M-1..M+1
+    a.commit()
+    version = deltatx.Table(table_uri).version
+    with pytest.raises(IdentityColumnError, match="overflows"):
+        b.commit()
+    assert deltatx.Table(table_uri).version == version
+    assert data_files(table_uri) == set(deltatx.Table(table_uri).files()["path"].to_pylist()), "B's files are gone"
+    assert ids(table_uri) == [2**63 - 4, 2**63 - 3]
+
+
 def test_identity_insert_vs_concurrent_delete_and_property_change(table_uri):
     t = make(table_uri)
     t.append(names("a", "b"))
@@ -254,15 +268,22 @@ def test_identity_insert_vs_concurrent_delete_and_property_change(table_uri):
         writer.commit()
 
 
-def test_concurrent_merge_inserts_both_commit(table_uri):
-    t = make(table_uri, partition_by=["part"])
-    t.append(names("a", part=1))
+@pytest.mark.parametrize("dv", [False, True], ids=["copy_on_write", "deletion_vectors"])
+def test_concurrent_merges_with_inserts_both_commit(table_uri, dv):
+    """Each MERGE updates a row and inserts one; the loser's inserted rows (in files of their own)
+    move above the winner's values, its updated rows keep theirs."""
+    t = make(table_uri, partition_by=["part"], properties={"delta.enableDeletionVectors": "true"} if dv else {})
+    t.append(names("p", part=2))
+    t.append(names("q", part=3))
     a, b = deltatx.Table(table_uri).transaction(), deltatx.Table(table_uri).transaction()
-    a.merge(names("x", part=2), on="t.name = s.name AND t.part = 2").when_not_matched_insert_all().execute()
-    b.merge(names("y", part=3), on="t.name = s.name AND t.part = 3").when_not_matched_insert_all().execute()
+    for tx, part, new in ((a, 2, "x"), (b, 3, "y")):
+        source = pa.table({"name": ["p" if part == 2 else "q", new], "part": pa.array([part, part], pa.int32())})
+        (tx.merge(source, on=f"t.name = s.name AND t.part = {part}")
+         .when_matched_update({"name": "concat(s.name, '!')"}).when_not_matched_insert_all().execute())
     a.commit()
-    b.commit()
-    assert {r["name"]: r["id"] for r in deltatx.Table(table_uri).to_arrow().to_pylist()} == {"a": 1, "x": 2, "y": 3}
+    assert b.commit().conflicts_resolved == 1
+    got = {r["name"]: r["id"] for r in deltatx.Table(table_uri).to_arrow().to_pylist()}
+    assert got == {"p!": 1, "q!": 2, "x": 3, "y": 4} and mark(table_uri) == 4
 
 
 RACE = "A.begin B.begin A.attempt_commit B.attempt_commit A.published B.resolve_conflict B.published"

@@ -238,7 +238,7 @@ def test_the_loser_moves_its_values_above_the_winners(table_uri, dv):
 
 
 def test_a_rebase_that_would_overflow_fails_and_leaves_nothing(table_uri):
-    t = make(table_uri, start=2**63 - 4)
+    make(table_uri, start=2**63 - 4)
     a, b = deltatx.Table(table_uri).transaction(), deltatx.Table(table_uri).transaction()
     a.append(names("a1", "a2"))  # M-3, M-2 (M = 2**63 - 1)
     b.append(names("b1", "b2", "b3"))  # M-3..M-1, would have to move to M-1..M+1

@@ -35,6 +35,9 @@ Hierarchy::
     │   ├── StreamDataChangedError     (a commit removed data; skipChangeCommits / ignoreDeletes)
     │   └── StreamSchemaChangedError   (a commit changed the schema incompatibly; restart)
     ├── ChangeDataFeedError            (change feed range unreadable: feed off, out of range)
+    ├── ConstraintViolationError       (rows break a CHECK constraint, invariant or generated column)
+    ├── InvalidConstraintError         (bad constraint name/expression, duplicate, unknown on drop)
+    ├── IdentityColumnError            (bad identity spec, explicit value for ALWAYS, overflow)
     └── ConcurrentModificationException
         ├── ConcurrentWriteException
         ├── ConcurrentAppendException
@@ -185,6 +188,42 @@ class StreamDataChangedError(StreamingSourceError):
 class StreamSchemaChangedError(StreamingSourceError):
     """A commit the stream reached changed the schema in a way the running query cannot read
     (Delta's DELTA_SCHEMA_CHANGED_WITH_VERSION); restart the query to pick up the new schema."""
+
+
+class ConstraintViolationError(DeltaTxError, ValueError):
+    """Rows break a rule the table imposes on every row: a CHECK constraint, a column invariant,
+    or a generated column's ``(value <=> expression) IS TRUE``.
+
+    Attributes say what to fix: ``constraint`` (its name; ``invariant(col)`` /
+    ``generated(col)`` for column rules), ``expression`` (SQL), ``num_violations`` and
+    ``row`` (one violating row as a dict). Nothing was written.
+    """
+
+    def __init__(self, message: str, *, constraint: str, expression: str, num_violations: int,
+                 row: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.constraint = constraint
+        self.expression = expression
+        self.num_violations = num_violations
+        self.row = row
+
+    def __reduce__(self):  # keep attributes across pickling (multiprocessing, Spark)
+        return (_rebuild_violation, (str(self), self.constraint, self.expression, self.num_violations, self.row))
+
+
+def _rebuild_violation(message, constraint, expression, num_violations, row):
+    return ConstraintViolationError(message, constraint=constraint, expression=expression,
+                                    num_violations=num_violations, row=row)
+
+
+class InvalidConstraintError(DeltaTxError, ValueError):
+    """``add_constraint``/``drop_constraint`` (or a generated column definition) was refused:
+    a bad name, a name already taken or unknown, an expression that is not a condition."""
+
+
+class IdentityColumnError(DeltaTxError, ValueError):
+    """An identity column was misused: a bad definition (step 0, not BIGINT, partition column),
+    an explicit value for a GENERATED ALWAYS column, an UPDATE of it, or value overflow."""
 
 
 # --------------------------------------------------------------------------------------------

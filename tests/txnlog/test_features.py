@@ -62,11 +62,11 @@ def test_check_readable_versions() -> None:
 def test_check_writable_unknown_writer_feature() -> None:
     md = table_metadata()
     check_writable(Protocol(1, 7, None, tuple(SUPPORTED_WRITER_FEATURES)), md)
-    with pytest.raises(UnsupportedFeatureError, match="'identityColumns'") as info:
-        check_writable(Protocol(1, 7, None, ("appendOnly", "identityColumns")),
-                       table_metadata(schema=pa.schema([pa.field("id", pa.int64(), metadata={"delta.identity.start": "1"}),
+    with pytest.raises(UnsupportedFeatureError, match="'allowColumnDefaults'") as info:
+        check_writable(Protocol(1, 7, None, ("appendOnly", "allowColumnDefaults")),
+                       table_metadata(schema=pa.schema([pa.field("id", pa.int64(), metadata={"CURRENT_DEFAULT": '"1"'}),
                                                         pa.field("part", pa.string())])))
-    assert info.value.kind == "writer" and info.value.feature == "identityColumns"
+    assert info.value.kind == "writer" and info.value.feature == "allowColumnDefaults"
     with pytest.raises(UnsupportedFeatureError) as info:
         check_writable(Protocol(1, 7, None, ("someFutureFeature",)), md)
     assert info.value.feature == "someFutureFeature"
@@ -78,8 +78,8 @@ def test_dormant_writer_features_are_writable_until_used() -> None:
     protocol = Protocol(1, 7, None, ("appendOnly", "changeDataFeed", "checkConstraints", "inCommitTimestamp"))
     check_writable(protocol, table_metadata())
     check_writable(protocol, table_metadata({"delta.enableChangeDataFeed": "true"}))  # implemented
+    check_writable(protocol, table_metadata({"delta.constraints.positive": "id > 0"}))  # enforced now
     for config, feature in [
-        ({"delta.constraints.positive": "id > 0"}, "checkConstraints"),
         ({"delta.enableInCommitTimestamps": "true"}, "inCommitTimestamp"),
     ]:
         with pytest.raises(UnsupportedFeatureError) as info:
@@ -94,8 +94,9 @@ def test_legacy_writer_versions_imply_features() -> None:
                            pa.field("part", pa.string(),
                                     metadata={"delta.generationExpression": orjson.dumps("CAST(id AS STRING)")})])
     check_writable(Protocol(1, 3), table_metadata(schema=generated))  # writer 3 has no generated columns
-    with pytest.raises(UnsupportedFeatureError, match="generatedColumns"):
-        check_writable(Protocol(1, 4), table_metadata(schema=generated))
+    check_writable(Protocol(1, 4), table_metadata(schema=generated))  # writer 4 has them: enforced
+    identity = pa.schema([pa.field("id", pa.int64(), metadata={"delta.identity.start": b"1"})])
+    check_writable(Protocol(1, 6), table_metadata(schema=identity))  # writer 6: identity columns
 
 
 # --------------------------------------------------------------------------------------------
@@ -158,6 +159,22 @@ def test_change_data_feed_is_a_writer_feature() -> None:
     protocol = required_protocol({"delta.enableChangeDataFeed": "true"}, PLAIN)
     assert protocol == Protocol(1, 7, None, ("appendOnly", "invariants", "changeDataFeed"))
     assert required_protocol({"delta.enableChangeDataFeed": "true"}, PLAIN, Protocol(1, 4)) == Protocol(1, 4)
+
+
+def test_column_rules_and_constraints_name_their_features() -> None:
+    """CHECK constraints, invariants, generated and identity columns are written now: the
+    protocol names their features instead of refusing them."""
+    constrained = required_protocol({"delta.constraints.positive": "id > 0"}, PLAIN)
+    assert constrained == Protocol(1, 7, None, ("appendOnly", "invariants", "checkConstraints"))
+    schema = pa.schema([
+        pa.field("id", pa.int64(), metadata={"delta.identity.start": b"1", "delta.identity.step": b"1"}),
+        pa.field("twice", pa.int64(), metadata={"delta.generationExpression": orjson.dumps("id * 2")}),
+        pa.field("x", pa.int32(), metadata={"delta.invariants": orjson.dumps('{"expression":{"expression":"x > 3"}}')}),
+    ])
+    protocol = required_protocol({}, schema)
+    assert protocol == Protocol(1, 7, None, ("appendOnly", "invariants", "identityColumns", "generatedColumns"))
+    # a legacy protocol that implies them already needs no upgrade
+    assert required_protocol({"delta.constraints.p": "id > 0"}, schema, Protocol(1, 6)) == Protocol(1, 6)
 
 
 def test_disabled_flags_need_nothing() -> None:

@@ -67,9 +67,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import DeltaTxError, UnsupportedFeatureError
+from ..errors import DeltaTxError, IdentityColumnError, UnsupportedFeatureError
 from ..expr import bind, parse_predicate
-from ..tables.ops.merge import MergeBuilder, as_source_table, evolve_schema, plan_merge
+from ..tables.constraints import rules_for
+from ..tables.identity import check_no_update
+from ..tables.ops.merge import MergeBuilder, as_source_table, evolve_schema, inserts_assign_identity, plan_merge
 from ..tables.ops.merge_on_read import tracks_rows, uses_deletion_vectors
 from ..tables.ops.merge_rows import MergeExecutor
 from ..tables.ops.rewrite import is_partition_only
@@ -190,8 +192,11 @@ class SparkTable:
         tx = self._begin(user_metadata)
         try:
             pred = bind(parse_predicate(condition), tx.schema) if condition is not None else None
-            bind_assignments(set, tx.schema)  # bad columns / expressions fail here, before any job
+            assigned = bind_assignments(set, tx.schema)  # bad columns / expressions fail here, before any job
             _refuse_change_feed(tx, "UPDATE")
+            rules = rules_for(tx.schema, tx.properties, tx.protocol)
+            if rules is not None:
+                check_no_update(rules.identity, frozenset(assigned), "UPDATE")
             _, files = tx.scan(pred)
             metrics = dict.fromkeys(_UPDATE_METRICS, 0)
             if files.num_rows:
@@ -222,8 +227,14 @@ class SparkTable:
             if schema_evolution:  # staged first: tasks read and write with the widened schema
                 source = as_source_table(source)
                 evolve_schema(tx, source, clauses)
+            rules = rules_for(tx.schema, tx.properties, tx.protocol)
             plan = plan_merge(tx.schema, source, on, clauses,
-                              source_alias=source_alias, target_alias=target_alias)
+                              source_alias=source_alias, target_alias=target_alias, rules=rules)
+            unassignable = inserts_assign_identity(plan, rules)
+            if unassignable:
+                raise IdentityColumnError(
+                    f"a Spark MERGE cannot assign identity column(s) {unassignable} to inserted rows: its tasks "
+                    f"cannot agree on values. Run the MERGE with deltatx.Table.merge")
             planner = MergeExecutor(tx, plan)  # the core's planning: eligible source rows, candidate files
             files = planner.candidate_files(planner.eligible_source())  # tx.scan(): records the read
             metrics = dict(planner.metrics)

@@ -274,6 +274,14 @@ class Table:
             self._run(None, backfill.stage_backfill)
         return self._run(None, lambda tx: tx.set_properties(properties))
 
+    def add_constraint(self, name: str, sql: str) -> CommitResult:
+        """Add a CHECK constraint (``delta.constraints.<name>``) after checking every existing
+        row; raises ConstraintViolationError (nothing committed) if some row breaks it."""
+        return self._run(None, lambda tx: tx.add_constraint(name, sql))
+
+    def drop_constraint(self, name: str, if_exists: bool = False) -> CommitResult:
+        return self._run(None, lambda tx: tx.drop_constraint(name, if_exists=if_exists))
+
     def vacuum(self, retention_hours: float | None = None, dry_run: bool = False,
                enforce_retention_duration: bool = True) -> list[str]:
         from .ops.vacuum import vacuum
@@ -295,10 +303,16 @@ class Table:
 def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | None = None,
                  properties: dict[str, Any] | None = None, name: str | None = None,
                  description: str | None = None, storage_options: dict[str, Any] | None = None,
-                 exist_ok: bool = False, cluster_by: list[str] | None = None) -> Table:
+                 exist_ok: bool = False, cluster_by: list[str] | None = None,
+                 generated_columns: dict[str, str] | None = None,
+                 identity_columns: dict[str, dict[str, Any]] | None = None) -> Table:
     """Create an empty Delta table (version 0: commitInfo, protocol, metaData).
 
-    ``cluster_by`` makes it a clustered table (liquid clustering; not with ``partition_by``)."""
+    ``cluster_by`` makes it a clustered table (liquid clustering; not with ``partition_by``).
+    ``generated_columns`` maps a column to its SQL generation expression; ``identity_columns``
+    maps a BIGINT column to ``{"start": 1, "step": 1, "always": True}`` (``always=False``: BY
+    DEFAULT, explicit values allowed). CHECK constraints may be given as
+    ``delta.constraints.<name>`` properties (the table is empty, nothing to check)."""
     store = open_store(str(uri), storage_options)
     if isinstance(partition_by, str):
         partition_by = [partition_by]
@@ -321,6 +335,10 @@ def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | No
         raise TableAlreadyExistsError(f"a Delta table already exists at {uri!r}")
     config = row_tracking.with_materialized_names(props.validate_properties(properties or {}))
     requested = config
+    if generated_columns or identity_columns or any(k.startswith("delta.constraints.") for k in config):
+        from .column_rules import define_column_rules
+
+        schema, config = define_column_rules(schema, config, partition_by, generated_columns, identity_columns)
     domains: tuple = ()
     clustered_by: list[str] | None = None
     if cluster_by is not None:

@@ -48,6 +48,7 @@ from ..txnlog.features import check_writable
 from ..txnlog.snapshot import Snapshot
 from ..txnlog.store import VersionExistsError
 from . import properties as props
+from .identity import rebase_identity
 from .row_level import RowLevelRecorder, load_winner_rows, write_pending_dvs
 
 if TYPE_CHECKING:
@@ -128,6 +129,7 @@ class Transaction:
         self.row_level = RowLevelRecorder()  # files changed or read row by row (DV tables)
         self.changes: ChangeRecorder | None = None  # rows DML changed, for the change data feed
         self._cdc: list[pa.Table] = []  # cdc actions of the change data files written at commit
+        self._identity = None  # identity.IdentityAllocator once it hands out identity values
         self._state = "open"
         self._may_have_landed = False  # once true, an error must not delete this txn's data files
         phases.reached("begin", txn_id=self.txn_id, version=self.read_version, table=table.uri)
@@ -399,6 +401,18 @@ class Transaction:
 
         stage_set_properties(self, properties)
 
+    def add_constraint(self, name: str, sql: str) -> None:
+        """ALTER TABLE ADD CONSTRAINT name CHECK (sql): every existing row is checked first."""
+        from .ops.constraints import stage_add_constraint
+
+        stage_add_constraint(self, name, sql)
+
+    def drop_constraint(self, name: str, if_exists: bool = False) -> None:
+        """ALTER TABLE DROP CONSTRAINT [IF EXISTS] name."""
+        from .ops.constraints import stage_drop_constraint
+
+        stage_drop_constraint(self, name, if_exists=if_exists)
+
     def restore(self, version: int | None = None, timestamp: Any = None) -> dict[str, Any]:
         """Bring the table back to ``version`` (or the one current at ``timestamp``)."""
         from ..txnlog.history import to_timestamp_ms
@@ -618,6 +632,7 @@ class Transaction:
                     resolved += 1
                     latest += 1
                 version = latest
+                info = rebase_identity(self, info)  # identity values above the winners' marks
                 if attempts > FREE_RETRIES:
                     delay = min(BACKOFF_CAP_S, BACKOFF_BASE_S * (2 ** (attempts - FREE_RETRIES - 1)))
                     time.sleep(random.uniform(0, delay))

@@ -45,8 +45,12 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
         "appendOnly",  # the transaction refuses data-changing removes when delta.appendOnly=true
         "clustering",  # tables/ops/clustering.py: delta.clustering domain, stats, liquid OPTIMIZE
         "changeDataFeed",  # DML writes _change_data/ files and cdc actions (tables/ops/change_feed.py)
+        "checkConstraints",  # tables/constraints.py checks delta.constraints.* on every row written
         "deletionVectors",  # DML marks rows in DVs (io/deletion_vector_writer.py) when enabled
         "domainMetadata",  # replayed, checkpointed, conflict-checked per domain
+        "generatedColumns",  # tables/constraints.py computes absent ones, checks given ones (<=>)
+        "identityColumns",  # tables/identity.py assigns values, moves the high-water marks, rebases
+        "invariants",  # delta.invariants field metadata, enforced with the CHECK constraints
         "rowTracking",  # tables/row_tracking.py assigns and preserves row ids; the checker rebases them
         "timestampNtz",
         "v2Checkpoint",  # write_checkpoint adds checkpointMetadata when the table lists it
@@ -220,9 +224,13 @@ _REFUSED_PROPERTIES = {
 }
 
 _REFUSED_FIELD_METADATA = {
+    "CURRENT_DEFAULT": "allowColumnDefaults",
+}
+
+#: field-metadata keys that put a writer feature in use (the table layer enforces them)
+_FIELD_METADATA_FEATURES = {
     "delta.invariants": "invariants",
     "delta.generationExpression": "generatedColumns",
-    "CURRENT_DEFAULT": "allowColumnDefaults",
 }
 
 
@@ -235,11 +243,14 @@ def _needed_features(configuration: dict[str, str], schema: pa.Schema) -> list[s
     if _uses_column_mapping(configuration):
         raise _unsupported("writer", "columnMapping", "delta.columnMapping.mode must be 'none'")
     if any(k.startswith("delta.constraints.") for k in configuration):
-        raise _unsupported("writer", "checkConstraints", "CHECK constraints are not enforced by deltatx")
+        needed.append("checkConstraints")
     for key in _field_metadata_keys(schema):
-        feature = _REFUSED_FIELD_METADATA.get(key) or ("identityColumns" if key.startswith("delta.identity.") else None)
+        feature = _REFUSED_FIELD_METADATA.get(key)
         if feature:
             raise _unsupported("writer", feature, f"column metadata {key!r} is not supported by deltatx writers")
+        feature = _FIELD_METADATA_FEATURES.get(key) or ("identityColumns" if key.startswith("delta.identity.") else None)
+        if feature and feature not in needed:
+            needed.append(feature)
     if _true(configuration, "delta.enableDeletionVectors"):
         needed.append("deletionVectors")
     if _true(configuration, "delta.enableChangeDataFeed"):

@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...errors import MergeCardinalityError, PredicateError, SchemaMismatchError
+from ...errors import IdentityColumnError, MergeCardinalityError, PredicateError, SchemaMismatchError
 from ...expr import (
     FALSE,
     TRUE,
@@ -54,6 +54,8 @@ from ...io.row_metadata import ROW_COMMIT_VERSION, ROW_ID, ROW_INDEX
 from .merge_on_read import mark_changed, materialized, record_read, row_columns, stage_changed_rows, uses_deletion_vectors
 from .rewrite import write_files
 from . import change_feed
+from ..constraints import rules_for
+from ..identity import assigner
 
 if TYPE_CHECKING:
     from ..transaction import Transaction
@@ -206,6 +208,9 @@ class MergeExecutor:
         self.changed: list[np.ndarray] = []  # per touched file, the positions changed (merge-on-read)
         self._removed: pa.Table | None = None  # the files this MERGE removed / wrote (staged)
         self._added: pa.Table | None = None
+        rules = rules_for(self.schema, tx.properties, tx.protocol)
+        self.identity = {s.column: s for s in rules.identity} if rules is not None else {}
+        self.assigned_identity = False  # inserts got identity values: written in files of their own
         self.metrics: dict[str, Any] = {
             "numSourceRows": self.source.num_rows,
             "numTargetRowsInserted": 0, "numTargetRowsUpdated": 0, "numTargetRowsDeleted": 0,
@@ -556,6 +561,7 @@ class MergeExecutor:
                 chosen = view.filter(pa.array(selected))
                 columns = [
                     self._typed(clause.assignments[f.name], chosen, f, clause) if f.name in clause.assignments
+                    else self._identity_values(f, chosen.num_rows) if f.name in self.identity
                     else self._null_column(f, chosen.num_rows, clause)
                     for f in self.schema
                 ]
@@ -565,6 +571,15 @@ class MergeExecutor:
         inserted = pa.concat_tables(out)
         self.metrics["numTargetRowsInserted"] = inserted.num_rows
         return inserted
+
+    def _identity_values(self, field: pa.Field, n: int) -> pa.Array:
+        assign = assigner(self.tx)
+        if assign is None:
+            raise IdentityColumnError(
+                f"MERGE INSERT into identity column {field.name!r} needs values assigned by the "
+                f"committing transaction; run this MERGE with deltatx.Table.merge")
+        self.assigned_identity = True
+        return assign(self.identity[field.name], n)
 
     @staticmethod
     def _null_column(field: pa.Field, n: int, clause: BoundClause) -> pa.Array:
@@ -598,10 +613,17 @@ class MergeExecutor:
             self.metrics["numTargetBytesRemoved"] = int(pc.sum(removed["size"]).as_py() or 0) if not self.on_read else 0
         data = [t for t in outputs if t.num_rows]
         if data:
-            adds = self._added = write_files(self.tx, pa.concat_tables(data, promote_options="default"))
-            self.tx.stage_adds(adds)
-            self.metrics["numTargetFilesAdded"] = adds.num_rows
-            self.metrics["numTargetBytesAdded"] = int(pc.sum(adds["size"]).as_py() or 0)
+            # Inserted rows holding fresh identity values go first, in files of their own: a
+            # rebase may have to move those values (tables/identity.py), never rewritten rows'.
+            groups = [data[-1:], data[:-1]] if self.assigned_identity and len(data) > 1 else [data]
+            written = []
+            for group in groups:
+                adds = write_files(self.tx, pa.concat_tables(group, promote_options="default"))
+                self.tx.stage_adds(adds)
+                written.append(adds)
+                self.metrics["numTargetFilesAdded"] += adds.num_rows
+                self.metrics["numTargetBytesAdded"] += int(pc.sum(adds["size"]).as_py() or 0)
+            self._added = pa.concat_tables(written)
             self.metrics["numOutputRows"] = sum(t.num_rows for t in data)
 
     def parameters(self) -> dict[str, Any]:

@@ -18,8 +18,10 @@ from ...expr import Expr, matches, references_only, to_arrow
 from ...io.reader import read_files
 from ...io.row_metadata import ROW_COMMIT_VERSION, ROW_INDEX
 from ...io.writer import WriteOptions, write_data_files
+from .. import identity
 from .. import properties as props
 from . import change_feed
+from ..constraints import enforce, rules_for
 from .merge_on_read import (
     drop_metadata,
     mark_changed,
@@ -47,16 +49,25 @@ def options_for(properties: dict[str, str]) -> WriteOptions:
 
 
 def write_files(tx: "Transaction", data: pa.Table | pa.RecordBatchReader, schema: pa.Schema | None = None,
-                data_change: bool = True) -> pa.Table:
+                data_change: bool = True, *, absent: frozenset[str] = frozenset()) -> pa.Table:
     """Write data files for this transaction's table; returns add actions (not yet staged).
 
+    Every row written with ``data_change`` passes the table's rules first (tables/constraints.py:
+    CHECK constraints, invariants, generated columns; identity and generated columns named in
+    ``absent`` are filled in) — the one place all write paths share, so none can skip them.
     Rows read with ``_metadata.row_id``/``row_commit_version`` keep them in the table's
     materialized row-tracking columns (merge_on_read.physical)."""
     options = write_options(tx)
+    rules = rules_for(tx.schema, tx.properties, tx.protocol) if data_change else None
+    if rules is not None:
+        data = enforce(rules, data, schema or tx.schema, absent, identity.assigner(tx) if rules.identity else None)
     if isinstance(data, pa.Table) and any(c.startswith("_metadata.") for c in data.column_names):
         data, schema, options.unindexed_columns = physical(tx, data)
-    return write_data_files(tx.store, data, schema or tx.schema, tx.partition_columns, options,
+    adds = write_data_files(tx.store, data, schema or tx.schema, tx.partition_columns, options,
                             data_change=data_change)
+    if rules is not None and rules.identity:
+        identity.note_written(tx, adds)
+    return adds
 
 
 def num_records(files: pa.Table) -> int:

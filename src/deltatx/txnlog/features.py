@@ -32,6 +32,7 @@ from .schema import schema_from_json
 #: Reader features deltatx implements: reading such a table gives the right rows.
 SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
     {
+        "columnMapping",  # txnlog/column_mapping.py maps physical (or field-id) columns to logical names
         "deletionVectors",  # io/deletion_vectors.py drops the rows a file's DV deletes
         "timestampNtz",  # a column type; the schema module maps it to timestamp without zone
         "v2Checkpoint",  # checkpoint.py reads UUID-named checkpoints and sidecars
@@ -43,6 +44,7 @@ SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
 SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
     {
         "appendOnly",  # the transaction refuses data-changing removes when delta.appendOnly=true
+        "columnMapping",  # files, stats and partition values use physical names; ids assigned on every schema change
         "deletionVectors",  # DML marks rows in DVs (io/deletion_vector_writer.py) when enabled
         "domainMetadata",  # replayed, checkpointed, conflict-checked per domain
         "rowTracking",  # tables/row_tracking.py assigns and preserves row ids; the checker rebases them
@@ -171,16 +173,12 @@ def writer_features(protocol: Protocol) -> tuple[str, ...]:
 def check_readable(protocol: Protocol, metadata: Metadata | None = None) -> None:
     """Raise UnsupportedFeatureError(kind="reader") unless deltatx can read the table correctly.
 
-    ``metadata`` lets a legacy reader-version-2 table pass when column mapping is off; without
-    it such a table is refused (column mapping renames the physical columns).
+    Legacy reader version 2 means column mapping, which deltatx reads (``metadata`` is accepted
+    for callers that have it; no reader rule depends on it any more).
     """
     version = protocol.min_reader_version
     if version > 3 or version < 1:
         raise _unsupported("reader", f"readerVersion{version}", "unknown reader protocol version")
-    if version == 2:
-        if metadata is None or _uses_column_mapping(metadata.configuration):
-            raise _unsupported("reader", "columnMapping", "column mapping renames physical columns")
-        return
     for feature in reader_features(protocol):
         if feature not in SUPPORTED_READER_FEATURES:
             raise _unsupported("reader", feature, "it changes how rows must be read")
@@ -229,7 +227,7 @@ def _needed_features(configuration: dict[str, str], schema: pa.Schema) -> list[s
         if _true(configuration, key):
             raise _unsupported("writer", feature, f"{key}=true is not supported by deltatx writers")
     if _uses_column_mapping(configuration):
-        raise _unsupported("writer", "columnMapping", "delta.columnMapping.mode must be 'none'")
+        needed.append("columnMapping")
     if any(k.startswith("delta.constraints.") for k in configuration):
         raise _unsupported("writer", "checkConstraints", "CHECK constraints are not enforced by deltatx")
     for key in _field_metadata_keys(schema):

@@ -40,6 +40,7 @@ from ...expr import (
 )
 from ...expr.values import plain_type
 from ...io.grouping import group_codes
+from ...txnlog import column_mapping
 from ...io.reader import parse_partition_values, read_files
 from ...io.writer import WriteOptions, write_data_files
 from .. import properties as props
@@ -73,10 +74,11 @@ def target_file_size(properties: dict[str, str], target_size: int | None = None)
     return int(size)
 
 
-def _partition_strings(files: pa.Table, partition_columns: list[str]) -> list[pa.Array]:
+def _partition_strings(files: pa.Table, keys: list[str]) -> list[pa.Array]:
+    """The ``partitionValues`` strings under ``keys`` (the partition columns' physical names)."""
     pv = files["partitionValues"]
     out = []
-    for col in partition_columns:
+    for col in keys:
         values = pc.map_lookup(pv, pa.scalar(col), "first")
         if isinstance(values, pa.ChunkedArray):
             values = values.combine_chunks() if values.num_chunks else pa.array([], pa.string())
@@ -183,12 +185,13 @@ def stage_optimize(tx: "Transaction", where: str | None = None, target_size: int
         if files.num_rows:
             files = files.filter(files_matching(pred, files, schema, partition_columns, use_stats=False))
     considered = files.num_rows
+    keys = column_mapping.partition_keys(tx.metadata, schema)  # partitionValues keys (physical names)
     purge = _dv_files(files, purge_only) if files.num_rows else None
     if purge_only:
         files, purge = files.filter(pa.array(purge)), None
-        planned = plan_bins(files, partition_columns, _HUGE, np.ones(files.num_rows, dtype=bool))
+        planned = plan_bins(files, keys, _HUGE, np.ones(files.num_rows, dtype=bool))
     else:
-        planned = plan_bins(files, partition_columns, target, purge)
+        planned = plan_bins(files, keys, target, purge)
     compacted = planned.drop_columns(["bin"])
     # The read is the compacted files themselves (by path): without a where=, FALSE rather than
     # "the whole table", so that concurrent changes to files it does not touch never conflict.
@@ -202,7 +205,7 @@ def stage_optimize(tx: "Transaction", where: str | None = None, target_size: int
             tx.row_level.note_compaction_output(adds.column("path").to_pylist())
     removed_bytes = int(pc.sum(compacted["size"]).as_py() or 0) if compacted.num_rows else 0
     added_bytes = int(pc.sum(adds["size"]).as_py() or 0) if adds.num_rows else 0
-    partitions = len(np.unique(_partition_codes(compacted, partition_columns))) if compacted.num_rows else 0
+    partitions = len(np.unique(_partition_codes(compacted, keys))) if compacted.num_rows else 0
     metrics = {
         "numRemovedFiles": compacted.num_rows,
         "numAddedFiles": adds.num_rows,
@@ -244,7 +247,8 @@ def _compact(tx: "Transaction", planned: pa.Table) -> pa.Table:
     def one(rows_of_bin: np.ndarray) -> pa.Table:
         files = planned.take(pa.array(rows_of_bin))
         data = read_files(tx.store, files, schema, partition_columns,
-                          columns=schema.names + meta if meta else None, materialized=names)
+                          columns=schema.names + meta if meta else None, materialized=names,
+                          column_mapping=options.column_mapping)
         if record:
             _record_sources(tx, files, data)
         file_schema, opts = schema, options
@@ -306,7 +310,7 @@ def partitions_needing_compaction(snapshot: "Snapshot", min_files: int) -> str |
     partition_columns = snapshot.partition_columns
     if not partition_columns:
         return "true"
-    strings = _partition_strings(small, partition_columns)
+    strings = _partition_strings(small, column_mapping.partition_keys(snapshot.metadata, snapshot.schema))
     names = [f"__p{i}" for i in range(len(partition_columns))]
     counts = pa.table(dict(zip(names, strings))).group_by(names, use_threads=False).aggregate([([], "count_all")])
     busy = counts.filter(pc.greater(counts["count_all"], min_files))

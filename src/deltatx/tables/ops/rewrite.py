@@ -38,6 +38,7 @@ def write_options(tx: "Transaction") -> WriteOptions:
     p = tx.properties
     opts = WriteOptions()
     opts.num_indexed_cols = props.int_property(p, props.NUM_INDEXED_COLS, opts.num_indexed_cols)
+    opts.column_mapping = tx.column_mapping
     return opts
 
 
@@ -80,10 +81,11 @@ def _read_each(tx: "Transaction", files: pa.Table, extra: list[str] | None = Non
     columns = names_wanted + extra if extra else (names_wanted if only is not None else None)
     names = materialized(tx) if extra else None
     row_filter = to_arrow(pred) if pred is not None else None
+    mapping = tx.column_mapping
 
     def one(i: int) -> pa.Table:
         return read_files(tx.store, files.slice(i, 1), tx.schema, tx.partition_columns, columns=columns,
-                          materialized=names, filter=row_filter, prune=pred)
+                          materialized=names, filter=row_filter, prune=pred, column_mapping=mapping)
 
     if files.num_rows == 1:  # a point change: no pool to start
         return [one(0)]

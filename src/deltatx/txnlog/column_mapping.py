@@ -131,62 +131,55 @@ def _without_keys(md: dict[bytes, bytes] | None) -> dict[bytes, bytes] | None:
 Level = Callable[[list[pa.Field]], list[pa.Field]]
 
 
-def _map_levels(t: pa.DataType, fn: Level, *, level_first: bool = False) -> pa.DataType:
-    """``t`` with ``fn`` applied to the fields of every struct below it. ``fn`` sees one struct's
-    fields together (so it can keep sibling names apart); by default the deepest level first,
-    with ``level_first`` a level before the ones below it (schema order: a struct's id before its
-    fields' ids, as Delta numbers them)."""
-    def inner(child: pa.DataType) -> pa.DataType:
-        return _map_levels(child, fn, level_first=level_first)
-
+def _map_structs(t: pa.DataType, level: Level) -> pa.DataType:
+    """``t`` with the fields of each struct in it replaced by ``level(fields)``; lists and maps
+    are walked through. ``level`` sees one struct's fields together (to keep sibling names
+    apart) and recurses into their types itself, so it chooses the order."""
     if pa.types.is_struct(t):
-        if level_first:
-            return pa.struct([f.with_type(inner(f.type)) for f in fn(list(t))])
-        return pa.struct(fn([f.with_type(inner(f.type)) for f in t]))
+        return pa.struct(level(list(t)))
     if pa.types.is_large_list(t):
-        return pa.large_list(t.value_field.with_type(inner(t.value_type)))
+        return pa.large_list(t.value_field.with_type(_map_structs(t.value_type, level)))
     if pa.types.is_fixed_size_list(t):
-        return pa.list_(t.value_field.with_type(inner(t.value_type)), t.list_size)
+        return pa.list_(t.value_field.with_type(_map_structs(t.value_type, level)), t.list_size)
     if pa.types.is_list(t):
-        return pa.list_(t.value_field.with_type(inner(t.value_type)))
+        return pa.list_(t.value_field.with_type(_map_structs(t.value_type, level)))
     if pa.types.is_map(t):
-        return pa.map_(t.key_field.with_type(inner(t.key_type)), t.item_field.with_type(inner(t.item_type)),
-                       t.keys_sorted)
+        return pa.map_(t.key_field.with_type(_map_structs(t.key_type, level)),
+                       t.item_field.with_type(_map_structs(t.item_type, level)), t.keys_sorted)
     return t
 
 
-def _map_schema(fields: Iterable[pa.Field], fn: Level, *, level_first: bool = False) -> list[pa.Field]:
-    if level_first:
-        return [f.with_type(_map_levels(f.type, fn, level_first=True)) for f in fn(list(fields))]
-    return fn([f.with_type(_map_levels(f.type, fn)) for f in fields])
+def _each_field(change: Callable[[pa.Field], pa.Field]) -> Level:
+    """A level function applying ``change`` to every field at every depth."""
+    def level(fields: list[pa.Field]) -> list[pa.Field]:
+        return [change(f.with_type(_map_structs(f.type, level))) for f in fields]
+
+    return level
 
 
-def _strip_level(fields: list[pa.Field]) -> list[pa.Field]:
-    return [pa.field(f.name, f.type, f.nullable, metadata=_without_keys(f.metadata)) for f in fields]
+def _strip_one(f: pa.Field) -> pa.Field:
+    return pa.field(f.name, f.type, f.nullable, metadata=_without_keys(f.metadata))
 
 
 def strip_field(f: pa.Field) -> pa.Field:
     """``f`` without column-mapping metadata (its own and its nested fields')."""
-    return _map_schema([f], _strip_level)[0]
+    return _each_field(_strip_one)([f])[0]
 
 
 def strip_schema(schema: pa.Schema) -> pa.Schema:
     """The schema users see: column-mapping metadata is the table's bookkeeping, not theirs."""
-    return pa.schema(_map_schema(schema, _strip_level), metadata=schema.metadata)
+    return pa.schema(_each_field(_strip_one)(list(schema)), metadata=schema.metadata)
 
 
-def _physical_level(fields: list[pa.Field]) -> list[pa.Field]:
-    out = []
-    for f in fields:
-        fid = column_id(f)
-        md = {PARQUET_FIELD_ID: str(fid).encode()} if fid is not None else None
-        out.append(pa.field(physical_name(f), f.type, f.nullable, metadata=md))
-    return out
+def _physical_one(f: pa.Field) -> pa.Field:
+    fid = column_id(f)
+    md = {PARQUET_FIELD_ID: str(fid).encode()} if fid is not None else None
+    return pa.field(physical_name(f), f.type, f.nullable, metadata=md)
 
 
 def physical_field(f: pa.Field) -> pa.Field:
     """``f`` as stored in data files: physical names at every level, ids as Parquet field ids."""
-    return _map_schema([f], _physical_level)[0]
+    return _each_field(_physical_one)([f])[0]
 
 
 # --------------------------------------------------------------------------------------------
@@ -250,6 +243,8 @@ class ColumnMapping:
 
     def to_physical(self, data: _Data) -> _Data:
         """Rows named logically → the same rows with physical names (and field ids), zero-copy."""
+        if not data.num_columns:
+            return data
         fields, columns = [], []
         for f, column in zip(data.schema, data.columns):
             target = self._physical.get(f.name)
@@ -265,6 +260,8 @@ class ColumnMapping:
     def to_logical(self, data: _Data, names: Sequence[str]) -> _Data:
         """Rows read with physical names → named ``names`` (logical; other columns kept), each
         relabelled with its logical type."""
+        if not data.num_columns:
+            return data  # no columns to relabel; the row count stays
         fields, columns = [], []
         for name, column in zip(names, data.columns):
             logical = self._logical.get(name)
@@ -287,11 +284,23 @@ def _mapping(mode: str, schema_string: str) -> ColumnMapping:
 
 def of(metadata: "Metadata") -> ColumnMapping | None:
     """The table's column mapping, or None when its mode is ``none`` (one dict lookup)."""
-    raw = metadata.configuration.get(MODE)
-    if raw is None:
+    return for_schema_string(metadata.configuration, metadata.schema_string)
+
+
+def for_schema_string(configuration: dict[str, str], schema_string: str) -> ColumnMapping | None:
+    """The mapping of a table with this configuration and ``schemaString`` (cached per schema)."""
+    if MODE not in configuration:
         return None
-    mode = mode_of(metadata.configuration)
-    return None if mode == "none" else _mapping(mode, metadata.schema_string)
+    mode = mode_of(configuration)
+    return None if mode == "none" else _mapping(mode, schema_string)
+
+
+def for_schema(configuration: dict[str, str], schema: pa.Schema) -> ColumnMapping | None:
+    """The mapping of a table with this configuration and (parsed) schema."""
+    if MODE not in configuration:
+        return None
+    mode = mode_of(configuration)
+    return None if mode == "none" else ColumnMapping(mode, schema)
 
 
 def partition_keys(metadata: "Metadata", schema: pa.Schema) -> list[str]:
@@ -362,6 +371,8 @@ def _align(arr: pa.Array, target: pa.DataType) -> pa.Array:
 def align_by_field_id(raw: pa.Table, renames: dict[str, str], wanted: Sequence[pa.Field]) -> pa.Table:
     """The file columns ``raw`` read (file names) as the ``wanted`` physical fields: each renamed
     and its nested struct fields matched by field id. Columns not in ``renames`` stay as read."""
+    if not renames:
+        return raw  # nothing to relabel (and a table without columns keeps its row count)
     from_file = {file_name: wanted_name for wanted_name, file_name in renames.items()}
     by_name = {f.name: f for f in wanted}
     fields, columns = [], []
@@ -445,6 +456,7 @@ def prepare_metadata(previous: "Metadata | None", metadata: "Metadata", *, keep_
     changed = False
 
     def annotate(fields: list[pa.Field]) -> list[pa.Field]:
+        """One struct's fields, depth first in schema order (ids number the schema as Delta does)."""
         nonlocal top, changed
         names: set[str] = set()  # physical names are unique among siblings
         out = []
@@ -452,22 +464,21 @@ def prepare_metadata(previous: "Metadata | None", metadata: "Metadata", *, keep_
             fid, name = column_id(f), physical_name(f)
             own = fid is not None and f.metadata is not None and _PHYSICAL_KEY in f.metadata
             ours = own and ((fid, name) in known or (keep_known and fid <= previous_max))
-            if ours and fid not in used_ids and name not in names:
-                out.append(f)
-            else:
+            if not ours or fid in used_ids or name in names:
                 top += 1
                 fid = top
                 name = f.name if in_place and f.name not in names else f"col-{uuid.uuid4()}"
                 md = dict(_without_keys(f.metadata) or {})
                 md[_ID_KEY] = orjson.dumps(fid)
                 md[_PHYSICAL_KEY] = orjson.dumps(name)
-                out.append(pa.field(f.name, f.type, f.nullable, metadata=md))
+                f = pa.field(f.name, f.type, f.nullable, metadata=md)
                 changed = True
             used_ids.add(fid)
             names.add(name)
+            out.append(f.with_type(_map_structs(f.type, annotate)))
         return out
 
-    fields = _map_schema(schema, annotate, level_first=True)
+    fields = annotate(list(schema))
     config = dict(metadata.configuration)
     config[MODE] = new_mode
     config[MAX_COLUMN_ID] = str(top)

@@ -28,13 +28,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from ..errors import ReplaceWhereViolationError, SchemaMismatchError, TableNotFoundError
+from ..errors import ColumnMappingError, ReplaceWhereViolationError, SchemaMismatchError, TableNotFoundError
 from ..expr import bind, parse_predicate, to_arrow
 from ..io.writer import WriteOptions, write_data_files
 from ..tables import properties as props
 from ..tables.data import conform_batch, resolve_write_schema
 from ..tables.table import Table
 from ..tables.transaction import CommitResult
+from ..txnlog import column_mapping
 from ..txnlog.actions import FILE_SCHEMA
 from ..txnlog.schema import schema_from_json, schema_to_json
 from ..txnlog.store import open_store
@@ -83,6 +84,7 @@ class WritePlan:
     schema_changed: bool
     num_indexed_cols: int
     already_applied: bool = False  # idempotent write whose (txnAppId, txnVersion) is committed
+    column_mapping_mode: str = "none"  # the table's; files then use the physical names in schema_string
 
     @property
     def schema(self) -> pa.Schema:
@@ -156,12 +158,20 @@ def plan_write(options: Mapping[str, str], spark_schema: Any, overwrite: bool) -
             txn = snapshot.live_app_txns().get(spec.txn_app_id)
             already = txn is not None and int(spec.txn_version) <= txn.version
     _check_partition_columns(schema, partition_columns)
+    mode = column_mapping.mode_of(table_props)
+    if mode != "none" and (table is None or changed):
+        # the files are written before the commit assigns new columns their physical names
+        raise ColumnMappingError(
+            f"a Spark write cannot {'create' if table is None else 'change the schema of'} a table with "
+            f"{column_mapping.MODE}={mode}: create it with deltatx.create_table, add columns with "
+            f"Table.add_columns, then write"
+        )
     if spec.replace_where is not None:
         bind(parse_predicate(spec.replace_where), schema)  # a bad predicate fails before any task runs
     num_indexed = props.int_property(table_props, props.NUM_INDEXED_COLS, WriteOptions().num_indexed_cols)
     return WritePlan(spec=spec, read_version=read_version, schema_string=schema_to_json(schema),
                      partition_columns=tuple(partition_columns), schema_changed=changed,
-                     num_indexed_cols=num_indexed, already_applied=already)
+                     num_indexed_cols=num_indexed, already_applied=already, column_mapping_mode=mode)
 
 
 # --------------------------------------------------------------------------------------------
@@ -189,7 +199,9 @@ def write_task(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> WrittenFil
             counted[0] += batch.num_rows
             yield batch
 
-    options = WriteOptions(num_indexed_cols=plan.num_indexed_cols)
+    options = WriteOptions(num_indexed_cols=plan.num_indexed_cols,
+                           column_mapping=column_mapping.for_schema({column_mapping.MODE: plan.column_mapping_mode},
+                                                                    schema))
     if spec.max_records_per_file:
         options.target_file_rows = spec.max_records_per_file
         options.row_group_rows = min(options.row_group_rows, spec.max_records_per_file)

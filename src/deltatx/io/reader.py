@@ -276,41 +276,53 @@ def _iter(store: "LogStore", files: pa.Table, schema: pa.Schema, partition_colum
                     yield batch
 
 
-def _mapped_names(schema: pa.Schema, columns: list[str] | None, filter: pc.Expression | None,
-                  prune: "Expr | None") -> tuple[pa.Schema, list[str]]:
-    """(the logical output schema, the logical columns to read: the output's and the filter's)."""
-    out_schema = _output_schema(schema, columns)
-    names = list(out_schema.names)
-    if filter is not None:  # the filter runs on the logical rows: its columns are read too
-        referenced = prune.columns() if prune is not None else schema.names
-        names += [n for n in schema.names if n in referenced and n not in names]
-    return out_schema, names
-
-
 def _read_mapped(store: "LogStore", files: pa.Table, schema: pa.Schema, partition_columns: list[str],
                  columns: list[str] | None, filter: pc.Expression | None,
                  materialized: MaterializedColumns | None, prune: "Expr | None",
                  mapping: "ColumnMapping") -> pa.Table:
     """A column-mapped read: the physical columns are read (by name, or in ``id`` mode by Parquet
-    field id, file by file), relabelled with the logical names, then ``filter`` runs on them.
+    field id, file by file) and relabelled with the logical names.
 
-    The filter is not pushed into the Parquet scan (it names logical columns); files were pruned
-    by partition values and stats already, which the log keys by physical name.
+    With ``prune`` (the bound predicate behind ``filter``) the predicate is renamed to physical
+    names and pushed into the read like any other; a bare ``filter`` names logical columns, so it
+    runs on the relabelled rows (every column is read for it).
     """
-    out_schema, names = _mapped_names(schema, columns, filter, prune)
+    out_schema = _output_schema(schema, columns)
+    names = list(out_schema.names)
+    pushed = _physical_predicate(prune, mapping) if filter is not None and prune is not None else None
+    if filter is not None and pushed is None:
+        names += [n for n in schema.names if n not in names]
+    from ..expr import to_arrow  # expr imports this module (partition values)
+
     physical = _read(store, files, mapping.physical_schema(schema), mapping.physical_names(partition_columns),
-                     mapping.physical_names(names), None, materialized, None, mapping.by_field_id)
+                     mapping.physical_names(names), to_arrow(pushed) if pushed is not None else None,
+                     materialized, pushed, mapping.by_field_id)
     table = mapping.to_logical(physical, names)
-    if filter is not None:
+    if filter is not None and pushed is None:
         table = table.filter(filter)
     return _conform(table.select(out_schema.names), mapping.output_schema(out_schema))
+
+
+def _physical_predicate(predicate: "Expr", mapping: "ColumnMapping") -> "Expr":
+    """``predicate`` with every column (and struct field path) under its physical name."""
+    from dataclasses import replace
+
+    from ..expr import map_columns
+
+    def rename(column):
+        name, path = mapping.physical_path(column.name, column.path)
+        return replace(column, name=name, path=path)
+
+    return map_columns(predicate, rename)
 
 
 def _iter_mapped(store: "LogStore", files: pa.Table, schema: pa.Schema, partition_columns: list[str],
                  columns: list[str] | None, filter: pc.Expression | None,
                  materialized: MaterializedColumns | None, mapping: "ColumnMapping") -> Iterator[pa.RecordBatch]:
-    """:func:`_read_mapped`, batch by batch."""
-    out_schema, names = _mapped_names(schema, columns, filter, None)
+    """:func:`_read_mapped`, batch by batch (``filter`` runs on the relabelled rows)."""
+    out_schema = _output_schema(schema, columns)
+    names = list(out_schema.names) + ([n for n in schema.names if n not in out_schema.names] if filter is not None
+                                      else [])
     out = mapping.output_schema(out_schema)
     for batch in _iter(store, files, mapping.physical_schema(schema), mapping.physical_names(partition_columns),
                        mapping.physical_names(names), None, materialized, mapping.by_field_id):
@@ -434,16 +446,53 @@ class _ScanPlan:
                     read = [by_id[f.name] for f in data_fields if f.name in by_id]
                 read += [c for c in physical if c in in_file and c not in read]
                 groups = self._row_groups(i, pf, prune, filter) if prune is not None else None
+                pf_metadata = pf.metadata
                 if groups is None:
                     raw, positions = pf.read(columns=read), None
                 else:
-                    raw, positions = pf.read_row_groups(groups, columns=read), _group_positions(pf.metadata, groups)
-                file_rows = pf.metadata.num_rows
+                    raw = pf.read_row_groups(groups, columns=read)
+                    positions = None if prune is not None else _group_positions(pf_metadata, groups)
+                file_rows = pf_metadata.num_rows
             if by_id is not None:
                 raw = column_mapping.align_by_field_id(raw, by_id, data_fields)
         except OSError as exc:
             self.raise_if_missing(exc)
             raise
+        table = pa.table(self._file_columns(wanted, raw, i), schema=wanted)
+        if prune is not None:
+            from ..expr.rows import matches  # expr imports this module (partition values)
+
+            # Filter first, with the bound predicate: positions, metadata columns and the DV test
+            # then cost only the matching rows (a point change reads a 128k-row group for one row).
+            hit = np.flatnonzero(_mask_to_numpy(matches(prune, table)))
+            table, raw = table.take(hit), raw.take(hit)
+            positions = hit if groups is None else _positions_in_file(pf_metadata, groups, hit)
+            filter = None
+        if meta:
+            values = metadata_columns(meta, raw, self.files.column("path")[i].as_py(),
+                                      self._file_long("baseRowId", i), self._file_long("defaultRowCommitVersion", i),
+                                      self.materialized, positions)
+            table = pa.table(table.columns + [values[n] for n in meta],
+                             schema=pa.schema(list(wanted) + [metadata_field(n) for n in meta]))
+        descriptor = self.deletion_vectors[i]
+        if descriptor is None:
+            return (table.filter(filter) if filter is not None else table).select(names)
+        deleted = deleted_rows(self.store, descriptor, self.paths[i])
+        if filter is None and positions is None:  # the whole file, in order
+            return table.filter(pa.array(keep_mask(table.num_rows, deleted, self.paths[i]))).select(names)
+        # Filter first (usually few rows remain), then drop the deleted positions among them: the
+        # same rows as the other order, without filtering every column of the whole file twice.
+        _check_dv_fits(deleted, file_rows, self.paths[i])
+        if filter is not None:
+            table = table.append_column("__position", pa.array(
+                positions if positions is not None else np.arange(table.num_rows, dtype=np.int64)))
+            table = table.filter(filter)
+            positions = table.column("__position").to_numpy()
+        live = ~np.isin(positions, deleted.astype(np.int64))
+        return table.filter(pa.array(live)).select(names)
+
+    def _file_columns(self, wanted: pa.Schema, raw: pa.Table, i: int) -> list[pa.ChunkedArray | pa.Array]:
+        """File ``i``'s columns as the table types (partition values filled in, missing ones null)."""
         cols = []
         for f in wanted:
             if f.name in raw.column_names:
@@ -459,27 +508,7 @@ class _ScanPlan:
                 cols.append(pa.repeat(value, raw.num_rows) if value.is_valid else pa.nulls(raw.num_rows, f.type))
             else:
                 cols.append(pa.nulls(raw.num_rows, f.type))
-        if meta:
-            values = metadata_columns(meta, raw, self.files.column("path")[i].as_py(),
-                                      self._file_long("baseRowId", i), self._file_long("defaultRowCommitVersion", i),
-                                      self.materialized, positions)
-            wanted = pa.schema(list(wanted) + [metadata_field(n) for n in meta])
-            cols += [values[n] for n in meta]
-        table = pa.table(cols, schema=wanted)
-        descriptor = self.deletion_vectors[i]
-        if descriptor is None:
-            return (table.filter(filter) if filter is not None else table).select(names)
-        deleted = deleted_rows(self.store, descriptor, self.paths[i])
-        if filter is None:
-            return table.filter(pa.array(keep_mask(table.num_rows, deleted, self.paths[i]))).select(names)
-        # Filter first (usually few rows remain), then drop the deleted positions among them: the
-        # same rows as the other order, without filtering every column of the whole file twice.
-        _check_dv_fits(deleted, file_rows, self.paths[i])
-        table = table.append_column("__position", pa.array(
-            positions if positions is not None else np.arange(table.num_rows, dtype=np.int64)))
-        table = table.filter(filter)
-        live = ~np.isin(table.column("__position").to_numpy(), deleted.astype(np.int64))
-        return table.filter(pa.array(live)).select(names)
+        return cols
 
     def _row_groups(self, i: int, pf: pq.ParquetFile, prune: "Expr", filter: pc.Expression) -> list[int] | None:
         """The row groups whose footer statistics ``filter`` may match (None: read the whole file).
@@ -525,6 +554,21 @@ def _group_positions(metadata: Any, groups: list[int]) -> np.ndarray:
     if not groups:
         return np.empty(0, np.int64)
     return np.concatenate([np.arange(starts[g], starts[g + 1], dtype=np.int64) for g in groups])
+
+
+def _positions_in_file(metadata: Any, groups: list[int], hit: np.ndarray) -> np.ndarray:
+    """Physical positions in the file of rows ``hit`` of the concatenated ``groups``."""
+    sizes = np.array([metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)], dtype=np.int64)
+    file_starts = np.concatenate([[0], np.cumsum(sizes)])[groups]
+    read_ends = np.cumsum(sizes[groups])
+    k = np.searchsorted(read_ends, hit, side="right")
+    return file_starts[k] + hit - (read_ends[k] - sizes[groups][k])
+
+
+def _mask_to_numpy(mask: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    if isinstance(mask, pa.ChunkedArray):
+        mask = mask.combine_chunks() if mask.num_chunks != 1 else mask.chunk(0)
+    return mask.to_numpy(zero_copy_only=False)
 
 
 def _check_dv_fits(deleted: np.ndarray, num_rows: int, path: str) -> None:

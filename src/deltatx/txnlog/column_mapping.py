@@ -232,6 +232,20 @@ class ColumnMapping:
     def physical_names(self, columns: Iterable[str]) -> list[str]:
         return [self.physical_name(c) for c in columns]
 
+    def physical_path(self, column: str, path: Sequence[str] = ()) -> tuple[str, tuple[str, ...]]:
+        """A column reference (top-level name, struct field path) under its physical names."""
+        f = self._physical.get(column)
+        if f is None:
+            return column, tuple(path)
+        logical, physical, out = self._logical[column].type, f.type, []
+        for part in path:
+            i = logical.get_field_index(part) if pa.types.is_struct(logical) else -1
+            if i < 0:
+                return f.name, tuple(out) + tuple(path[len(out):])
+            out.append(physical.field(i).name)
+            logical, physical = logical.field(i).type, physical.field(i).type
+        return f.name, tuple(out)
+
     def physical_schema(self, schema: pa.Schema) -> pa.Schema:
         """``schema``'s fields as stored: table columns physical, other columns (``_metadata.*``,
         row tracking's materialized columns) as they are."""

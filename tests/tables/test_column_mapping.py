@@ -15,6 +15,7 @@ from tablefiles import data_files
 import deltatx
 from deltatx.errors import (
     ColumnMappingError,
+    ConcurrentAppendException,
     InvalidPropertyError,
     MetadataChangedException,
     PredicateError,
@@ -334,6 +335,17 @@ def test_deletion_vector_delete_and_update(table_uri, mode):
             10, 14, 16, 18, 40]
 
 
+def test_row_ids_survive_rewrites_of_a_mapped_table(table_uri):
+    table = make(table_uri, "name", **{"delta.enableDeletionVectors": "true", "delta.enableRowTracking": "true"})
+    ids_before = {r["id"]: r["_metadata.row_id"] for r in table.to_arrow(columns=["id", "_metadata.row_id"]).to_pylist()}
+    table.rename_column("id", "ident")
+    table.update("ident = 4", {"ident": "40"})
+    table.optimize()
+    after = table.to_arrow(columns=["ident", "_metadata.row_id"]).to_pylist()
+    assert {r["ident"]: r["_metadata.row_id"] for r in after} == {
+        (40 if i == 4 else i): row_id for i, row_id in ids_before.items()}
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_optimize_keeps_partitions_apart(table_uri, mode):
     table = make(table_uri, mode)
@@ -483,6 +495,22 @@ def test_column_change_fails_concurrent_writers(table_uri, change):
         with pytest.raises(MetadataChangedException):
             tx.commit()
     assert sorted(deltatx.Table(table_uri).to_arrow().column(0).to_pylist()) == list(range(20))
+
+
+def test_conflict_checks_read_partition_values_by_physical_name(table_uri):
+    table = make(table_uri, "name", **{"delta.isolationLevel": "Serializable"})
+    table.rename_column("part", "bucket")
+    deleting = deltatx.Table(table_uri).transaction()
+    deleting.delete("bucket = 'p0'")
+    other = rows(100, 2, part="p1").rename_columns(["id", "bucket", "s", "l"])
+    deltatx.Table(table_uri).append(other)  # another partition: no conflict
+    deleting.commit()
+    deleting = deltatx.Table(table_uri).transaction()
+    deleting.delete("bucket = 'p1' AND id > 100")
+    deltatx.Table(table_uri).append(rows(200, 1, part="p1").rename_columns(["id", "bucket", "s", "l"]))
+    with pytest.raises(ConcurrentAppendException):  # the appended file may hold rows it deletes
+        deleting.commit()
+    assert sorted(deltatx.Table(table_uri).to_arrow()["id"].to_pylist()) == list(range(1, 20, 2)) + [100, 101, 200]
 
 
 def test_off_tables_pay_one_lookup():

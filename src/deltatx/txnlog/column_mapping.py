@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence, TypeVar
 
 import orjson
 import pyarrow as pa
@@ -93,32 +93,6 @@ def column_id(field: pa.Field) -> int | None:
         return None
     value = _json_value(raw)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _children(t: pa.DataType) -> list[pa.Field]:
-    if pa.types.is_struct(t):
-        return list(t)
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        return [t.value_field]
-    if pa.types.is_map(t):
-        return [t.key_field, t.item_field]
-    return []
-
-
-def _struct_fields(fields: Iterable[pa.Field]) -> Iterator[pa.Field]:
-    """Every field that carries column-mapping metadata: top level and struct fields at any depth
-    (struct fields inside lists and maps too; list elements and map keys/values have none)."""
-    for f in fields:
-        yield f
-        yield from _nested_struct_fields(f.type)
-
-
-def _nested_struct_fields(t: pa.DataType) -> Iterator[pa.Field]:
-    if pa.types.is_struct(t):
-        yield from _struct_fields(t)
-    else:
-        for child in _children(t):
-            yield from _nested_struct_fields(child.type)
 
 
 def _without_keys(md: dict[bytes, bytes] | None) -> dict[bytes, bytes] | None:
@@ -420,8 +394,18 @@ def _max_id(configuration: dict[str, str]) -> int:
         raise InvalidPropertyError(f"{MAX_COLUMN_ID}={raw!r} is not an integer") from None
 
 
-def _pairs(schema: pa.Schema) -> set[tuple[int | None, str]]:
-    return {(column_id(f), physical_name(f)) for f in _struct_fields(schema) if column_id(f) is not None}
+def _pairs(schema: pa.Schema) -> set[tuple[int, str]]:
+    """(id, physical name) of every field of ``schema`` that has an id, nested ones included."""
+    found: set[tuple[int, str]] = set()
+
+    def note(f: pa.Field) -> pa.Field:
+        fid = column_id(f)
+        if fid is not None:
+            found.add((fid, physical_name(f)))
+        return f
+
+    _each_field(note)(list(schema))
+    return found
 
 
 def check_mode_change(old: str, new: str, *, existing_table: bool) -> None:

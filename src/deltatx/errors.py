@@ -26,6 +26,12 @@ Hierarchy::
     ├── TimeTravelError                (version/timestamp outside the log)
     ├── VacuumRetentionError
     ├── AppendOnlyError
+    ├── ClusteringError                (CLUSTER BY a table or columns that cannot be clustered)
+    │   └── ZOrderError                (OPTIMIZE ZORDER BY on a clustered table or bad columns)
+    ├── UnsupportedOperationError      (a Delta API call deltatx does not implement)
+    ├── InvalidArgumentError, ArgumentTypeError (also ValueError / TypeError, as delta-spark)
+    ├── ProtocolDowngradeError         (upgradeTableProtocol to a lower version)
+    ├── LocationNotEmptyError          (create a table over files that are not a table)
     └── ConcurrentModificationException
         ├── ConcurrentWriteException
         ├── ConcurrentAppendException
@@ -137,6 +143,17 @@ class VacuumRetentionError(DeltaTxError, ValueError):
 
 class AppendOnlyError(DeltaTxError):
     """The table has ``delta.appendOnly=true`` and the operation would remove data."""
+
+
+class ClusteringError(DeltaTxError, ValueError):
+    """Liquid clustering was asked for something Delta does not allow: clustering a partitioned
+    table, more than four clustering columns, a column that does not exist or gets no min/max
+    statistics, or a ``where=`` on a clustered table's OPTIMIZE."""
+
+
+class ZOrderError(ClusteringError):
+    """``OPTIMIZE ZORDER BY`` was refused: the table is clustered (use ``optimize()``), or a column
+    is a partition column, does not exist, or gets no min/max statistics."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -258,6 +275,28 @@ class SparkUnavailableError(DeltaTxError):
 class NativeUnavailableError(DeltaTxError):
     """``engine="parquet"`` was asked of ``deltatx.spark.read/write`` for a table or write that
     Spark's own Parquet reader/writer cannot handle as is; the message says why."""
+
+
+class UnsupportedOperationError(DeltaTxError, NotImplementedError):
+    """A call of Delta's API that deltatx does not implement (e.g. catalog table names: deltatx
+    tables are path tables); the message says what to use instead."""
+
+
+class InvalidArgumentError(DeltaTxError, ValueError):
+    """An argument with a bad value (delta-spark raises ValueError for these, so does this)."""
+
+
+class ArgumentTypeError(DeltaTxError, TypeError):
+    """An argument of the wrong type (delta-spark raises TypeError for these, so does this)."""
+
+
+class ProtocolDowngradeError(DeltaTxError, ValueError):
+    """``upgradeTableProtocol`` asked for a lower reader or writer version than the table has."""
+
+
+class LocationNotEmptyError(DeltaTxError, FileExistsError):
+    """A table was to be created where files already are but no Delta table is: VACUUM would
+    later delete those files as unreferenced. Convert them instead (``convertToDelta``)."""
 
 
 class PostCommitHookWarning(UserWarning):

@@ -386,6 +386,38 @@ def test_restore_before_a_drop_brings_the_column_back(table_uri, mode):
     assert next(f for f in schema_doc(table)["fields"] if f["name"] == "w")["metadata"][cm.COLUMN_ID] == 9
 
 
+def test_restore_across_enabling_keeps_each_versions_names(table_uri):
+    table = deltatx.create_table(table_uri, SCHEMA, partition_by=["part"])
+    table.append(rows(0, 4))
+    plain = table.version
+    table.set_properties({"delta.columnMapping.mode": "name"})
+    table.rename_column("id", "ident")
+    table.append(rows(4, 2).rename_columns(["ident", "part", "s", "l"]))
+    table.restore(plain)  # RESTORE brings back that version's definition, unmapped names and all
+    assert cm.MODE not in table.properties and table.schema.names == SCHEMA.names
+    assert sorted(table.to_arrow()["id"].to_pylist()) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_replace_table_starts_a_new_definition(table_uri, mode):
+    from deltatx.tables.ops.replace_table import stage_replace_table
+
+    table = make(table_uri, mode)
+    with table.transaction() as tx:  # the table, emptied, without column mapping
+        stage_replace_table(tx, pa.schema([("k", pa.int64())]))
+    table = deltatx.Table(table_uri)
+    assert cm.MODE not in table.properties and cm.PHYSICAL_NAME not in table.metadata.schema_string
+    table.append(pa.table({"k": [1]}))
+    assert table.to_arrow()["k"].to_pylist() == [1]
+    assert pq.read_schema(os.path.join(table_uri, table.files()["path"][0].as_py())).names == ["k"]
+    with table.transaction() as tx:  # and mapped again: fresh ids and names
+        stage_replace_table(tx, SCHEMA, properties={"delta.columnMapping.mode": mode})
+    table = deltatx.Table(table_uri)
+    assert table.properties[cm.MAX_COLUMN_ID] == "7"
+    table.append(rows(0, 3))
+    assert sorted(table.to_arrow()["id"].to_pylist()) == [0, 1, 2]
+
+
 def test_checkpoint_and_reload(table_uri):
     table = make(table_uri, "name")
     table.rename_column("id", "ident")

@@ -429,26 +429,32 @@ def prepare_metadata(previous: "Metadata | None", metadata: "Metadata", *, keep_
     Under column mapping, every field without its own id and physical name gets fresh ones
     (``col-<uuid>``; the current name when ``none`` → ``name`` is switched on in place), and
     ``maxColumnId`` becomes the largest id ever assigned. A field whose (id, physical name) the
-    previous schema does not have is a new column and gets fresh ones too (so a column copied from
-    another table, or a dropped one added again, never reaches old data), unless ``keep_known``
-    (RESTORE, which brings back the table's own older columns) and its id was assigned by this
-    table already. With mode ``none`` the schema keeps no column-mapping metadata. Returns
-    ``metadata`` itself when nothing needs assigning.
+    previous schema does not have is a new column and gets fresh ones too, so a column copied from
+    another table, or a dropped one added again, never reaches old data. A new table id (REPLACE
+    TABLE: a new definition of an emptied table) starts afresh.
+
+    ``keep_known`` (RESTORE) trusts the metadata: it is one of the table's own past versions,
+    consistent with the files restored with it, so its ids and physical names stay and its mode
+    is not checked against the current one; ``maxColumnId`` still never goes down. With mode
+    ``none`` the schema keeps no column-mapping metadata. Returns ``metadata`` itself when
+    nothing needs assigning.
     """
+    if previous is not None and previous.id != metadata.id and not keep_known:
+        previous = None
     new_mode = mode_of(metadata.configuration)
     old_mode = mode_of(previous.configuration) if previous is not None else "none"
     from .schema import schema_from_json, schema_to_json
 
-    if new_mode == "none" and old_mode == "none":
+    if new_mode == "none" and (old_mode == "none" or keep_known):
         if not _has_keys(metadata.schema_string):
             return metadata
         stripped = strip_schema(schema_from_json(metadata.schema_string))
         return metadata.replace(schema_string=schema_to_json(stripped))
-    check_mode_change(old_mode, new_mode, existing_table=previous is not None)
+    if not keep_known:
+        check_mode_change(old_mode, new_mode, existing_table=previous is not None)
     schema = schema_from_json(metadata.schema_string)
-    previous_max = _max_id(previous.configuration) if previous is not None else 0
-    top = max(previous_max, _max_id(metadata.configuration))
-    in_place = previous is not None and old_mode == "none"
+    top = max(_max_id(previous.configuration) if previous is not None else 0, _max_id(metadata.configuration))
+    in_place = previous is not None and old_mode == "none" and not keep_known
     known = _pairs(schema_from_json(previous.schema_string)) if previous is not None and not in_place else set()
     used_ids: set[int] = set()
     changed = False
@@ -461,8 +467,9 @@ def prepare_metadata(previous: "Metadata | None", metadata: "Metadata", *, keep_
         for f in fields:
             fid, name = column_id(f), physical_name(f)
             own = fid is not None and f.metadata is not None and _PHYSICAL_KEY in f.metadata
-            ours = own and ((fid, name) in known or (keep_known and fid <= previous_max))
-            if not ours or fid in used_ids or name in names:
+            if own and (keep_known or (fid, name) in known) and fid not in used_ids and name not in names:
+                top = max(top, fid)
+            else:
                 top += 1
                 fid = top
                 name = f.name if in_place and f.name not in names else f"col-{uuid.uuid4()}"

@@ -44,6 +44,7 @@ SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
 SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
     {
         "appendOnly",  # the transaction refuses data-changing removes when delta.appendOnly=true
+        "clustering",  # tables/ops/clustering.py: delta.clustering domain, stats, liquid OPTIMIZE
         "columnMapping",  # files, stats and partition values use physical names; ids assigned on every schema change
         "deletionVectors",  # DML marks rows in DVs (io/deletion_vector_writer.py) when enabled
         "domainMetadata",  # replayed, checkpointed, conflict-checked per domain
@@ -55,7 +56,10 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
 )
 
 #: Features that need others listed too (PROTOCOL.md: row tracking keeps its watermark in a domain).
-FEATURE_DEPENDENCIES: dict[str, tuple[str, ...]] = {"rowTracking": ("domainMetadata",)}
+FEATURE_DEPENDENCIES: dict[str, tuple[str, ...]] = {
+    "rowTracking": ("domainMetadata",),
+    "clustering": ("domainMetadata",),  # clustering columns live in the delta.clustering domain
+}
 
 #: Legacy protocol versions and the features they imply (PROTOCOL.md, "Table Features").
 _LEGACY_WRITER_FEATURES: dict[int, tuple[str, ...]] = {

@@ -334,9 +334,25 @@ def _drop_keys(table: pa.Table, touched: pa.Array) -> pa.Table:
     drop = rows.filter(hit)
     if not len(drop):
         return table
+    if len(drop) <= _SMALL:
+        return _without_rows(table, drop.to_numpy())
     keep = np.ones(table.num_rows, dtype=bool)
     keep[drop.to_numpy()] = False
     return table.filter(pa.array(keep))
+
+
+def _without_rows(table: pa.Table, rows: np.ndarray) -> pa.Table:
+    """``table`` less a few ``rows``, as zero-copy slices around them: the kept rows keep their
+    buffers, so values derived from them (parsed stats, cached by buffer) stay valid."""
+    pieces: list[pa.Table] = []
+    start = 0
+    for row in np.sort(rows):
+        if row > start:
+            pieces.append(table.slice(start, row - start))
+        start = int(row) + 1
+    if start < table.num_rows:
+        pieces.append(table.slice(start))
+    return pa.concat_tables(pieces) if pieces else table.slice(0, 0)
 
 
 def _compact(table: pa.Table) -> pa.Table:

@@ -35,10 +35,16 @@ if TYPE_CHECKING:
 
 
 def write_options(tx: "Transaction") -> WriteOptions:
-    p = tx.properties
-    opts = WriteOptions()
-    opts.num_indexed_cols = props.int_property(p, props.NUM_INDEXED_COLS, opts.num_indexed_cols)
+    """The table's write options, and its column mapping (files use physical names)."""
+    opts = options_for(tx.properties)
     opts.column_mapping = tx.column_mapping
+    return opts
+
+
+def options_for(properties: dict[str, str]) -> WriteOptions:
+    """The write options a table's properties ask for (which columns get statistics...)."""
+    opts = WriteOptions()
+    opts.num_indexed_cols = props.int_property(properties, props.NUM_INDEXED_COLS, opts.num_indexed_cols)
     return opts
 
 

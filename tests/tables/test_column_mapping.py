@@ -335,6 +335,23 @@ def test_deletion_vector_delete_and_update(table_uri, mode):
             10, 14, 16, 18, 40]
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_clustering_and_zorder_on_a_mapped_table(tmp_path, mode):
+    clustered = make(str(tmp_path / "c"), mode, partitioned=False)
+    clustered.cluster_by(["s.x"])
+    physical = {f["name"]: f["metadata"][cm.PHYSICAL_NAME] for f in all_fields(schema_doc(clustered)["fields"])}
+    domain = orjson.loads(clustered.snapshot.domains["delta.clustering"].configuration)
+    assert domain == {"clusteringColumns": [[physical["s"], physical["x"]]]}  # physical names, as PROTOCOL.md says
+    clustered.rename_column("s.x", "sx")
+    assert clustered.clustering_columns == ["s.sx"]
+    clustered.optimize()
+    assert sorted(clustered.to_arrow()["id"].to_pylist()) == list(range(20))
+    zordered = make(str(tmp_path / "z"), mode)
+    result = zordered.optimize(zorder_by=["id"])
+    assert result.metrics["numRemovedFiles"] == 4 and result.metrics["numAddedFiles"] == 2  # one run per partition
+    assert sorted(zordered.to_arrow("part = 'p1'")["id"].to_pylist()) == list(range(1, 20, 2))
+
+
 def test_row_ids_survive_rewrites_of_a_mapped_table(table_uri):
     table = make(table_uri, "name", **{"delta.enableDeletionVectors": "true", "delta.enableRowTracking": "true"})
     ids_before = {r["id"]: r["_metadata.row_id"] for r in table.to_arrow(columns=["id", "_metadata.row_id"]).to_pylist()}

@@ -32,6 +32,9 @@ Hierarchy::
     ├── InvalidArgumentError, ArgumentTypeError (also ValueError / TypeError, as delta-spark)
     ├── ProtocolDowngradeError         (upgradeTableProtocol to a lower version)
     ├── LocationNotEmptyError          (create a table over files that are not a table)
+    ├── StreamingSourceError           (a streaming read cannot continue: log gone, bad offset)
+    │   ├── StreamDataChangedError     (a commit removed data; skipChangeCommits / ignoreDeletes)
+    │   └── StreamSchemaChangedError   (a commit changed the schema incompatibly; restart)
     └── ConcurrentModificationException
         ├── ConcurrentWriteException
         ├── ConcurrentAppendException
@@ -154,6 +157,28 @@ class ClusteringError(DeltaTxError, ValueError):
 class ZOrderError(ClusteringError):
     """``OPTIMIZE ZORDER BY`` was refused: the table is clustered (use ``optimize()``), or a column
     is a partition column, does not exist, or gets no min/max statistics."""
+
+
+class StreamingSourceError(DeltaTxError):
+    """A streaming read of a table cannot go on from where it is (``version``: the commit at fault).
+
+    Like Delta's streaming source, the stream fails rather than skip or repeat rows silently; the
+    message says which option or restart resolves it.
+    """
+
+    def __init__(self, message: str, *, version: int | None = None):
+        super().__init__(message)
+        self.version = version
+
+
+class StreamDataChangedError(StreamingSourceError):
+    """A commit the stream reached removed data (DELETE, UPDATE, MERGE, overwrite): an append-only
+    stream cannot express that. Delta's DELTA_SOURCE_TABLE_IGNORE_CHANGES / _IGNORE_DELETE."""
+
+
+class StreamSchemaChangedError(StreamingSourceError):
+    """A commit the stream reached changed the schema in a way the running query cannot read
+    (Delta's DELTA_SCHEMA_CHANGED_WITH_VERSION); restart the query to pick up the new schema."""
 
 
 # --------------------------------------------------------------------------------------------

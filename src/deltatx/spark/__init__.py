@@ -75,6 +75,12 @@ catalog table's location to Python sources.)
 Streaming (exactly-once: each micro-batch is one commit with txn (query id, batch id))::
 
     df.writeStream.format("deltatx").option("checkpointLocation", ckpt).start(uri)
+
+Streaming reads (Delta's streaming source: the table as the query starts, then each commit's
+appended files; options startingVersion/startingTimestamp, maxFilesPerTrigger/maxBytesPerTrigger,
+skipChangeCommits/ignoreDeletes; see :mod:`deltatx.spark.stream_source`)::
+
+    spark.readStream.format("deltatx").option("maxFilesPerTrigger", 100).load(uri)
 """
 
 from __future__ import annotations

@@ -80,3 +80,15 @@ def test_writes_that_need_new_physical_names_are_refused(spark, tmp_path):
     with pytest.raises(ColumnMappingError, match="schema"):
         dspark.write(wider, uri, mergeSchema=True)
     assert deltatx.Table(uri).version == version and data_files(uri) == files
+
+
+def test_stream_from_a_mapped_table_into_a_mapped_table(spark, tmp_path):
+    source, sink = str(tmp_path / "source"), str(tmp_path / "sink")
+    make(source, "id")
+    deltatx.create_table(sink, pa.schema([("id", pa.int64()), ("part", pa.string()), ("amount", pa.int64())]),
+                         properties={"delta.columnMapping.mode": "name"})
+    query = (spark.readStream.format("deltatx").load(source).writeStream.format("deltatx")
+             .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start(sink))
+    query.awaitTermination()
+    assert query.exception() is None
+    assert rows(sink) == rows(source) == [{"id": i, "part": f"p{i % 2}", "amount": i * 10} for i in range(12)]

@@ -17,6 +17,7 @@ Hierarchy::
     ├── UnsupportedFeatureError        (reader or writer feature we do not implement)
     ├── InvalidPropertyError           (bad table property value)
     ├── SchemaMismatchError            (append/overwrite data does not fit the table)
+    │   └── ColumnMappingError         (rename/drop without column mapping, a refused mode change)
     ├── PredicateError                 (SQL predicate we cannot parse or evaluate)
     ├── DataFileNotFoundError          (a file the log references is gone)
     ├── ReplaceWhereViolationError     (overwrite rows outside the replaceWhere predicate)
@@ -113,6 +114,10 @@ class InvalidPropertyError(DeltaTxError, ValueError):
 
 class SchemaMismatchError(DeltaTxError, ValueError):
     """Data written to a table does not match its schema."""
+
+
+class ColumnMappingError(SchemaMismatchError):
+    """A column operation needs column mapping, or a ``delta.columnMapping.mode`` change Delta refuses."""
 
 
 class PredicateError(DeltaTxError, ValueError):

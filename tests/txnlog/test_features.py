@@ -32,11 +32,10 @@ def test_unknown_reader_feature_is_refused_at_load(log: LogWriter) -> None:
 def test_reader_feature_added_later_is_refused_on_refresh(log: LogWriter) -> None:
     log.create()
     snap = load_snapshot(log.store)
-    log.commit(protocol=Protocol(3, 7, ("columnMapping",), ("columnMapping",)),
-               metadata=table_metadata({"delta.columnMapping.mode": "name"}))
+    log.commit(protocol=Protocol(3, 7, ("variantType",), ("variantType",)))
     with pytest.raises(UnsupportedFeatureError) as info:
         snap.refresh(log.store)
-    assert info.value.feature == "columnMapping"
+    assert info.value.feature == "variantType"
 
 
 def test_supported_reader_features_load(log: LogWriter) -> None:
@@ -52,11 +51,9 @@ def test_check_readable_versions() -> None:
     check_readable(Protocol(3, 7, tuple(SUPPORTED_READER_FEATURES), tuple(SUPPORTED_READER_FEATURES)))
     with pytest.raises(UnsupportedFeatureError, match="readerVersion4"):
         check_readable(Protocol(4, 7, (), ()))
-    with pytest.raises(UnsupportedFeatureError, match="columnMapping"):
-        check_readable(Protocol(2, 5))  # legacy column mapping, metadata unknown
-    check_readable(Protocol(2, 5), table_metadata())  # column mapping mode is 'none'
-    with pytest.raises(UnsupportedFeatureError, match="columnMapping"):
-        check_readable(Protocol(2, 5), table_metadata({"delta.columnMapping.mode": "name"}))
+    check_readable(Protocol(2, 5))  # legacy reader 2 = column mapping, which deltatx reads
+    check_readable(Protocol(2, 5), table_metadata({"delta.columnMapping.mode": "name"}))
+    check_writable(Protocol(2, 5), table_metadata({"delta.columnMapping.mode": "id"}))
 
 
 def test_check_writable_unknown_writer_feature() -> None:
@@ -135,7 +132,6 @@ def test_writer_only_feature_moves_writer_to_7() -> None:
 @pytest.mark.parametrize(
     "config, feature",
     [
-        ({"delta.columnMapping.mode": "name"}, "columnMapping"),
         ({"delta.feature.collations-preview": "supported"}, "collations-preview"),
     ],
 )
@@ -181,3 +177,11 @@ def test_disabled_flags_need_nothing() -> None:
     config = {"delta.enableChangeDataFeed": "false", "delta.columnMapping.mode": "none",
               "delta.enableDeletionVectors": "false"}
     assert required_protocol(config, PLAIN) == Protocol(1, 2)
+
+
+def test_column_mapping_needs_the_reader_writer_feature() -> None:
+    for mode in ("name", "id"):
+        protocol = required_protocol({"delta.columnMapping.mode": mode}, PLAIN)
+        assert protocol == Protocol(3, 7, ("columnMapping",), ("appendOnly", "invariants", "columnMapping"))
+    # the legacy (2, 5) protocol delta-rs creates implies the feature: nothing to upgrade
+    assert required_protocol({"delta.columnMapping.mode": "name"}, PLAIN, Protocol(2, 5)) == Protocol(2, 5)

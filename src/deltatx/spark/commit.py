@@ -30,7 +30,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import MetadataChangedException, ProtocolChangedException, SchemaMismatchError, TableNotFoundError
+from ..errors import (
+    ColumnMappingError,
+    MetadataChangedException,
+    ProtocolChangedException,
+    SchemaMismatchError,
+    TableNotFoundError,
+)
 from ..expr import bind, parse_predicate
 from ..io.paths import decode_path
 from ..isolation import table_isolation_level
@@ -193,6 +199,11 @@ def _stage_schema(tx: Transaction, request: CommitRequest) -> None:
             )
         target = resolve_write_schema(tx.schema, request.schema, "merge" if request.merge_schema else None)
         if not target.equals(tx.schema):
+            if tx.column_mapping is not None:  # the files hold the new columns under names it would not map
+                raise ColumnMappingError(
+                    f"the table now uses column mapping and this write adds columns "
+                    f"{[n for n in target.names if n not in tx.schema.names]}; add them with Table.add_columns "
+                    f"and restart the query")
             tx.stage_metadata(tx.metadata.replace(schema_string=schema_to_json(target)))
     elif request.schema_changed:
         tx.stage_metadata(tx.metadata.replace(schema_string=request.schema_string,

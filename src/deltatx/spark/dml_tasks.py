@@ -37,6 +37,7 @@ turns back into the typed exception.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field, replace
@@ -53,6 +54,7 @@ from ..io.paths import decode_path
 from ..tables.ops.merge import MergePlan
 from ..tables.ops.merge_rows import MergeExecutor
 from ..tables.row_level import RowLevelRecorder
+from ..txnlog import column_mapping
 from ..txnlog.actions import Protocol
 from ..txnlog.store import open_store
 from .ipc import to_ipc
@@ -155,6 +157,11 @@ class TaskTransaction:
         self.dv_files: list[str] = []
         self.row_level = RowLevelRecorder()
         self.metrics: dict[str, Any] = {}
+
+    @functools.cached_property
+    def column_mapping(self) -> "column_mapping.ColumnMapping | None":
+        """How the table's columns are named in its files, as the core's Transaction says."""
+        return column_mapping.for_schema(self.properties, self.schema)
 
     def current_files(self) -> pa.Table:
         return self.files

@@ -62,6 +62,8 @@ def unavailable_reason(plan: WritePlan, incoming: pa.Schema | None = None) -> st
     if plan.rules() is not None:
         return ("the table has CHECK constraints, invariants, generated or identity columns, which only "
                 "the deltatx format enforces while writing")
+    if plan.column_mapping_mode != "none":
+        return "the table uses column mapping: files must hold physical column names and field ids"
     schema = plan.schema
     for f in schema:
         if not f.nullable:

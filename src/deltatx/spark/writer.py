@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from ..errors import (
+    ColumnMappingError,
     DeltaTxError,
     IdentityColumnError,
     ReplaceWhereViolationError,
@@ -44,6 +45,7 @@ from ..tables.identity import refuse_explicit_values
 from ..tables.data import conform_batch, resolve_write_schema
 from ..tables.table import Table
 from ..tables.transaction import CommitResult
+from ..txnlog import column_mapping
 from ..txnlog.actions import FILE_SCHEMA, Protocol
 from ..txnlog.schema import schema_from_json, schema_to_json
 from ..txnlog.store import open_store
@@ -97,6 +99,7 @@ class WritePlan:
     #: (tables/constraints.py) on every row they write; the schema carries the column rules
     rule_properties: tuple[tuple[str, str], ...] = ()
     protocol: Protocol | None = None
+    column_mapping_mode: str = "none"  # the table's; files then use the physical names in schema_string
 
     @property
     def schema(self) -> pa.Schema:
@@ -176,6 +179,14 @@ def plan_write(options: Mapping[str, str], spark_schema: Any, overwrite: bool) -
             txn = snapshot.live_app_txns().get(spec.txn_app_id)
             already = txn is not None and int(spec.txn_version) <= txn.version
     _check_partition_columns(schema, partition_columns)
+    mode = column_mapping.mode_of(table_props)
+    if mode != "none" and (table is None or changed):
+        # the files are written before the commit assigns new columns their physical names
+        raise ColumnMappingError(
+            f"a Spark write cannot {'create' if table is None else 'change the schema of'} a table with "
+            f"{column_mapping.MODE}={mode}: create it with deltatx.create_table, add columns with "
+            f"Table.add_columns, then write"
+        )
     if spec.replace_where is not None:
         bind(parse_predicate(spec.replace_where), schema)  # a bad predicate fails before any task runs
     num_indexed = props.int_property(table_props, props.NUM_INDEXED_COLS, WriteOptions().num_indexed_cols)
@@ -184,7 +195,7 @@ def plan_write(options: Mapping[str, str], spark_schema: Any, overwrite: bool) -
                      num_indexed_cols=num_indexed, already_applied=already,
                      rule_properties=tuple(sorted((k, v) for k, v in (table_props or {}).items()
                                                   if k.startswith(CONSTRAINT_PREFIX))),
-                     protocol=table.protocol if table is not None else None)
+                     protocol=table.protocol if table is not None else None, column_mapping_mode=mode)
     _check_identity(plan, incoming)
     return plan
 
@@ -233,7 +244,9 @@ def write_task(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> WrittenFil
             counted[0] += batch.num_rows
             yield batch
 
-    options = WriteOptions(num_indexed_cols=plan.num_indexed_cols)
+    options = WriteOptions(num_indexed_cols=plan.num_indexed_cols,
+                           column_mapping=column_mapping.for_schema({column_mapping.MODE: plan.column_mapping_mode},
+                                                                    schema))
     if spec.max_records_per_file:
         options.target_file_rows = spec.max_records_per_file
         options.row_group_rows = min(options.row_group_rows, spec.max_records_per_file)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..errors import InvalidPropertyError
 from ..isolation import validate_isolation_property
+from ..txnlog import column_mapping
 from ..txnlog.checkpoint import interval_ms
 
 CHECKPOINT_INTERVAL = "delta.checkpointInterval"
@@ -43,6 +44,11 @@ def _positive_int(key: str, value: str) -> None:
         raise InvalidPropertyError(f"{key}={value!r} must be a positive integer")
 
 
+def _internal(key: str, value: str) -> None:
+    raise InvalidPropertyError(f"{key} is kept by deltatx itself (it tracks the largest column id ever assigned) "
+                               f"and cannot be set")
+
+
 def _int_at_least(minimum: int):
     def check(key: str, value: str) -> None:
         try:
@@ -71,6 +77,8 @@ _VALIDATORS = {
     ENABLE_CHANGE_DATA_FEED: _bool,
     "delta.enableDeletionVectors": _bool,
     "delta.enableRowTracking": _bool,
+    column_mapping.MODE: column_mapping.validate_mode,
+    column_mapping.MAX_COLUMN_ID: _internal,
 }
 
 

@@ -18,7 +18,7 @@ import pyarrow as pa
 from ..errors import DeltaTxError, PostCommitHookWarning, SchemaMismatchError, TableAlreadyExistsError
 from ..txnlog.actions import Metadata, encode_commit
 from ..txnlog.checkpoint import checkpoint_interval, write_checkpoint
-from ..txnlog import row_tracking
+from ..txnlog import column_mapping, row_tracking
 from ..txnlog.features import check_writable, required_protocol
 from ..txnlog.history import read_history, to_timestamp_ms
 from ..txnlog.schema import normalize_schema, schema_to_json
@@ -136,7 +136,8 @@ class Table:
                 files = files.filter(files_matching(pred, files, snap.schema, snap.partition_columns))
             row_filter = to_arrow(pred)
         return read_files(self._store, files, snap.schema, snap.partition_columns, columns=columns,
-                          filter=row_filter, materialized=MaterializedColumns.from_configuration(snap.properties))
+                          filter=row_filter, materialized=MaterializedColumns.from_configuration(snap.properties),
+                          column_mapping=column_mapping.of(snap.metadata))
 
     def to_pandas(self, where: str | None = None, columns: list[str] | None = None):
         return self.to_arrow(where, columns).to_pandas()
@@ -282,6 +283,18 @@ class Table:
     def drop_constraint(self, name: str, if_exists: bool = False) -> CommitResult:
         return self._run(None, lambda tx: tx.drop_constraint(name, if_exists=if_exists))
 
+    def add_columns(self, fields: pa.Field | list[pa.Field]) -> CommitResult:
+        """ALTER TABLE ADD COLUMNS: new nullable columns at the end (old rows read them as null)."""
+        return self._run(None, lambda tx: tx.add_columns(fields))
+
+    def rename_column(self, old: str, new: str) -> CommitResult:
+        """ALTER TABLE RENAME COLUMN (``a.b`` names a struct field); needs column mapping."""
+        return self._run(None, lambda tx: tx.rename_column(old, new))
+
+    def drop_column(self, name: str | list[str]) -> CommitResult:
+        """ALTER TABLE DROP COLUMN(S) (``a.b`` names a struct field); needs column mapping."""
+        return self._run(None, lambda tx: tx.drop_column(name))
+
     def vacuum(self, retention_hours: float | None = None, dry_run: bool = False,
                enforce_retention_duration: bool = True) -> list[str]:
         from .ops.vacuum import vacuum
@@ -351,6 +364,7 @@ def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | No
         configuration=props.stored_configuration(config), name=name, description=description,
         created_time=int(time.time() * 1000),
     )
+    metadata = column_mapping.prepare_metadata(None, metadata)  # ids and physical names, if mapped
     protocol = required_protocol(config, schema)
     check_writable(protocol, metadata)
     from ..isolation import table_isolation_level

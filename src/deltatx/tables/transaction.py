@@ -43,7 +43,7 @@ from ..txnlog.actions import (
     removes_for,
     parse_commit,
 )
-from ..txnlog import row_tracking
+from ..txnlog import column_mapping, row_tracking
 from ..txnlog.features import check_writable
 from ..txnlog.snapshot import Snapshot
 from ..txnlog.store import VersionExistsError
@@ -153,6 +153,11 @@ class Transaction:
         return list(self.metadata.partition_columns)
 
     @property
+    def column_mapping(self) -> "column_mapping.ColumnMapping | None":
+        """How the table's columns are named in its files (None: by their names)."""
+        return column_mapping.of(self.metadata)
+
+    @property
     def properties(self) -> dict[str, str]:
         return dict(self.metadata.configuration)
 
@@ -210,13 +215,14 @@ class Transaction:
         pred, files = self.scan(where)
         row_filter = to_arrow(pred) if pred is not None else None
         materialized = MaterializedColumns.from_configuration(self.properties)
+        mapping = self.column_mapping
         if not uses_deletion_vectors(self) or not files.num_rows:
             return read_files(self.store, files, self.schema, self.partition_columns, columns=columns,
-                              filter=row_filter, materialized=materialized)
+                              filter=row_filter, materialized=materialized, column_mapping=mapping)
         wanted = list(columns) if columns is not None else self.schema.names
         extra = [c for c in (ROW_INDEX, FILE_PATH) + ((ROW_ID,) if tracks_rows(self) else ()) if c not in wanted]
         rows = read_files(self.store, files, self.schema, self.partition_columns, columns=wanted + extra,
-                          filter=row_filter, materialized=materialized)
+                          filter=row_filter, materialized=materialized, column_mapping=mapping)
         record_reads_by_file(self, files, rows)
         return rows.drop_columns(extra) if extra else rows
 
@@ -302,8 +308,12 @@ class Transaction:
         if relative:
             self._dv_files.append(relative)
 
-    def stage_metadata(self, metadata: Metadata) -> None:
+    def stage_metadata(self, metadata: Metadata, *, keep_column_ids: bool = False) -> None:
+        """Stage a new ``metaData``. Column mapping's rules are applied here, for every caller:
+        new columns get ids and physical names, refused mode changes raise
+        (``keep_column_ids``: RESTORE brings back the table's own older columns as they were)."""
         self._ensure_open()
+        metadata = column_mapping.prepare_metadata(self.metadata, metadata, keep_known=keep_column_ids)
         if metadata != self.snapshot.metadata:
             from ..txnlog.schema import schema_from_json
 
@@ -395,6 +405,21 @@ class Transaction:
         if not purge:
             raise ValueError("reorg() only supports purge=True (REORG ... APPLY (PURGE))")
         return stage_optimize(self, where=where, purge_only=True)
+
+    def add_columns(self, fields: pa.Field | list[pa.Field]) -> dict[str, Any]:
+        from .ops.columns import stage_add_columns
+
+        return stage_add_columns(self, fields)
+
+    def rename_column(self, old: str, new: str) -> dict[str, Any]:
+        from .ops.columns import stage_rename_column
+
+        return stage_rename_column(self, old, new)
+
+    def drop_column(self, name: str | list[str]) -> dict[str, Any]:
+        from .ops.columns import stage_drop_columns
+
+        return stage_drop_columns(self, name)
 
     def set_properties(self, properties: dict[str, Any]) -> None:
         from .ops.properties import stage_set_properties

@@ -32,6 +32,7 @@ from .schema import schema_from_json
 #: Reader features deltatx implements: reading such a table gives the right rows.
 SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
     {
+        "columnMapping",  # txnlog/column_mapping.py maps physical (or field-id) columns to logical names
         "deletionVectors",  # io/deletion_vectors.py drops the rows a file's DV deletes
         "timestampNtz",  # a column type; the schema module maps it to timestamp without zone
         "v2Checkpoint",  # checkpoint.py reads UUID-named checkpoints and sidecars
@@ -46,6 +47,7 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
         "clustering",  # tables/ops/clustering.py: delta.clustering domain, stats, liquid OPTIMIZE
         "changeDataFeed",  # DML writes _change_data/ files and cdc actions (tables/ops/change_feed.py)
         "checkConstraints",  # tables/constraints.py checks delta.constraints.* on every row written
+        "columnMapping",  # files, stats and partition values use physical names; ids assigned on every schema change
         "deletionVectors",  # DML marks rows in DVs (io/deletion_vector_writer.py) when enabled
         "domainMetadata",  # replayed, checkpointed, conflict-checked per domain
         "generatedColumns",  # tables/constraints.py computes absent ones, checks given ones (<=>)
@@ -180,16 +182,12 @@ def writer_features(protocol: Protocol) -> tuple[str, ...]:
 def check_readable(protocol: Protocol, metadata: Metadata | None = None) -> None:
     """Raise UnsupportedFeatureError(kind="reader") unless deltatx can read the table correctly.
 
-    ``metadata`` lets a legacy reader-version-2 table pass when column mapping is off; without
-    it such a table is refused (column mapping renames the physical columns).
+    Legacy reader version 2 means column mapping, which deltatx reads (``metadata`` is accepted
+    for callers that have it; no reader rule depends on it any more).
     """
     version = protocol.min_reader_version
     if version > 3 or version < 1:
         raise _unsupported("reader", f"readerVersion{version}", "unknown reader protocol version")
-    if version == 2:
-        if metadata is None or _uses_column_mapping(metadata.configuration):
-            raise _unsupported("reader", "columnMapping", "column mapping renames physical columns")
-        return
     for feature in reader_features(protocol):
         if feature not in SUPPORTED_READER_FEATURES:
             raise _unsupported("reader", feature, "it changes how rows must be read")
@@ -241,7 +239,7 @@ def _needed_features(configuration: dict[str, str], schema: pa.Schema) -> list[s
         if _true(configuration, key):
             raise _unsupported("writer", feature, f"{key}=true is not supported by deltatx writers")
     if _uses_column_mapping(configuration):
-        raise _unsupported("writer", "columnMapping", "delta.columnMapping.mode must be 'none'")
+        needed.append("columnMapping")
     if any(k.startswith("delta.constraints.") for k in configuration):
         needed.append("checkConstraints")
     for key in _field_metadata_keys(schema):

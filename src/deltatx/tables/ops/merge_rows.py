@@ -284,10 +284,11 @@ class MergeExecutor:
 
     def _read_each(self, files: pa.Table, columns: list[str]) -> list[pa.Table]:
         names = materialized(self.tx) if any(c.startswith("_metadata.") for c in columns) else None
+        mapping = self.tx.column_mapping
 
         def one(i: int) -> pa.Table:
             return read_files(self.tx.store, files.slice(i, 1), self.schema, self.partition_columns, columns=columns,
-                              materialized=names)
+                              materialized=names, column_mapping=mapping)
 
         if files.num_rows == 1:
             return [one(0)]

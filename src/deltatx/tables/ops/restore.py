@@ -91,8 +91,8 @@ def stage_restore(tx: "Transaction", version: int | None = None, timestamp_ms: i
     tx.stage_removes(to_remove, data_change=True)
     tx.stage_adds(to_add)
     restored = keep_high_water_marks(old.metadata, tx.metadata)
-    if restored != tx.metadata:
-        tx.stage_metadata(restored)
+    if restored != tx.metadata:  # a column dropped since comes back with its own data
+        tx.stage_metadata(restored, keep_column_ids=True)
 
     kept = current.num_rows - to_remove.num_rows
     metrics = {

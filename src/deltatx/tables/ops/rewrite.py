@@ -38,7 +38,10 @@ if TYPE_CHECKING:
 
 
 def write_options(tx: "Transaction") -> WriteOptions:
-    return options_for(tx.properties)
+    """The table's write options, and its column mapping (files use physical names)."""
+    opts = options_for(tx.properties)
+    opts.column_mapping = tx.column_mapping
+    return opts
 
 
 def options_for(properties: dict[str, str]) -> WriteOptions:
@@ -96,10 +99,11 @@ def _read_each(tx: "Transaction", files: pa.Table, extra: list[str] | None = Non
     columns = names_wanted + extra if extra else (names_wanted if only is not None else None)
     names = materialized(tx) if extra else None
     row_filter = to_arrow(pred) if pred is not None else None
+    mapping = tx.column_mapping
 
     def one(i: int) -> pa.Table:
         return read_files(tx.store, files.slice(i, 1), tx.schema, tx.partition_columns, columns=columns,
-                          materialized=names, filter=row_filter, prune=pred)
+                          materialized=names, filter=row_filter, prune=pred, column_mapping=mapping)
 
     if files.num_rows == 1:  # a point change: no pool to start
         return [one(0)]

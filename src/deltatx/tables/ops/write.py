@@ -30,6 +30,7 @@ def _evolve_schema(tx: "Transaction", incoming: pa.Schema, schema_mode: str | No
     target = resolve_write_schema(tx.schema, incoming, schema_mode)
     if not target.equals(tx.schema):
         tx.stage_metadata(tx.metadata.replace(schema_string=schema_to_json(target)))
+        return tx.schema  # as staged: new columns carry their column-mapping ids, if mapped
     return target
 
 

@@ -57,34 +57,22 @@ def _key_value(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def _number_parser(convert, ok, expected: str):
+    """An argparse type: ``convert(text)`` that must satisfy ``ok``; else "expected <expected>"."""
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+    return parse
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a version (an integer ≥ 0), got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a version (an integer ≥ 0), got {text!r}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number ≥ 0, got {text!r}")
-    return value
+_positive_int = _number_parser(int, lambda v: v > 0, "a positive integer")
+_non_negative_int = _number_parser(int, lambda v: v >= 0, "a version (an integer ≥ 0)")
+_non_negative_float = _number_parser(float, lambda v: v >= 0, "a number ≥ 0")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,6 +8,7 @@ import json
 import pyarrow as pa
 import pytest
 from tablefiles import data_files
+from test_cli import run_error
 
 import deltatx
 from deltatx.cli import EXIT_OK, EXIT_USAGE, main
@@ -24,15 +25,6 @@ def table(table_uri) -> deltatx.Table:
     t.delete("id = 2")
     t.update("id = 3", {"name": "'C'"})
     return t
-
-
-def run_error(capsys, *argv: str) -> str:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    assert code == EXIT_USAGE, (out, err)
-    assert "Traceback" not in err
-    assert len(err.strip().splitlines()) == 1, err
-    return err
 
 
 def test_changes_json(capsys, table):

@@ -628,6 +628,8 @@ class Transaction:
             winner = parse_commit(raw, latest)
             if winner.txn_id == self.txn_id:
                 return info, latest, winner, checked
+            if winner.protocol is not None:  # a winner that made the table catalog-managed
+                check_path_access(winner.protocol, store, self.table.uri)
             loaded = load_winner_rows(store, load_request(info.row_level, winner, info.adds), self.properties)
             info = check_commit(info, winner, loaded)
             winners.append(winner)

@@ -145,9 +145,12 @@ class Catalog:
         snap = table.snapshot
         tx = table.transaction()
         p = snap.protocol
+        # the features catalogManaged brought; deltalake 1.x refuses to read vacuumProtocolCheck and to
+        # write inCommitTimestamp tables, so a released table is a plain path table again
+        dropped = (CATALOG_MANAGED, "vacuumProtocolCheck", "inCommitTimestamp")  # ICT is disabled below
         tx.stage_protocol(Protocol(p.min_reader_version, p.min_writer_version,
-                                   tuple(f for f in (p.reader_features or ()) if f != CATALOG_MANAGED),
-                                   tuple(f for f in (p.writer_features or ()) if f != CATALOG_MANAGED)))
+                                   tuple(f for f in (p.reader_features or ()) if f not in dropped),
+                                   tuple(f for f in (p.writer_features or ()) if f not in dropped)))
         config = {k: v for k, v in snap.metadata.configuration.items() if k not in (ICT_VERSION, ICT_TIMESTAMP)}
         config[ICT_ENABLED] = "false"
         tx.stage_metadata(replace(snap.metadata, configuration=config))

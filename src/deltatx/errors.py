@@ -376,3 +376,36 @@ class LocationNotEmptyError(DeltaTxError, FileExistsError):
 
 class PostCommitHookWarning(UserWarning):
     """A commit succeeded but a hook after it (checkpoint, auto-compaction) failed."""
+
+
+# --------------------------------------------------------------------------------------------
+# Catalog-managed tables (deltatx.catalog)
+# --------------------------------------------------------------------------------------------
+
+
+class CatalogError(DeltaTxError):
+    """Base class of the catalog's errors."""
+
+
+class CatalogURLError(CatalogError, ValueError):
+    """The catalog URL is malformed, names an unknown backend, or cannot be reached."""
+
+
+class CatalogTableNotFoundError(CatalogError, KeyError):
+    """No table of that name is registered in the catalog."""
+
+    def __str__(self) -> str:  # KeyError would print the message in quotes
+        return str(self.args[0]) if self.args else ""
+
+
+class CatalogTableExistsError(CatalogError, FileExistsError):
+    """A table of that name (or at that location) is registered already."""
+
+
+class CatalogManagedTableError(CatalogError):
+    """A catalog-managed table was opened or written by path: its commits must go through the
+    catalog (PROTOCOL.md, catalogManaged), so path access is refused."""
+
+
+class CatalogMaintenanceError(CatalogError):
+    """Maintenance (VACUUM, OPTIMIZE, log cleanup) that the catalog does not allow right now."""

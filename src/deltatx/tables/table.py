@@ -19,7 +19,7 @@ from ..errors import DeltaTxError, PostCommitHookWarning, SchemaMismatchError, T
 from ..txnlog.actions import Metadata, encode_commit
 from ..txnlog.checkpoint import checkpoint_interval, write_checkpoint
 from ..txnlog import column_mapping, row_tracking
-from ..txnlog.features import check_writable, required_protocol
+from ..txnlog.features import check_path_access, check_writable, required_protocol
 from ..txnlog.history import read_history, to_timestamp_ms
 from ..txnlog.schema import normalize_schema, schema_to_json
 from ..txnlog.snapshot import Snapshot, load_snapshot
@@ -49,6 +49,7 @@ class Table:
                 self._store, version=version,
                 timestamp_ms=to_timestamp_ms(timestamp) if timestamp is not None else None,
             )
+        check_path_access(self._snapshot.protocol, self._store, self.uri)
 
     # ------------------------------------------------------------------ state
     @property
@@ -318,7 +319,8 @@ def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | No
                  description: str | None = None, storage_options: dict[str, Any] | None = None,
                  exist_ok: bool = False, cluster_by: list[str] | None = None,
                  generated_columns: dict[str, str] | None = None,
-                 identity_columns: dict[str, dict[str, Any]] | None = None) -> Table:
+                 identity_columns: dict[str, dict[str, Any]] | None = None, *,
+                 _store: LogStore | None = None) -> Table:
     """Create an empty Delta table (version 0: commitInfo, protocol, metaData).
 
     ``cluster_by`` makes it a clustered table (liquid clustering; not with ``partition_by``).
@@ -326,7 +328,7 @@ def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | No
     maps a BIGINT column to ``{"start": 1, "step": 1, "always": True}`` (``always=False``: BY
     DEFAULT, explicit values allowed). CHECK constraints may be given as
     ``delta.constraints.<name>`` properties (the table is empty, nothing to check)."""
-    store = open_store(str(uri), storage_options)
+    store = _store or open_store(str(uri), storage_options)  # _store: the catalog's commit path
     if isinstance(partition_by, str):
         partition_by = [partition_by]
     partition_by = list(partition_by or [])

@@ -44,7 +44,7 @@ from ..txnlog.actions import (
     parse_commit,
 )
 from ..txnlog import column_mapping, row_tracking
-from ..txnlog.features import check_writable
+from ..txnlog.features import check_path_access, check_writable
 from ..txnlog.snapshot import Snapshot
 from ..txnlog.store import VersionExistsError
 from . import properties as props
@@ -105,6 +105,7 @@ class Transaction:
     def __init__(self, table: "Table", snapshot: Snapshot, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
                  user_metadata: str | None = None):
         check_writable(snapshot.protocol, snapshot.metadata)
+        check_path_access(snapshot.protocol, table._store, table.uri)
         self.table = table
         self.snapshot = snapshot
         self.read_version = snapshot.version
@@ -603,18 +604,7 @@ class Transaction:
                     # The bytes name no version: re-encode only when a rebase changed the actions.
                     if prepared is not None:
                         prepared.close()
-                    info = self._write_rebased_dvs(info)
-                    commit_info = self._commit_info(info)
-                    payload = encode_commit(
-                        commit_info,
-                        protocol=info.protocol,
-                        metadata=info.metadata,
-                        txns=info.txns,
-                        domains=info.domains,
-                        removes=info.removes,
-                        adds=info.adds,
-                        cdc=pa.concat_tables(self._cdc) if self._cdc else None,
-                    )
+                    info, commit_info, payload = self._encode(info)
                     prepared, prepared_for = store.prepare_commit(payload), info
                 phases.reached("attempt_commit", txn_id=self.txn_id, version=version, attempt=attempts)
                 try:
@@ -639,25 +629,12 @@ class Transaction:
                         version=version,
                         operation=name,
                     )
-                # Read every winner from `version` on, oldest first, and check against each.
-                latest = version
-                while True:
-                    try:
-                        raw = store.read_commit(latest)
-                    except FileNotFoundError:
-                        break
-                    winner = parse_commit(raw, latest)
-                    if winner.txn_id == self.txn_id:
-                        # Our own commit landed but the response was lost: it is done.
-                        return self._finish(latest, attempts, info, winners, own=winner, resolved=resolved)
-                    loaded = load_winner_rows(store, load_request(info.row_level, winner, info.adds),
-                                              self.properties)
-                    info = check_commit(info, winner, loaded)
-                    winners.append(winner)
-                    resolved += 1
-                    latest += 1
+                info, latest, own, checked = self._rebase_onto_winners(info, version, winners)
+                resolved += checked
+                if own is not None:
+                    # Our own commit landed but the response was lost: it is done.
+                    return self._finish(latest, attempts, info, winners, own=own, resolved=resolved)
                 version = latest
-                info = rebase_identity(self, info)  # identity values above the winners' marks
                 if attempts > FREE_RETRIES:
                     delay = min(BACKOFF_CAP_S, BACKOFF_BASE_S * (2 ** (attempts - FREE_RETRIES - 1)))
                     time.sleep(random.uniform(0, delay))
@@ -672,6 +649,52 @@ class Transaction:
         )
         own._adds, own._removes = info.adds, info.removes
         return self._finish(version, attempts, info, winners, own=own, resolved=resolved)
+
+    def _encode(self, info: TransactionInfo) -> tuple[TransactionInfo, dict[str, Any], bytes]:
+        """The commit bytes for ``info`` (after writing the DVs a rebase left pending).
+
+        Shared by the single-table loop and the catalog's multi-table commit."""
+        info = self._write_rebased_dvs(info)
+        commit_info = self._commit_info(info)
+        payload = encode_commit(
+            commit_info,
+            protocol=info.protocol,
+            metadata=info.metadata,
+            txns=info.txns,
+            domains=info.domains,
+            removes=info.removes,
+            adds=info.adds,
+            cdc=pa.concat_tables(self._cdc) if self._cdc else None,
+        )
+        return info, commit_info, payload
+
+    def _rebase_onto_winners(self, info: TransactionInfo, version: int, winners: list[CommitActions]
+                             ) -> tuple[TransactionInfo, int, CommitActions | None, int]:
+        """Read every winner from ``version`` on, oldest first; check (pure) and rebase against each.
+
+        Returns (rebased info, the next free version, our own commit if a lost response hid that
+        it landed, how many winners were checked). Appends the winners to ``winners``. Raises the
+        conflict checker's ConcurrentModificationException subclasses. Shared by the single-table
+        loop and the catalog's multi-table commit (each table against its own winners)."""
+        store = self.store
+        latest = version
+        checked = 0
+        while True:
+            try:
+                raw = store.read_commit(latest)
+            except FileNotFoundError:
+                # identity values move above the marks of the winners just adopted
+                return (rebase_identity(self, info) if checked else info), latest, None, checked
+            winner = parse_commit(raw, latest)
+            if winner.txn_id == self.txn_id:
+                return info, latest, winner, checked
+            if winner.protocol is not None:  # a winner that made the table catalog-managed
+                check_path_access(winner.protocol, store, self.table.uri)
+            loaded = load_winner_rows(store, load_request(info.row_level, winner, info.adds), self.properties)
+            info = check_commit(info, winner, loaded)
+            winners.append(winner)
+            checked += 1
+            latest += 1
 
     def _drop_unreferenced(self, adds: pa.Table) -> None:
         """After the commit landed: delete what this transaction wrote that a rebase dropped (a

@@ -37,6 +37,7 @@ SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
         "timestampNtz",  # a column type; the schema module maps it to timestamp without zone
         "v2Checkpoint",  # checkpoint.py reads UUID-named checkpoints and sidecars
         "vacuumProtocolCheck",  # only asks VACUUM to check the writer protocol (check_writable)
+        "catalogManaged",  # deltatx.catalog: readers take the latest ratified version from the catalog
     }
 )
 
@@ -57,6 +58,7 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
         "timestampNtz",
         "v2Checkpoint",  # write_checkpoint adds checkpointMetadata when the table lists it
         "vacuumProtocolCheck",
+        "catalogManaged",  # commits are staged and ratified by deltatx.catalog (path writers refused)
     }
 )
 
@@ -64,7 +66,12 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
 FEATURE_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "rowTracking": ("domainMetadata",),
     "clustering": ("domainMetadata",),  # clustering columns live in the delta.clustering domain
+    "catalogManaged": ("inCommitTimestamp", "vacuumProtocolCheck"),  # PROTOCOL.md: required with it
 }
+
+#: The catalog's commit path stamps in-commit timestamps, so on a catalog-managed table (writable
+#: only through deltatx.catalog) the inCommitTimestamp feature's rules are followed.
+CATALOG_MANAGED = "catalogManaged"
 
 #: Legacy protocol versions and the features they imply (PROTOCOL.md, "Table Features").
 _LEGACY_WRITER_FEATURES: dict[int, tuple[str, ...]] = {
@@ -206,9 +213,24 @@ def check_writable(protocol: Protocol, metadata: Metadata) -> None:
     for feature in writer_features(protocol):
         if feature in SUPPORTED_WRITER_FEATURES:
             continue
+        if feature == "inCommitTimestamp" and CATALOG_MANAGED in (protocol.writer_features or ()):
+            continue
         if feature in DORMANT_OK_WRITER_FEATURES and not feature_in_use(feature, metadata):
             continue
         raise _unsupported("writer", feature, "its writer rules are not followed by deltatx")
+
+
+def check_path_access(protocol: Protocol, store: object, uri: str) -> None:
+    """Refuse a catalog-managed table opened by path (PROTOCOL.md: path-only clients must not
+    read or write it; its latest version is whatever the catalog ratified). O(1) when off."""
+    if protocol.writer_features and CATALOG_MANAGED in protocol.writer_features \
+            and not getattr(store, "catalog_managed", False):
+        from ..errors import CatalogManagedTableError
+
+        raise CatalogManagedTableError(
+            f"the table at {uri!r} is catalog-managed: open it through its catalog "
+            f"(deltatx.Catalog(url).table(name)), or release it from the catalog to use it by path"
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -235,7 +257,11 @@ _FIELD_METADATA_FEATURES = {
 def _needed_features(configuration: dict[str, str], schema: pa.Schema) -> list[str]:
     """Named features the configuration and schema need; raises for the ones we cannot write."""
     needed: list[str] = []
+    catalog_managed = configuration.get(f"delta.feature.{CATALOG_MANAGED}", "").strip().lower() in (
+        "supported", "enabled")
     for key, feature in _REFUSED_PROPERTIES.items():
+        if feature == "inCommitTimestamp" and catalog_managed:
+            continue  # stamped by the catalog's commit path
         if _true(configuration, key):
             raise _unsupported("writer", feature, f"{key}=true is not supported by deltatx writers")
     if _uses_column_mapping(configuration):

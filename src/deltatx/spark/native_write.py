@@ -59,6 +59,11 @@ def unavailable_reason(plan: WritePlan, incoming: pa.Schema | None = None) -> st
         return f"the table is not on a local filesystem ({spec.uri!r})"
     if spec.replace_where is not None:
         return "replaceWhere must check every written row, which only the deltatx format does"
+    if plan.rules() is not None:
+        return ("the table has CHECK constraints, invariants, generated or identity columns, which only "
+                "the deltatx format enforces while writing")
+    if plan.column_mapping_mode != "none":
+        return "the table uses column mapping: files must hold physical column names and field ids"
     schema = plan.schema
     for f in schema:
         if not f.nullable:

@@ -32,10 +32,12 @@ from .schema import schema_from_json
 #: Reader features deltatx implements: reading such a table gives the right rows.
 SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
     {
+        "columnMapping",  # txnlog/column_mapping.py maps physical (or field-id) columns to logical names
         "deletionVectors",  # io/deletion_vectors.py drops the rows a file's DV deletes
         "timestampNtz",  # a column type; the schema module maps it to timestamp without zone
         "v2Checkpoint",  # checkpoint.py reads UUID-named checkpoints and sidecars
         "vacuumProtocolCheck",  # only asks VACUUM to check the writer protocol (check_writable)
+        "catalogManaged",  # deltatx.catalog: readers take the latest ratified version from the catalog
     }
 )
 
@@ -44,12 +46,19 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
     {
         "appendOnly",  # the transaction refuses data-changing removes when delta.appendOnly=true
         "clustering",  # tables/ops/clustering.py: delta.clustering domain, stats, liquid OPTIMIZE
+        "changeDataFeed",  # DML writes _change_data/ files and cdc actions (tables/ops/change_feed.py)
+        "checkConstraints",  # tables/constraints.py checks delta.constraints.* on every row written
+        "columnMapping",  # files, stats and partition values use physical names; ids assigned on every schema change
         "deletionVectors",  # DML marks rows in DVs (io/deletion_vector_writer.py) when enabled
         "domainMetadata",  # replayed, checkpointed, conflict-checked per domain
+        "generatedColumns",  # tables/constraints.py computes absent ones, checks given ones (<=>)
+        "identityColumns",  # tables/identity.py assigns values, moves the high-water marks, rebases
+        "invariants",  # delta.invariants field metadata, enforced with the CHECK constraints
         "rowTracking",  # tables/row_tracking.py assigns and preserves row ids; the checker rebases them
         "timestampNtz",
         "v2Checkpoint",  # write_checkpoint adds checkpointMetadata when the table lists it
         "vacuumProtocolCheck",
+        "catalogManaged",  # commits are staged and ratified by deltatx.catalog (path writers refused)
     }
 )
 
@@ -57,7 +66,12 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
 FEATURE_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "rowTracking": ("domainMetadata",),
     "clustering": ("domainMetadata",),  # clustering columns live in the delta.clustering domain
+    "catalogManaged": ("inCommitTimestamp", "vacuumProtocolCheck"),  # PROTOCOL.md: required with it
 }
+
+#: The catalog's commit path stamps in-commit timestamps, so on a catalog-managed table (writable
+#: only through deltatx.catalog) the inCommitTimestamp feature's rules are followed.
+CATALOG_MANAGED = "catalogManaged"
 
 #: Legacy protocol versions and the features they imply (PROTOCOL.md, "Table Features").
 _LEGACY_WRITER_FEATURES: dict[int, tuple[str, ...]] = {
@@ -175,16 +189,12 @@ def writer_features(protocol: Protocol) -> tuple[str, ...]:
 def check_readable(protocol: Protocol, metadata: Metadata | None = None) -> None:
     """Raise UnsupportedFeatureError(kind="reader") unless deltatx can read the table correctly.
 
-    ``metadata`` lets a legacy reader-version-2 table pass when column mapping is off; without
-    it such a table is refused (column mapping renames the physical columns).
+    Legacy reader version 2 means column mapping, which deltatx reads (``metadata`` is accepted
+    for callers that have it; no reader rule depends on it any more).
     """
     version = protocol.min_reader_version
     if version > 3 or version < 1:
         raise _unsupported("reader", f"readerVersion{version}", "unknown reader protocol version")
-    if version == 2:
-        if metadata is None or _uses_column_mapping(metadata.configuration):
-            raise _unsupported("reader", "columnMapping", "column mapping renames physical columns")
-        return
     for feature in reader_features(protocol):
         if feature not in SUPPORTED_READER_FEATURES:
             raise _unsupported("reader", feature, "it changes how rows must be read")
@@ -203,9 +213,24 @@ def check_writable(protocol: Protocol, metadata: Metadata) -> None:
     for feature in writer_features(protocol):
         if feature in SUPPORTED_WRITER_FEATURES:
             continue
+        if feature == "inCommitTimestamp" and CATALOG_MANAGED in (protocol.writer_features or ()):
+            continue
         if feature in DORMANT_OK_WRITER_FEATURES and not feature_in_use(feature, metadata):
             continue
         raise _unsupported("writer", feature, "its writer rules are not followed by deltatx")
+
+
+def check_path_access(protocol: Protocol, store: object, uri: str) -> None:
+    """Refuse a catalog-managed table opened by path (PROTOCOL.md: path-only clients must not
+    read or write it; its latest version is whatever the catalog ratified). O(1) when off."""
+    if protocol.writer_features and CATALOG_MANAGED in protocol.writer_features \
+            and not getattr(store, "catalog_managed", False):
+        from ..errors import CatalogManagedTableError
+
+        raise CatalogManagedTableError(
+            f"the table at {uri!r} is catalog-managed: open it through its catalog "
+            f"(deltatx.Catalog(url).table(name)), or release it from the catalog to use it by path"
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -213,35 +238,47 @@ def check_writable(protocol: Protocol, metadata: Metadata) -> None:
 # --------------------------------------------------------------------------------------------
 
 _REFUSED_PROPERTIES = {
-    "delta.enableChangeDataFeed": "changeDataFeed",
     "delta.enableInCommitTimestamps": "inCommitTimestamp",
     "delta.enableIcebergCompatV1": "icebergCompatV1",
     "delta.enableIcebergCompatV2": "icebergCompatV2",
 }
 
 _REFUSED_FIELD_METADATA = {
+    "CURRENT_DEFAULT": "allowColumnDefaults",
+}
+
+#: field-metadata keys that put a writer feature in use (the table layer enforces them)
+_FIELD_METADATA_FEATURES = {
     "delta.invariants": "invariants",
     "delta.generationExpression": "generatedColumns",
-    "CURRENT_DEFAULT": "allowColumnDefaults",
 }
 
 
 def _needed_features(configuration: dict[str, str], schema: pa.Schema) -> list[str]:
     """Named features the configuration and schema need; raises for the ones we cannot write."""
     needed: list[str] = []
+    catalog_managed = configuration.get(f"delta.feature.{CATALOG_MANAGED}", "").strip().lower() in (
+        "supported", "enabled")
     for key, feature in _REFUSED_PROPERTIES.items():
+        if feature == "inCommitTimestamp" and catalog_managed:
+            continue  # stamped by the catalog's commit path
         if _true(configuration, key):
             raise _unsupported("writer", feature, f"{key}=true is not supported by deltatx writers")
     if _uses_column_mapping(configuration):
-        raise _unsupported("writer", "columnMapping", "delta.columnMapping.mode must be 'none'")
+        needed.append("columnMapping")
     if any(k.startswith("delta.constraints.") for k in configuration):
-        raise _unsupported("writer", "checkConstraints", "CHECK constraints are not enforced by deltatx")
+        needed.append("checkConstraints")
     for key in _field_metadata_keys(schema):
-        feature = _REFUSED_FIELD_METADATA.get(key) or ("identityColumns" if key.startswith("delta.identity.") else None)
+        feature = _REFUSED_FIELD_METADATA.get(key)
         if feature:
             raise _unsupported("writer", feature, f"column metadata {key!r} is not supported by deltatx writers")
+        feature = _FIELD_METADATA_FEATURES.get(key) or ("identityColumns" if key.startswith("delta.identity.") else None)
+        if feature and feature not in needed:
+            needed.append(feature)
     if _true(configuration, "delta.enableDeletionVectors"):
         needed.append("deletionVectors")
+    if _true(configuration, "delta.enableChangeDataFeed"):
+        needed.append("changeDataFeed")
     if _true(configuration, "delta.enableRowTracking"):
         needed += ["domainMetadata", "rowTracking"]
     if _has_type(schema, lambda t: pa.types.is_timestamp(t) and t.tz is None):

@@ -17,6 +17,7 @@ Hierarchy::
     ├── UnsupportedFeatureError        (reader or writer feature we do not implement)
     ├── InvalidPropertyError           (bad table property value)
     ├── SchemaMismatchError            (append/overwrite data does not fit the table)
+    │   └── TypeChangeError            (a column type change type widening does not allow)
     ├── PredicateError                 (SQL predicate we cannot parse or evaluate)
     ├── DataFileNotFoundError          (a file the log references is gone)
     ├── ReplaceWhereViolationError     (overwrite rows outside the replaceWhere predicate)
@@ -100,6 +101,11 @@ class InvalidPropertyError(DeltaTxError, ValueError):
 
 class SchemaMismatchError(DeltaTxError, ValueError):
     """Data written to a table does not match its schema."""
+
+
+class TypeChangeError(SchemaMismatchError):
+    """``alter_column_type`` asked for a change Delta's type widening does not allow, or the table
+    has not enabled it (``delta.enableTypeWidening``)."""
 
 
 class PredicateError(DeltaTxError, ValueError):

@@ -80,7 +80,6 @@ def test_dormant_writer_features_are_writable_until_used() -> None:
     for config, feature in [
         ({"delta.enableChangeDataFeed": "true"}, "changeDataFeed"),
         ({"delta.constraints.positive": "id > 0"}, "checkConstraints"),
-        ({"delta.enableInCommitTimestamps": "true"}, "inCommitTimestamp"),
     ]:
         with pytest.raises(UnsupportedFeatureError) as info:
             check_writable(protocol, table_metadata(config))

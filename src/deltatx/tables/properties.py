@@ -70,6 +70,8 @@ _VALIDATORS = {
     "delta.enableChangeDataFeed": _bool,
     "delta.enableDeletionVectors": _bool,
     "delta.enableRowTracking": _bool,
+    "delta.enableInCommitTimestamps": _bool,
+    "delta.enableTypeWidening": _bool,
 }
 
 

@@ -21,6 +21,7 @@ from ..txnlog.checkpoint import checkpoint_interval, write_checkpoint
 from ..txnlog import row_tracking
 from ..txnlog.features import check_writable, required_protocol
 from ..txnlog.history import read_history, to_timestamp_ms
+from ..txnlog.in_commit_timestamps import stamp_creation
 from ..txnlog.schema import normalize_schema, schema_to_json
 from ..txnlog.snapshot import Snapshot, load_snapshot
 from ..txnlog.store import LogStore, VersionExistsError, open_store
@@ -244,6 +245,11 @@ class Table:
             self._run(None, backfill.stage_backfill)
         return self._run(None, lambda tx: tx.set_properties(properties))
 
+    def alter_column_type(self, column: str, new_type: Any) -> CommitResult:
+        """ALTER COLUMN ... TYPE: widen a column (``delta.enableTypeWidening=true`` needed). Only
+        the protocol's widenings are accepted; old data files are read as the wider type."""
+        return self._run(None, lambda tx: tx.alter_column_type(column, new_type))
+
     def vacuum(self, retention_hours: float | None = None, dry_run: bool = False,
                enforce_retention_duration: bool = True) -> list[str]:
         from .ops.vacuum import vacuum
@@ -312,6 +318,7 @@ def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | No
         "engineInfo": ENGINE_INFO,
         "txnId": str(uuid.uuid4()),
     }
+    stamp_creation(commit_info, config)
     try:
         store.put_commit(0, encode_commit(commit_info, protocol=protocol, metadata=metadata))
     except VersionExistsError:

@@ -44,6 +44,7 @@ from ..txnlog.actions import (
 )
 from ..txnlog import row_tracking
 from ..txnlog.features import check_writable
+from ..txnlog.in_commit_timestamps import CommitClock
 from ..txnlog.snapshot import Snapshot
 from ..txnlog.store import VersionExistsError
 from . import properties as props
@@ -342,6 +343,12 @@ class Transaction:
             raise ValueError("reorg() only supports purge=True (REORG ... APPLY (PURGE))")
         return stage_optimize(self, where=where, purge_only=True)
 
+    def alter_column_type(self, column: str, new_type: Any) -> dict[str, Any]:
+        """Widen ``column`` to ``new_type`` (type widening; metadata only, old files read widened)."""
+        from .ops.alter_type import stage_alter_column_type
+
+        return stage_alter_column_type(self, column, new_type)
+
     def set_properties(self, properties: dict[str, Any]) -> None:
         from .ops.properties import stage_set_properties
 
@@ -501,15 +508,20 @@ class Transaction:
         winners: list[CommitActions] = []
         prepared = None
         prepared_for: TransactionInfo | None = None
+        clock = CommitClock(store, self.snapshot)
         try:
             while True:
                 attempts += 1
-                if prepared is None or prepared_for is not info:
-                    # The bytes name no version: re-encode only when a rebase changed the actions.
+                if prepared is None or prepared_for is not info or clock.stale:
+                    # The bytes name no version: re-encode only when a rebase changed the actions
+                    # (or moved the in-commit timestamp).
                     if prepared is not None:
                         prepared.close()
                     info = self._write_rebased_dvs(info)
-                    commit_info = self._commit_info(info)
+                    commit_info, metadata = clock.stamp(self._commit_info(info), version, info.read_metadata,
+                                                        info.metadata)
+                    if metadata is not info.metadata:
+                        info = info.replace(metadata=metadata)
                     payload = encode_commit(
                         commit_info,
                         protocol=info.protocol,
@@ -557,6 +569,7 @@ class Transaction:
                     loaded = load_winner_rows(store, load_request(info.row_level, winner, info.adds),
                                               self.properties)
                     info = check_commit(info, winner, loaded)
+                    clock.observe(winner)
                     winners.append(winner)
                     resolved += 1
                     latest += 1

@@ -34,6 +34,8 @@ SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
     {
         "deletionVectors",  # io/deletion_vectors.py drops the rows a file's DV deletes
         "timestampNtz",  # a column type; the schema module maps it to timestamp without zone
+        "typeWidening",  # io/reader.py casts old files to the widened type; type_widening.py checks
+        "typeWidening-preview",  # the same feature under its preview name (older Delta writers)
         "v2Checkpoint",  # checkpoint.py reads UUID-named checkpoints and sidecars
         "vacuumProtocolCheck",  # only asks VACUUM to check the writer protocol (check_writable)
     }
@@ -45,8 +47,11 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
         "appendOnly",  # the transaction refuses data-changing removes when delta.appendOnly=true
         "deletionVectors",  # DML marks rows in DVs (io/deletion_vector_writer.py) when enabled
         "domainMetadata",  # replayed, checkpointed, conflict-checked per domain
+        "inCommitTimestamp",  # in_commit_timestamps.py stamps commitInfo (first) on every commit
         "rowTracking",  # tables/row_tracking.py assigns and preserves row ids; the checker rebases them
         "timestampNtz",
+        "typeWidening",  # tables/ops/alter_type.py: only the protocol's widenings, recorded per field
+        "typeWidening-preview",
         "v2Checkpoint",  # write_checkpoint adds checkpointMetadata when the table lists it
         "vacuumProtocolCheck",
     }
@@ -181,9 +186,14 @@ def check_readable(protocol: Protocol, metadata: Metadata | None = None) -> None
         if metadata is None or _uses_column_mapping(metadata.configuration):
             raise _unsupported("reader", "columnMapping", "column mapping renames physical columns")
         return
-    for feature in reader_features(protocol):
+    features = reader_features(protocol)
+    for feature in features:
         if feature not in SUPPORTED_READER_FEATURES:
             raise _unsupported("reader", feature, "it changes how rows must be read")
+    if metadata is not None and ("typeWidening" in features or "typeWidening-preview" in features):
+        from .type_widening import check_type_changes
+
+        check_type_changes(metadata)
 
 
 def check_writable(protocol: Protocol, metadata: Metadata) -> None:
@@ -210,7 +220,6 @@ def check_writable(protocol: Protocol, metadata: Metadata) -> None:
 
 _REFUSED_PROPERTIES = {
     "delta.enableChangeDataFeed": "changeDataFeed",
-    "delta.enableInCommitTimestamps": "inCommitTimestamp",
     "delta.enableIcebergCompatV1": "icebergCompatV1",
     "delta.enableIcebergCompatV2": "icebergCompatV2",
 }
@@ -240,6 +249,10 @@ def _needed_features(configuration: dict[str, str], schema: pa.Schema) -> list[s
         needed.append("deletionVectors")
     if _true(configuration, "delta.enableRowTracking"):
         needed += ["domainMetadata", "rowTracking"]
+    if _true(configuration, "delta.enableInCommitTimestamps"):
+        needed.append("inCommitTimestamp")
+    if _true(configuration, "delta.enableTypeWidening"):
+        needed.append("typeWidening")
     if _has_type(schema, lambda t: pa.types.is_timestamp(t) and t.tz is None):
         needed.append("timestampNtz")
     if configuration.get("delta.checkpointPolicy", "classic").strip().lower() == "v2":
@@ -269,6 +282,8 @@ def required_protocol(
     reader = max(base.min_reader_version, 1)
     writer = max(base.min_writer_version, 2)
     needed = _needed_features(configuration, schema)
+    if "typeWidening-preview" in writer_features(base):  # the preview name serves the same rules
+        needed = [f for f in needed if f != "typeWidening"]
     reader_needed = [f for f in needed if f in _READER_WRITER_FEATURES]
     have_readers = set(reader_features(base))
     have_writers = set(writer_features(base))

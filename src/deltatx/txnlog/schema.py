@@ -54,6 +54,16 @@ def _type_from_delta(t: Any) -> pa.DataType:
     raise InvalidTableError(f"unsupported Delta type {t!r} in the table schema")
 
 
+def type_from_delta(t: Any) -> pa.DataType:
+    """The arrow type of a Delta type (a name such as ``"decimal(10,2)"``, or a nested dict)."""
+    return _type_from_delta(t)
+
+
+def type_to_delta(t: pa.DataType) -> Any:
+    """The Delta type of an arrow type: a name for primitives, a dict for nested types."""
+    return _type_to_delta(t)
+
+
 def field_from_delta(f: dict[str, Any]) -> pa.Field:
     md = f.get("metadata") or {}
     meta = {k: orjson.dumps(v) for k, v in md.items()} if md else None

@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from ..errors import UnsupportedFeatureError
 from .actions import Metadata, Protocol
-from .schema import schema_from_json
+from .schema import schema_from_json, uses_variant
 
 #: Reader features deltatx implements: reading such a table gives the right rows.
 SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
@@ -38,6 +38,9 @@ SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
         "typeWidening-preview",  # the same feature under its preview name (older Delta writers)
         "v2Checkpoint",  # checkpoint.py reads UUID-named checkpoints and sidecars
         "vacuumProtocolCheck",  # only asks VACUUM to check the writer protocol (check_writable)
+        "variantType",  # variant columns read as their Parquet struct<value, metadata> of binaries
+        "variantType-preview",
+        "variantShredding",  # only while no variant column exists: see _DORMANT_READER_FEATURES
     }
 )
 
@@ -54,6 +57,9 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
         "typeWidening-preview",
         "v2Checkpoint",  # write_checkpoint adds checkpointMetadata when the table lists it
         "vacuumProtocolCheck",
+        # its rules govern how variant columns are written; deltatx writes none (variantType stays
+        # unsupported for writers, so a table with a variant column is refused before any write)
+        "variantShredding",
     }
 )
 
@@ -75,8 +81,8 @@ _LEGACY_READER_FEATURES: dict[int, tuple[str, ...]] = {1: (), 2: ("columnMapping
 #: Features that are reader *and* writer features (a reader feature must also be a writer feature).
 _READER_WRITER_FEATURES = frozenset(
     {"columnMapping", "deletionVectors", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck",
-     "typeWidening", "typeWidening-preview", "variantType", "variantType-preview", "catalogManaged",
-     "catalogOwned-preview"}
+     "typeWidening", "typeWidening-preview", "variantType", "variantType-preview", "variantShredding",
+     "catalogManaged", "catalogOwned-preview"}
 )
 
 
@@ -132,6 +138,16 @@ _IN_USE: dict[str, Callable[[Metadata], bool]] = {
     "inCommitTimestamp": lambda m: _true(m.configuration, "delta.enableInCommitTimestamps"),
     "icebergCompatV1": lambda m: _true(m.configuration, "delta.enableIcebergCompatV1"),
     "icebergCompatV2": lambda m: _true(m.configuration, "delta.enableIcebergCompatV2"),
+    # deltatx reads variant columns but never writes them: a table that lists the feature (delta-rs
+    # lists it on every deletion-vector table) is writable until it has a variant column
+    "variantType": lambda m: uses_variant(m.schema_string),
+    "variantType-preview": lambda m: uses_variant(m.schema_string),
+}
+
+#: Reader features deltatx can honour only while they are dormant: shredded variant values are not
+#: reassembled, so a table that may hold them (variantShredding and a variant column) is refused.
+_DORMANT_READER_FEATURES: dict[str, Callable[[Metadata], bool]] = {
+    "variantShredding": lambda m: uses_variant(m.schema_string),
 }
 
 #: Writer features whose rules bind only while in use: a table listing them stays writable until
@@ -190,6 +206,9 @@ def check_readable(protocol: Protocol, metadata: Metadata | None = None) -> None
     for feature in features:
         if feature not in SUPPORTED_READER_FEATURES:
             raise _unsupported("reader", feature, "it changes how rows must be read")
+        in_use = _DORMANT_READER_FEATURES.get(feature)
+        if in_use is not None and (metadata is None or in_use(metadata)):
+            raise _unsupported("reader", feature, "deltatx does not reassemble shredded variant values")
     if metadata is not None and ("typeWidening" in features or "typeWidening-preview" in features):
         from .type_widening import check_type_changes
 

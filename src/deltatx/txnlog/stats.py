@@ -31,6 +31,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from .schema import is_variant_storage
+
 #: Characters of a string kept in min/max statistics (``delta.dataSkippingStringPrefixLength``).
 STRING_PREFIX_LENGTH = 32
 
@@ -386,7 +388,7 @@ def _counts_type(fields: Iterable[pa.Field], *, for_json: bool) -> pa.StructType
     out = []
     for f in fields:
         name = _physical_name(f) if for_json else f.name
-        if pa.types.is_struct(f.type):
+        if pa.types.is_struct(f.type) and not is_variant_storage(f.type):  # a variant counts as a leaf
             out.append(pa.field(name, _counts_type(list(f.type), for_json=for_json)))
         else:
             out.append(pa.field(name, pa.int64()))

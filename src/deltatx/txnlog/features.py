@@ -193,7 +193,8 @@ def check_readable(protocol: Protocol, metadata: Metadata | None = None) -> None
     """Raise UnsupportedFeatureError(kind="reader") unless deltatx can read the table correctly.
 
     ``metadata`` lets a legacy reader-version-2 table pass when column mapping is off; without
-    it such a table is refused (column mapping renames the physical columns).
+    it such a table is refused (column mapping renames the physical columns). With it, features
+    readable only while dormant (variantShredding) and recorded type changes are checked too.
     """
     version = protocol.min_reader_version
     if version > 3 or version < 1:
@@ -207,7 +208,7 @@ def check_readable(protocol: Protocol, metadata: Metadata | None = None) -> None
         if feature not in SUPPORTED_READER_FEATURES:
             raise _unsupported("reader", feature, "it changes how rows must be read")
         in_use = _DORMANT_READER_FEATURES.get(feature)
-        if in_use is not None and (metadata is None or in_use(metadata)):
+        if in_use is not None and metadata is not None and in_use(metadata):
             raise _unsupported("reader", feature, "deltatx does not reassemble shredded variant values")
     if metadata is not None and ("typeWidening" in features or "typeWidening-preview" in features):
         from .type_widening import check_type_changes

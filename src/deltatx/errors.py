@@ -26,6 +26,7 @@ Hierarchy::
     ├── TimeTravelError                (version/timestamp outside the log)
     ├── VacuumRetentionError
     ├── AppendOnlyError
+    ├── ProtectedHistoryError          (checkpointProtection forbids a checkpoint of an old version)
     └── ConcurrentModificationException
         ├── ConcurrentWriteException
         ├── ConcurrentAppendException
@@ -138,6 +139,11 @@ class VacuumRetentionError(DeltaTxError, ValueError):
 
 class AppendOnlyError(DeltaTxError):
     """The table has ``delta.appendOnly=true`` and the operation would remove data."""
+
+
+class ProtectedHistoryError(DeltaTxError):
+    """The table's ``checkpointProtection`` forbids touching its history before
+    ``delta.requireCheckpointProtectionBeforeVersion`` (e.g. a checkpoint of an older version)."""
 
 
 # --------------------------------------------------------------------------------------------

@@ -33,6 +33,8 @@ from ..expr import bind, parse_predicate, to_arrow
 from ..io.writer import WriteOptions, write_data_files
 from ..tables import properties as props
 from ..tables.data import conform_batch, resolve_write_schema
+from ..tables.defaults import default_values
+from ..tables.iceberg_compat import materializes_partition_values
 from ..tables.table import Table
 from ..tables.transaction import CommitResult
 from ..txnlog.actions import FILE_SCHEMA
@@ -83,6 +85,7 @@ class WritePlan:
     schema_changed: bool
     num_indexed_cols: int
     already_applied: bool = False  # idempotent write whose (txnAppId, txnVersion) is committed
+    materialize_partition_columns: bool = False  # Iceberg compatibility: partition values in the files
 
     @property
     def schema(self) -> pa.Schema:
@@ -161,7 +164,8 @@ def plan_write(options: Mapping[str, str], spark_schema: Any, overwrite: bool) -
     num_indexed = props.int_property(table_props, props.NUM_INDEXED_COLS, WriteOptions().num_indexed_cols)
     return WritePlan(spec=spec, read_version=read_version, schema_string=schema_to_json(schema),
                      partition_columns=tuple(partition_columns), schema_changed=changed,
-                     num_indexed_cols=num_indexed, already_applied=already)
+                     num_indexed_cols=num_indexed, already_applied=already,
+                     materialize_partition_columns=materializes_partition_values(table_props))
 
 
 # --------------------------------------------------------------------------------------------
@@ -178,18 +182,20 @@ def write_task(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> WrittenFil
     store = open_store(spec.uri, spec.storage_options)
     row_check = to_arrow(bind(parse_predicate(spec.replace_where), schema)) if spec.replace_where else None
     counted = [0]
+    defaults = default_values(schema)  # allowColumnDefaults: omitted columns get their DEFAULT
 
     def conformed() -> Iterator[pa.RecordBatch]:
         for batch in batches:
             if not batch.num_rows:
                 continue
-            batch = conform_batch(batch, schema)
+            batch = conform_batch(batch, schema, defaults)
             if row_check is not None:
                 _check_replace_where(batch, row_check, spec.replace_where)
             counted[0] += batch.num_rows
             yield batch
 
-    options = WriteOptions(num_indexed_cols=plan.num_indexed_cols)
+    options = WriteOptions(num_indexed_cols=plan.num_indexed_cols,
+                           materialize_partition_columns=plan.materialize_partition_columns)
     if spec.max_records_per_file:
         options.target_file_rows = spec.max_records_per_file
         options.row_group_rows = min(options.row_group_rows, spec.max_records_per_file)

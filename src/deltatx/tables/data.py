@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from ..errors import SchemaMismatchError
 from ..txnlog.schema import merge_schemas, normalize_schema
+from .defaults import default_values, fill
 
 
 def to_reader(data: Any) -> pa.RecordBatchReader:
@@ -51,8 +52,9 @@ def resolve_write_schema(table_schema: pa.Schema, incoming: pa.Schema, schema_mo
     return merge_schemas(table_schema, incoming) if extra else table_schema
 
 
-def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """Reorder, null-fill missing nullable columns, and cast safely to ``schema``."""
+def conform_batch(batch: pa.RecordBatch, schema: pa.Schema,
+                  defaults: dict[str, pa.Scalar] | None = None) -> pa.RecordBatch:
+    """Reorder, fill missing columns (their ``defaults``, else nulls), and cast safely to ``schema``."""
     arrays = []
     names = batch.schema.names
     for field in schema:
@@ -66,6 +68,8 @@ def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
                         f"column {field.name!r} is {col.type} in the data but {field.type} in the table "
                         f"and cannot be converted safely ({exc})"
                     ) from None
+        elif defaults and (filled := fill(field, defaults, batch.num_rows)) is not None:
+            col = filled
         else:
             if not field.nullable:
                 raise SchemaMismatchError(f"the data lacks non-nullable column {field.name!r}")
@@ -79,9 +83,11 @@ def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
 def conform(reader: pa.RecordBatchReader, schema: pa.Schema) -> pa.RecordBatchReader:
     """Lazily conform a stream of batches (errors surface when the writer pulls them)."""
 
+    defaults = default_values(schema)  # evaluated once per write (current_timestamp() included)
+
     def batches() -> Iterator[pa.RecordBatch]:
         for batch in reader:
-            yield conform_batch(batch, schema)
+            yield conform_batch(batch, schema, defaults)
 
     return pa.RecordBatchReader.from_batches(schema, batches())
 
@@ -89,5 +95,6 @@ def conform(reader: pa.RecordBatchReader, schema: pa.Schema) -> pa.RecordBatchRe
 def conform_table(data: Any, schema: pa.Schema) -> pa.Table:
     """Eagerly conform (used where the rows must be inspected before writing)."""
     reader = to_reader(data)
-    batches = [conform_batch(b, schema) for b in reader]
+    defaults = default_values(schema)
+    batches = [conform_batch(b, schema, defaults) for b in reader]
     return pa.Table.from_batches(batches, schema=schema)

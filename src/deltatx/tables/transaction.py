@@ -47,6 +47,7 @@ from ..txnlog.features import check_writable
 from ..txnlog.in_commit_timestamps import CommitClock
 from ..txnlog.snapshot import Snapshot
 from ..txnlog.store import VersionExistsError
+from . import iceberg_compat
 from . import properties as props
 from .row_level import RowLevelRecorder, load_winner_rows, write_pending_dvs
 
@@ -288,10 +289,16 @@ class Transaction:
             self._metadata = metadata
         else:
             self._metadata = self._schema = None
+        self._check_table_rules()
 
     def stage_protocol(self, protocol: Protocol) -> None:
         self._ensure_open()
         self._protocol = protocol if protocol != self.snapshot.protocol else None
+        self._check_table_rules()
+
+    def _check_table_rules(self) -> None:
+        """Rules some features put on every metadata/protocol change (O(1) while they are off)."""
+        iceberg_compat.validate(self.metadata, self.protocol, previous=self.snapshot.metadata, schema=self._schema)
 
     def stage_txn(self, app_id: str, version: int) -> None:
         self._ensure_open()

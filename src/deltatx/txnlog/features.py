@@ -47,9 +47,15 @@ SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
 #: Writer features deltatx implements in full (all their writer rules are followed).
 SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
     {
+        "allowColumnDefaults",  # tables/defaults.py fills omitted columns with CURRENT_DEFAULT
         "appendOnly",  # the transaction refuses data-changing removes when delta.appendOnly=true
+        "checkpointProtection",  # checkpoint_protection.py; deltatx never cleans up the log
         "deletionVectors",  # DML marks rows in DVs (io/deletion_vector_writer.py) when enabled
         "domainMetadata",  # replayed, checkpointed, conflict-checked per domain
+        # tables/iceberg_compat.py checks the rules on every metadata/protocol change; the writer
+        # stores partition values in the files; V2 with array/map columns is refused (nested ids)
+        "icebergCompatV1",
+        "icebergCompatV2",
         "inCommitTimestamp",  # in_commit_timestamps.py stamps commitInfo (first) on every commit
         "rowTracking",  # tables/row_tracking.py assigns and preserves row ids; the checker rebases them
         "timestampNtz",
@@ -240,14 +246,11 @@ def check_writable(protocol: Protocol, metadata: Metadata) -> None:
 
 _REFUSED_PROPERTIES = {
     "delta.enableChangeDataFeed": "changeDataFeed",
-    "delta.enableIcebergCompatV1": "icebergCompatV1",
-    "delta.enableIcebergCompatV2": "icebergCompatV2",
 }
 
 _REFUSED_FIELD_METADATA = {
     "delta.invariants": "invariants",
     "delta.generationExpression": "generatedColumns",
-    "CURRENT_DEFAULT": "allowColumnDefaults",
 }
 
 
@@ -265,6 +268,8 @@ def _needed_features(configuration: dict[str, str], schema: pa.Schema) -> list[s
         feature = _REFUSED_FIELD_METADATA.get(key) or ("identityColumns" if key.startswith("delta.identity.") else None)
         if feature:
             raise _unsupported("writer", feature, f"column metadata {key!r} is not supported by deltatx writers")
+    if "CURRENT_DEFAULT" in _field_metadata_keys(schema):
+        needed.append("allowColumnDefaults")
     if _true(configuration, "delta.enableDeletionVectors"):
         needed.append("deletionVectors")
     if _true(configuration, "delta.enableRowTracking"):
@@ -273,6 +278,9 @@ def _needed_features(configuration: dict[str, str], schema: pa.Schema) -> list[s
         needed.append("inCommitTimestamp")
     if _true(configuration, "delta.enableTypeWidening"):
         needed.append("typeWidening")
+    for version in (1, 2):
+        if _true(configuration, f"delta.enableIcebergCompatV{version}"):
+            needed.append(f"icebergCompatV{version}")
     if _has_type(schema, lambda t: pa.types.is_timestamp(t) and t.tz is None):
         needed.append("timestampNtz")
     if configuration.get("delta.checkpointPolicy", "classic").strip().lower() == "v2":

@@ -163,14 +163,24 @@ def _type_to_delta(t: pa.DataType) -> Any:
     raise SchemaMismatchError(f"arrow type {t} has no Delta equivalent")
 
 
+#: column metadata whose value is SQL text: kept as a string even when it looks like JSON ("42")
+_SQL_TEXT_METADATA = ("CURRENT_DEFAULT",)
+
+
 def field_to_delta(f: pa.Field) -> dict[str, Any]:
     md = {}
     if f.metadata:
         for k, v in f.metadata.items():
+            key = k.decode()
             try:
-                md[k.decode()] = orjson.loads(v)
+                value = orjson.loads(v)
             except orjson.JSONDecodeError:
-                continue  # arrow-private metadata (e.g. pandas) is not Delta's
+                if key not in _SQL_TEXT_METADATA:
+                    continue  # arrow-private metadata (e.g. pandas) is not Delta's
+                value = v.decode()
+            if key in _SQL_TEXT_METADATA and not isinstance(value, str):
+                value = v.decode()
+            md[key] = value
     return {"name": f.name, "type": _type_to_delta(f.type), "nullable": f.nullable, "metadata": md}
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
+from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -53,6 +53,7 @@ from .merge import NOT_MATCHED_BY_SOURCE, BoundClause, MergePlan
 from ...io.row_metadata import ROW_COMMIT_VERSION, ROW_ID, ROW_INDEX
 from .merge_on_read import mark_changed, materialized, record_read, row_columns, stage_changed_rows, uses_deletion_vectors
 from .rewrite import write_files
+from ..defaults import default_sql, default_values, fill
 
 if TYPE_CHECKING:
     from ..transaction import Transaction
@@ -542,11 +543,18 @@ class MergeExecutor:
         self.metrics["numTargetRowsInserted"] = inserted.num_rows
         return inserted
 
-    @staticmethod
-    def _null_column(field: pa.Field, n: int, clause: BoundClause) -> pa.Array:
+    def _null_column(self, field: pa.Field, n: int, clause: BoundClause) -> pa.Array:
+        """A column the INSERT clause does not assign: its default (allowColumnDefaults), else NULL."""
+        filled = fill(field, self._defaults, n) if default_sql(field) is not None else None
+        if filled is not None:
+            return filled
         if not field.nullable and n:
             raise SchemaMismatchError(f"MERGE insert gives no value for NOT NULL column {field.name!r}")
         return pa.nulls(n, field.type)
+
+    @cached_property
+    def _defaults(self) -> dict[str, pa.Scalar]:
+        return default_values(self.schema)
 
     # ---- staging -------------------------------------------------------------------------------
     def _record_reads(self, files: pa.Table, parts: list[pa.Table], counts: np.ndarray, codes: np.ndarray,

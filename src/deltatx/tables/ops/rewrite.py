@@ -19,6 +19,7 @@ from ...io.reader import read_files
 from ...io.row_metadata import ROW_COMMIT_VERSION, ROW_INDEX
 from ...io.writer import WriteOptions, write_data_files
 from .. import properties as props
+from ..iceberg_compat import materializes_partition_values
 from .merge_on_read import (
     drop_metadata,
     mark_changed,
@@ -38,6 +39,7 @@ def write_options(tx: "Transaction") -> WriteOptions:
     p = tx.properties
     opts = WriteOptions()
     opts.num_indexed_cols = props.int_property(p, props.NUM_INDEXED_COLS, opts.num_indexed_cols)
+    opts.materialize_partition_columns = materializes_partition_values(p)
     return opts
 
 

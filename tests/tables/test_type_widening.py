@@ -283,3 +283,16 @@ def test_an_unsupported_recorded_change_is_refused_on_read(table_uri):
     with pytest.raises(UnsupportedFeatureError, match="'string' -> 'long'") as info:
         deltatx.Table(table_uri)
     assert info.value.kind == "reader" and info.value.feature == "typeWidening"
+
+
+def test_enabled_later_and_used_inside_one_transaction(table_uri):
+    table = deltatx.create_table(table_uri, pa.schema([("c", pa.int16())]))
+    table.append(pa.table({"c": pa.array([7], pa.int16())}))
+    assert table.protocol == Protocol(1, 2)
+    table.set_properties(WIDEN)  # the protocol moves to table features with typeWidening
+    assert table.protocol.reader_features == ("typeWidening",)
+    with table.transaction() as tx:  # widen and write the wider values in one commit
+        tx.alter_column_type("c", pa.int64())
+        tx.append(pa.table({"c": [2**50]}))
+    assert table.version == 3 and table.history(1)[0]["operation"] == "TRANSACTION"
+    assert sorted(deltatx.Table(table_uri).to_arrow().column("c").to_pylist()) == [7, 2**50]

@@ -31,7 +31,7 @@ import orjson
 import pyarrow as pa
 
 from ..errors import TypeChangeError, UnsupportedFeatureError
-from .actions import Metadata, Protocol
+from .actions import Metadata
 from .schema import schema_from_json, type_from_delta, type_to_delta
 
 ENABLE_PROPERTY = "delta.enableTypeWidening"
@@ -86,12 +86,6 @@ def is_iceberg_compatible(from_type: str, to_type: str) -> bool:
         return to_type == "double"
     source, target = _decimal(from_type), _decimal(to_type)
     return source is not None and target is not None and source[1] == target[1]
-
-
-def is_supported(protocol: Protocol) -> bool:
-    from .features import writer_features
-
-    return any(f in FEATURES for f in writer_features(protocol))
 
 
 # --------------------------------------------------------------------------------------------

@@ -27,6 +27,15 @@ Hierarchy::
     ├── VacuumRetentionError
     ├── AppendOnlyError
     ├── ProtectedHistoryError          (checkpointProtection forbids a checkpoint of an old version)
+    ├── ClusteringError                (CLUSTER BY a table or columns that cannot be clustered)
+    │   └── ZOrderError                (OPTIMIZE ZORDER BY on a clustered table or bad columns)
+    ├── UnsupportedOperationError      (a Delta API call deltatx does not implement)
+    ├── InvalidArgumentError, ArgumentTypeError (also ValueError / TypeError, as delta-spark)
+    ├── ProtocolDowngradeError         (upgradeTableProtocol to a lower version)
+    ├── LocationNotEmptyError          (create a table over files that are not a table)
+    ├── StreamingSourceError           (a streaming read cannot continue: log gone, bad offset)
+    │   ├── StreamDataChangedError     (a commit removed data; skipChangeCommits / ignoreDeletes)
+    │   └── StreamSchemaChangedError   (a commit changed the schema incompatibly; restart)
     └── ConcurrentModificationException
         ├── ConcurrentWriteException
         ├── ConcurrentAppendException
@@ -144,6 +153,39 @@ class AppendOnlyError(DeltaTxError):
 class ProtectedHistoryError(DeltaTxError):
     """The table's ``checkpointProtection`` forbids touching its history before
     ``delta.requireCheckpointProtectionBeforeVersion`` (e.g. a checkpoint of an older version)."""
+
+
+class ClusteringError(DeltaTxError, ValueError):
+    """Liquid clustering was asked for something Delta does not allow: clustering a partitioned
+    table, more than four clustering columns, a column that does not exist or gets no min/max
+    statistics, or a ``where=`` on a clustered table's OPTIMIZE."""
+
+
+class ZOrderError(ClusteringError):
+    """``OPTIMIZE ZORDER BY`` was refused: the table is clustered (use ``optimize()``), or a column
+    is a partition column, does not exist, or gets no min/max statistics."""
+
+
+class StreamingSourceError(DeltaTxError):
+    """A streaming read of a table cannot go on from where it is (``version``: the commit at fault).
+
+    Like Delta's streaming source, the stream fails rather than skip or repeat rows silently; the
+    message says which option or restart resolves it.
+    """
+
+    def __init__(self, message: str, *, version: int | None = None):
+        super().__init__(message)
+        self.version = version
+
+
+class StreamDataChangedError(StreamingSourceError):
+    """A commit the stream reached removed data (DELETE, UPDATE, MERGE, overwrite): an append-only
+    stream cannot express that. Delta's DELTA_SOURCE_TABLE_IGNORE_CHANGES / _IGNORE_DELETE."""
+
+
+class StreamSchemaChangedError(StreamingSourceError):
+    """A commit the stream reached changed the schema in a way the running query cannot read
+    (Delta's DELTA_SCHEMA_CHANGED_WITH_VERSION); restart the query to pick up the new schema."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -265,6 +307,28 @@ class SparkUnavailableError(DeltaTxError):
 class NativeUnavailableError(DeltaTxError):
     """``engine="parquet"`` was asked of ``deltatx.spark.read/write`` for a table or write that
     Spark's own Parquet reader/writer cannot handle as is; the message says why."""
+
+
+class UnsupportedOperationError(DeltaTxError, NotImplementedError):
+    """A call of Delta's API that deltatx does not implement (e.g. catalog table names: deltatx
+    tables are path tables); the message says what to use instead."""
+
+
+class InvalidArgumentError(DeltaTxError, ValueError):
+    """An argument with a bad value (delta-spark raises ValueError for these, so does this)."""
+
+
+class ArgumentTypeError(DeltaTxError, TypeError):
+    """An argument of the wrong type (delta-spark raises TypeError for these, so does this)."""
+
+
+class ProtocolDowngradeError(DeltaTxError, ValueError):
+    """``upgradeTableProtocol`` asked for a lower reader or writer version than the table has."""
+
+
+class LocationNotEmptyError(DeltaTxError, FileExistsError):
+    """A table was to be created where files already are but no Delta table is: VACUUM would
+    later delete those files as unreferenced. Convert them instead (``convertToDelta``)."""
 
 
 class PostCommitHookWarning(UserWarning):

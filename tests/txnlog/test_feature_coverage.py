@@ -57,12 +57,12 @@ NOT_WRITTEN = {"catalogManaged", "variantType"}
 NOT_READ = {"catalogManaged"}
 
 #: Landing with the other issue-11 branches (columnMapping, changeDataFeed, checkConstraints,
-#: invariants, generatedColumns, identityColumns, clustering). The lead empties this set when
-#: merging them: test_pending_features_are_not_supported_yet then fails until it is emptied, like a
-#: strict xfail.
+#: invariants, generatedColumns, identityColumns; clustering is merged). The lead empties this set
+#: when merging them: test_pending_features_are_not_supported_yet then fails until it is emptied,
+#: like a strict xfail.
 PENDING_ON_OTHER_BRANCHES = {
     "columnMapping", "changeDataFeed", "checkConstraints", "invariants", "generatedColumns",
-    "identityColumns", "clustering",
+    "identityColumns",
 }
 
 #: supported names outside PROTOCOL.md's list: the preview names older Delta releases wrote, and

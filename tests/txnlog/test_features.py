@@ -136,7 +136,7 @@ def test_writer_only_feature_moves_writer_to_7() -> None:
     [
         ({"delta.enableChangeDataFeed": "true"}, "changeDataFeed"),
         ({"delta.columnMapping.mode": "name"}, "columnMapping"),
-        ({"delta.feature.clustering": "supported"}, "clustering"),
+        ({"delta.feature.collations-preview": "supported"}, "collations-preview"),
     ],
 )
 def test_features_we_do_not_write_are_refused(config: dict[str, str], feature: str) -> None:

@@ -36,7 +36,9 @@ from .values import plain_type
 
 #: IN lists longer than this are checked against the list's [min, max] range only
 _MAX_IN_VALUES = 64
-_CACHE_ENTRIES = 8
+#: ranges (slices) of one chunk's buffers remembered at once
+_RANGES_PER_CHUNK = 4
+_CACHE_ENTRIES = 256  # chunks: a snapshot adds one per commit (replay compacts them at 16)
 
 
 # --------------------------------------------------------------------------------------------
@@ -45,47 +47,69 @@ _CACHE_ENTRIES = 8
 
 
 class _DerivedCache:
-    """Values derived from a log column (stats JSON, partition values), keyed by its buffers.
+    """Values derived from a log column (stats JSON, partition values), chunk by chunk.
 
-    An entry keeps the source array alive, so its buffer addresses cannot be reused by other data
-    while the entry exists: an address key cannot alias different content. Within an entry,
-    derived values are stored per name (a column), computed in batches for what is missing.
+    A snapshot's file table grows by a chunk per commit, and a commit that drops files keeps the
+    rest as zero-copy slices of the old chunks (txnlog.replay). So the cache is keyed by a chunk's
+    *buffers*: a later slice of the same buffers is served by slicing the derived arrays, and only
+    the new commit's rows are derived again. An entry keeps its chunk alive, so its buffer
+    addresses cannot be reused by other data while the entry exists: a key cannot alias different
+    content. Derived values are arrays with one row per source row.
     """
 
     def __init__(self, entries: int):
         self.entries = entries
         self._lock = threading.Lock()
-        self._data: OrderedDict[tuple, tuple[pa.ChunkedArray, dict[Any, Any]]] = OrderedDict()
+        # buffers key -> [(chunk, its offset, its length, {name: derived array})], newest first
+        self._data: OrderedDict[tuple, list[tuple[pa.Array, int, int, dict[Any, Any]]]] = OrderedDict()
 
     @staticmethod
-    def key(source: pa.ChunkedArray) -> tuple:
-        parts = []
-        for chunk in source.chunks:
-            bufs = tuple((b.address, b.size) if b is not None else (0, 0) for b in chunk.buffers())
-            parts.append((chunk.offset, len(chunk), bufs))
-        return (str(source.type), tuple(parts))
+    def key(chunk: pa.Array) -> tuple:
+        bufs = tuple((b.address, b.size) if b is not None else (0, 0) for b in chunk.buffers())
+        return (str(chunk.type), bufs)
 
     def get(
         self,
         source: pa.ChunkedArray,
         names: Sequence[Any],
-        compute: Callable[[list[Any]], dict[Any, Any]],
+        compute: Callable[[pa.ChunkedArray, list[Any]], dict[Any, Any]],
     ) -> dict[Any, Any]:
-        """``{name: derived value}``; ``compute(missing_names)`` fills what the cache lacks."""
-        k = self.key(source)
+        """``{name: derived array}`` for all of ``source``; ``compute(chunk, missing_names)``
+        derives what the cache lacks for one chunk."""
+        chunks = source.chunks or [pa.array([], source.type)]
+        parts = [self._chunk(c, names, compute) for c in chunks]
+        if len(parts) == 1:
+            return parts[0]
+        return {n: pa.concat_arrays([_as_array(p[n]) for p in parts]) for n in names
+                if all(n in p for p in parts)}
+
+    def _chunk(self, chunk: pa.Array, names: Sequence[Any],
+               compute: Callable[[pa.ChunkedArray, list[Any]], dict[Any, Any]]) -> dict[Any, Any]:
+        k = self.key(chunk)
+        start, length = chunk.offset, len(chunk)
+        cached: dict[Any, Any] = {}
+        exact: dict[Any, Any] | None = None
         with self._lock:
-            entry = self._data.get(k)
-            cached = dict(entry[1]) if entry is not None else {}
-            if entry is not None:
+            ranges = self._data.get(k)
+            if ranges is not None:
                 self._data.move_to_end(k)
+                for _, first, n, derived in ranges:
+                    if first <= start and start + length <= first + n:
+                        at = start - first
+                        cached = {name: v if (at, length) == (0, n) else v.slice(at, length)
+                                  for name, v in derived.items()}
+                        exact = derived if (first, n) == (start, length) else None
+                        break
         missing = [n for n in names if n not in cached]
         if missing:
-            fresh = compute(missing)
+            fresh = compute(pa.chunked_array([chunk]), missing)
             with self._lock:
-                entry = self._data.get(k)
-                store = entry[1] if entry is not None else {}
-                store.update(fresh)
-                self._data[k] = (source, store)
+                if exact is not None:
+                    exact.update(fresh)  # the same range: the entry gains the new names
+                else:
+                    ranges = self._data.setdefault(k, [])
+                    ranges.insert(0, (chunk, start, length, dict(fresh)))
+                    del ranges[_RANGES_PER_CHUNK:]
                 self._data.move_to_end(k)
                 while len(self._data) > self.entries:
                     self._data.popitem(last=False)
@@ -95,6 +119,12 @@ class _DerivedCache:
     def clear(self) -> None:
         with self._lock:
             self._data.clear()
+
+
+def _as_array(a: pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(a, pa.ChunkedArray):
+        return a.combine_chunks() if a.num_chunks != 1 else a.chunk(0)
+    return a
 
 
 def _project_column(parsed: pa.StructArray, name: str) -> pa.StructArray:
@@ -160,7 +190,10 @@ class _Files:
         pv = _as_chunked(self.files.column("partitionValues"))
         key = ("partition", f.name, _physical_name(f), str(f.type))
         plain = f.with_type(plain_type(f.type))
-        return STATS_CACHE.get(pv, [key], lambda _: {key: partition_column(self.files, plain)})[key]
+        def compute(chunk: pa.ChunkedArray, _: list[Any]) -> dict[Any, Any]:
+            return {key: _as_array(partition_column(pa.table({"partitionValues": chunk}), plain))}
+
+        return STATS_CACHE.get(pv, [key], compute)[key]
 
     def _stats_for(self, names: list[str]) -> dict[str, pa.StructArray]:
         source = _as_chunked(self.files.column("stats"))
@@ -168,8 +201,8 @@ class _Files:
         wanted = [n for n in names if n in fields]
         keys = [("stats", n, _physical_name(fields[n]), str(fields[n].type)) for n in wanted]
 
-        def compute(missing: list[Any]) -> dict[Any, Any]:
-            parsed = parse_stats(source, pa.schema([fields[k[1]] for k in missing]))
+        def compute(chunk: pa.ChunkedArray, missing: list[Any]) -> dict[Any, Any]:
+            parsed = parse_stats(chunk, pa.schema([fields[k[1]] for k in missing]))
             return {k: _project_column(parsed, k[1]) for k in missing}
 
         got = STATS_CACHE.get(source, keys, compute)

@@ -358,14 +358,51 @@ class _ScanPlan:
                 read = [f.name for f in wanted if f.name in in_file and f.name not in self.partition_columns] \
                     + [c for c in physical if c in in_file]
                 groups = self._row_groups(i, pf, prune, filter) if prune is not None else None
+                pf_metadata = pf.metadata
                 if groups is None:
                     raw, positions = pf.read(columns=read), None
                 else:
-                    raw, positions = pf.read_row_groups(groups, columns=read), _group_positions(pf.metadata, groups)
-                file_rows = pf.metadata.num_rows
+                    raw = pf.read_row_groups(groups, columns=read)
+                    positions = None if prune is not None else _group_positions(pf_metadata, groups)
+                file_rows = pf_metadata.num_rows
         except OSError as exc:
             self.raise_if_missing(exc)
             raise
+        table = pa.table(self._file_columns(wanted, raw, i), schema=wanted)
+        if prune is not None:
+            from ..expr.rows import matches  # expr imports this module (partition values)
+
+            # Filter first, with the bound predicate: positions, metadata columns and the DV test
+            # then cost only the matching rows (a point change reads a 128k-row group for one row).
+            hit = np.flatnonzero(_mask_to_numpy(matches(prune, table)))
+            table, raw = table.take(hit), raw.take(hit)
+            positions = hit if groups is None else _positions_in_file(pf_metadata, groups, hit)
+            filter = None
+        if meta:
+            values = metadata_columns(meta, raw, self.files.column("path")[i].as_py(),
+                                      self._file_long("baseRowId", i), self._file_long("defaultRowCommitVersion", i),
+                                      self.materialized, positions)
+            table = pa.table(table.columns + [values[n] for n in meta],
+                             schema=pa.schema(list(wanted) + [metadata_field(n) for n in meta]))
+        descriptor = self.deletion_vectors[i]
+        if descriptor is None:
+            return (table.filter(filter) if filter is not None else table).select(names)
+        deleted = deleted_rows(self.store, descriptor, self.paths[i])
+        if filter is None and positions is None:  # the whole file, in order
+            return table.filter(pa.array(keep_mask(table.num_rows, deleted, self.paths[i]))).select(names)
+        # Filter first (usually few rows remain), then drop the deleted positions among them: the
+        # same rows as the other order, without filtering every column of the whole file twice.
+        _check_dv_fits(deleted, file_rows, self.paths[i])
+        if filter is not None:
+            table = table.append_column("__position", pa.array(
+                positions if positions is not None else np.arange(table.num_rows, dtype=np.int64)))
+            table = table.filter(filter)
+            positions = table.column("__position").to_numpy()
+        live = ~np.isin(positions, deleted.astype(np.int64))
+        return table.filter(pa.array(live)).select(names)
+
+    def _file_columns(self, wanted: pa.Schema, raw: pa.Table, i: int) -> list[pa.ChunkedArray | pa.Array]:
+        """File ``i``'s columns as the table types (partition values filled in, missing ones null)."""
         cols = []
         for f in wanted:
             if f.name in raw.column_names:
@@ -381,27 +418,7 @@ class _ScanPlan:
                 cols.append(pa.repeat(value, raw.num_rows) if value.is_valid else pa.nulls(raw.num_rows, f.type))
             else:
                 cols.append(pa.nulls(raw.num_rows, f.type))
-        if meta:
-            values = metadata_columns(meta, raw, self.files.column("path")[i].as_py(),
-                                      self._file_long("baseRowId", i), self._file_long("defaultRowCommitVersion", i),
-                                      self.materialized, positions)
-            wanted = pa.schema(list(wanted) + [metadata_field(n) for n in meta])
-            cols += [values[n] for n in meta]
-        table = pa.table(cols, schema=wanted)
-        descriptor = self.deletion_vectors[i]
-        if descriptor is None:
-            return (table.filter(filter) if filter is not None else table).select(names)
-        deleted = deleted_rows(self.store, descriptor, self.paths[i])
-        if filter is None:
-            return table.filter(pa.array(keep_mask(table.num_rows, deleted, self.paths[i]))).select(names)
-        # Filter first (usually few rows remain), then drop the deleted positions among them: the
-        # same rows as the other order, without filtering every column of the whole file twice.
-        _check_dv_fits(deleted, file_rows, self.paths[i])
-        table = table.append_column("__position", pa.array(
-            positions if positions is not None else np.arange(table.num_rows, dtype=np.int64)))
-        table = table.filter(filter)
-        live = ~np.isin(table.column("__position").to_numpy(), deleted.astype(np.int64))
-        return table.filter(pa.array(live)).select(names)
+        return cols
 
     def _row_groups(self, i: int, pf: pq.ParquetFile, prune: "Expr", filter: pc.Expression) -> list[int] | None:
         """The row groups whose footer statistics ``filter`` may match (None: read the whole file).
@@ -447,6 +464,21 @@ def _group_positions(metadata: Any, groups: list[int]) -> np.ndarray:
     if not groups:
         return np.empty(0, np.int64)
     return np.concatenate([np.arange(starts[g], starts[g + 1], dtype=np.int64) for g in groups])
+
+
+def _positions_in_file(metadata: Any, groups: list[int], hit: np.ndarray) -> np.ndarray:
+    """Physical positions in the file of rows ``hit`` of the concatenated ``groups``."""
+    sizes = np.array([metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)], dtype=np.int64)
+    file_starts = np.concatenate([[0], np.cumsum(sizes)])[groups]
+    read_ends = np.cumsum(sizes[groups])
+    k = np.searchsorted(read_ends, hit, side="right")
+    return file_starts[k] + hit - (read_ends[k] - sizes[groups][k])
+
+
+def _mask_to_numpy(mask: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    if isinstance(mask, pa.ChunkedArray):
+        mask = mask.combine_chunks() if mask.num_chunks != 1 else mask.chunk(0)
+    return mask.to_numpy(zero_copy_only=False)
 
 
 def _check_dv_fits(deleted: np.ndarray, num_rows: int, path: str) -> None:

@@ -1,5 +1,10 @@
 """deltatx as a Spark format: ``df.write.format("deltatx")``, ``spark.read.format("deltatx")``, streams.
 
+delta-spark's table API by the same names is :class:`DeltaTable` (``from deltatx.spark import
+DeltaTable``; :mod:`deltatx.spark.delta_table`): ``forPath``, ``delete``/``update``/``merge`` as
+Spark jobs, ``history``, ``detail``, ``optimize``, ``vacuum``, ``restoreTo*``, ``convertToDelta``
+and the ``create``/``replace`` builders.
+
 Importing this module registers the ``deltatx`` format on the active SparkSession, if there is
 one; :func:`register` does it for any session. No JVM jars: the format is a Python data source
 (executors write and read Parquet through deltatx, the driver commits through the core
@@ -15,7 +20,13 @@ Writing (options follow Delta's names; Spark lower-cases option keys, any spelli
         .option("txnVersion", "7").option("userMetadata", "nightly").save(uri)
     df.write.format("deltatx").option("delta.isolationLevel", "Serializable").save(new_uri)
 
-Always give a mode: Spark's default (ErrorIfExists) is refused for Python sources.
+Always give a mode: Spark's default (ErrorIfExists) and Ignore are refused for Python sources
+with UNSUPPORTED_DATA_SOURCE_SAVE_MODE, and Spark offers no hook to change that (pyspark 4.3:
+``DataSource.writer(schema, overwrite: bool)`` only learns append/overwrite; the JVM side,
+``PythonDataSourceV2``, implements ``TableProvider`` but not ``SupportsCatalogOptions``, and its
+table declares ``BATCH_WRITE``, so ``DataFrameWriter.save`` raises for those modes before the
+source is asked). :func:`write` offers ``error``/``ignore``; ``DeltaTable.create(spark)`` (delta-spark's
+API, :mod:`deltatx.spark.delta_table`) creates a table explicitly.
 Write options: ``replaceWhere``, ``partitionBy`` (comma-separated), ``mergeSchema``,
 ``overwriteSchema``, ``txnAppId`` + ``txnVersion`` (idempotent: skipped when already applied),
 ``userMetadata``, ``maxRecordsPerFile``, ``delta.*``/``deltatx.*`` table properties (used when the
@@ -64,6 +75,12 @@ catalog table's location to Python sources.)
 Streaming (exactly-once: each micro-batch is one commit with txn (query id, batch id))::
 
     df.writeStream.format("deltatx").option("checkpointLocation", ckpt).start(uri)
+
+Streaming reads (Delta's streaming source: the table as the query starts, then each commit's
+appended files; options startingVersion/startingTimestamp, maxFilesPerTrigger/maxBytesPerTrigger,
+skipChangeCommits/ignoreDeletes; see :mod:`deltatx.spark.stream_source`)::
+
+    spark.readStream.format("deltatx").option("maxFilesPerTrigger", 100).load(uri)
 """
 
 from __future__ import annotations
@@ -73,7 +90,13 @@ import shutil
 import tempfile
 from typing import Any
 
-from ..errors import DeltaTxError, NativeUnavailableError, SparkUnavailableError, TableAlreadyExistsError
+from ..errors import (
+    DeltaTxError,
+    NativeUnavailableError,
+    ProtocolChangedException,
+    SparkUnavailableError,
+    TableAlreadyExistsError,
+)
 
 try:
     import pyspark  # noqa: F401
@@ -89,6 +112,9 @@ from .source import FORMAT_NAME, DeltaTxDataSource
 from .unwrap import typed_error
 
 __all__ = ["FORMAT_NAME", "DeltaTxDataSource", "register", "write", "read", "activate", "typed_error"]
+
+#: modes of deltatx.spark.write that only create a table (Spark's ErrorIfExists and Ignore)
+CREATE_ONLY_MODES = ("error", "errorifexists", "default", "ignore")
 
 #: how deltatx.spark.read/write move rows: Spark's own Parquet reader/writer, or the format
 ENGINES = ("auto", "parquet", "format")
@@ -143,13 +169,21 @@ def _option_value(value: Any) -> str:
 def write(df: Any, uri: str, mode: str = "append", engine: str = "auto", **options: Any) -> CommitResult | None:
     """Write ``df`` to the deltatx table at ``uri``; typed errors, and the commit's result.
 
-    ``mode``: ``append`` | ``overwrite`` | ``error`` (``errorifexists``) | ``ignore``. ``options``
-    are the write options (``replaceWhere=``, ``partitionBy=["date"]``, ``mergeSchema=True``,
-    ``txnAppId=``/``txnVersion=``, ``userMetadata=``; snake_case spellings work too; dotted table
-    properties via ``**{"delta.isolationLevel": "Serializable"}``). Returns the ``CommitResult``
-    (``skipped=True`` for an idempotent write already applied), or None for ``ignore`` on an
-    existing table. Raises the deltatx exception of the failure (e.g. ``ConcurrentAppendException``
-    with ``.version`` = the winning commit) instead of Spark's generic error.
+    ``mode``: ``append`` | ``overwrite`` | ``error`` (``errorifexists``, ``default``: Spark's
+    default mode) | ``ignore``. ``error`` and ``ignore`` may only create the table: the write is
+    planned as a creation and commits version 0 exclusively, so a table that exists — already, or
+    created concurrently before the commit — makes ``error`` raise ``TableAlreadyExistsError``
+    and ``ignore`` return None, with nothing written either way. (``df.write.format("deltatx")``
+    cannot offer these modes: Spark refuses every mode but append and overwrite for Python data
+    sources before the source is asked, see the module docstring.)
+
+    ``options`` are the write options (``replaceWhere=``, ``partitionBy=["date"]``,
+    ``mergeSchema=True``, ``txnAppId=``/``txnVersion=``, ``userMetadata=``; snake_case spellings
+    work too; dotted table properties via ``**{"delta.isolationLevel": "Serializable"}``). Returns
+    the ``CommitResult`` (``skipped=True`` for an idempotent write already applied), or None for
+    ``ignore`` on an existing table. Raises the deltatx exception of the failure (e.g.
+    ``ConcurrentAppendException`` with ``.version`` = the winning commit) instead of Spark's
+    generic error.
 
     ``engine``: ``"auto"`` (default) lets Spark's own Parquet writer write the files when the
     write allows it (local table, no replaceWhere; see :mod:`deltatx.spark.native_write`) and
@@ -163,17 +197,29 @@ def write(df: Any, uri: str, mode: str = "append", engine: str = "auto", **optio
     activate(spark)
     mode = mode.lower()
     raw = {_option_key(k): _option_value(v) for k, v in options.items()}
-    if mode in ("error", "errorifexists", "default", "ignore"):
-        from ..txnlog.store import open_store
-        from .options import lower_keys, storage_options
+    if mode not in CREATE_ONLY_MODES:
+        if mode not in ("append", "overwrite"):
+            raise DeltaTxError(f"mode must be append, overwrite, error, errorifexists or ignore, not {mode!r}")
+        return _write(df, uri, mode, engine, raw)
+    from ..txnlog.store import open_store
+    from .options import CREATE_ONLY_OPTION, lower_keys, storage_options
 
-        if open_store(uri, storage_options(lower_keys(raw))).table_exists():
-            if mode == "ignore":
-                return None
+    try:
+        if open_store(uri, storage_options(lower_keys(raw))).table_exists():  # the cheap answer first
             raise TableAlreadyExistsError(f"a Delta table already exists at {uri!r} (mode {mode!r})")
-        mode = "append"
-    if mode not in ("append", "overwrite"):
-        raise DeltaTxError(f"mode must be append, overwrite, error or ignore, not {mode!r}")
+        return _write(df, uri, "append", engine, {**raw, CREATE_ONLY_OPTION: "true"})
+    except (TableAlreadyExistsError, ProtocolChangedException) as exc:
+        # ProtocolChangedException: a planned creation lost the race to create version 0
+        if mode == "ignore":
+            return None
+        if isinstance(exc, TableAlreadyExistsError):
+            raise
+        raise TableAlreadyExistsError(f"a Delta table was created at {uri!r} while this write (mode {mode!r}) "
+                                      f"ran; nothing was written") from exc
+
+
+def _write(df: Any, uri: str, mode: str, engine: str, raw: dict[str, str]) -> CommitResult | None:
+    """An append or overwrite with string options: Spark's Parquet writer, or the format."""
     if engine != "format":
         from .native_write import native_write, unavailable_reason
         from .options import spark_schema_to_arrow
@@ -273,3 +319,11 @@ try:
 except ModuleNotFoundError as _missing:
     if _missing.name != f"{__name__}.dml":
         raise
+
+# ---- delta-spark's DeltaTable API by the same names (delta_table.py and its builders) ----
+from .delta_builder import DeltaTableBuilder  # noqa: E402
+from .delta_merge import DeltaMergeBuilder  # noqa: E402
+from .delta_optimize import DeltaOptimizeBuilder  # noqa: E402
+from .delta_table import DeltaTable  # noqa: E402
+
+__all__ += ["DeltaTable", "DeltaTableBuilder", "DeltaMergeBuilder", "DeltaOptimizeBuilder"]

@@ -52,6 +52,8 @@ STORAGE_PREFIX = "storage."
 REPORT_OPTION = "_deltatx_report"
 #: internal option: the version a read was pinned to when Spark asked for its schema (load())
 PINNED_VERSION_OPTION = "_deltatx_pinned_version"
+#: internal option: the write must create the table (modes error / ignore of deltatx.spark.write)
+CREATE_ONLY_OPTION = "_deltatx_create_only"
 
 _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")
@@ -148,6 +150,7 @@ class WriteSpec:
     table_properties: dict[str, str] = field(default_factory=dict)
     max_records_per_file: int | None = None
     report_path: str | None = None
+    create_only: bool = False  # refuse (TableAlreadyExistsError) when the table exists at planning
 
 
 def write_spec(raw_options: Mapping[str, str], overwrite: bool) -> WriteSpec:
@@ -186,6 +189,7 @@ def write_spec(raw_options: Mapping[str, str], overwrite: bool) -> WriteSpec:
         table_properties=table_properties(o),
         max_records_per_file=int_option(o, "maxRecordsPerFile", minimum=1),
         report_path=o.get(REPORT_OPTION),
+        create_only=flag(o, CREATE_ONLY_OPTION),
     )
 
 

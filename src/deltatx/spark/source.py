@@ -13,6 +13,7 @@ from pyspark.sql.datasource import DataSource
 
 from .options import PINNED_VERSION_OPTION, arrow_schema_to_spark, read_spec
 from .reader import DeltaTxReader, open_table, select_columns, with_row_tracking_metadata
+from .stream_source import DeltaTxStreamReader, stream_read_spec
 from .streaming import DeltaTxStreamWriter, plan_stream
 from .writer import DeltaTxWriter, plan_write
 
@@ -51,3 +52,6 @@ class DeltaTxDataSource(DataSource):
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DeltaTxStreamWriter:
         return DeltaTxStreamWriter(plan_stream(self.options, schema, overwrite))
+
+    def streamReader(self, schema: Any) -> DeltaTxStreamReader:
+        return DeltaTxStreamReader(stream_read_spec(self.options), schema)

@@ -21,6 +21,7 @@ from .. import errors
 _CLASS_LINE = re.compile(r"deltatx\.errors\.([A-Za-z_][A-Za-z0-9_]*): (.*)")
 _CONFLICT = re.compile(r"Conflicting commit: version (\d+)(?: \(([^)]*)\))?\.")
 _WHERE = re.compile(r"Conflict at: (.+?)\. ")
+_VERSION = re.compile(r"\bversion (\d+)")
 
 
 def _error_class(name: str) -> type[errors.DeltaTxError] | None:
@@ -45,6 +46,9 @@ def typed_error(exc: BaseException) -> errors.DeltaTxError | None:
     message = last.group(2).strip()
     if issubclass(cls, errors.ConcurrentModificationException):
         return _concurrent(cls, message)
+    if issubclass(cls, errors.StreamingSourceError):  # its message names the version at fault first
+        found = _VERSION.search(message)
+        return cls(message, version=int(found.group(1)) if found else None)
     try:
         return cls(message)
     except TypeError:  # a class that needs more than a message (e.g. UnsupportedFeatureError)

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from ..errors import ReplaceWhereViolationError, SchemaMismatchError, TableNotFoundError
+from ..errors import ReplaceWhereViolationError, SchemaMismatchError, TableAlreadyExistsError, TableNotFoundError
 from ..expr import bind, parse_predicate, to_arrow
 from ..io.writer import WriteOptions, write_data_files
 from ..tables import properties as props
@@ -126,6 +126,8 @@ def plan_write(options: Mapping[str, str], spark_schema: Any, overwrite: bool) -
     # columns a DataFrame adds to a table are nullable (older rows have none), as in Delta
     incoming = as_nullable(spark_schema_to_arrow(spark_schema))
     table = _open_table(spec)
+    if table is not None and spec.create_only:  # mode error/ignore: the write may only create it
+        raise TableAlreadyExistsError(f"a Delta table already exists at {spec.uri!r}")
     if table is None:
         schema = incoming
         partition_columns = tuple(spec.partition_by or ())

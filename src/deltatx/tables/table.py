@@ -227,8 +227,23 @@ class Table:
 
         return MergeBuilder(None, source, on, source_alias=source_alias, target_alias=target_alias, table=self)
 
-    def optimize(self, where: str | None = None, target_size: int | None = None) -> CommitResult:
-        return self._run(None, lambda tx: tx.optimize(where=where, target_size=target_size))
+    def optimize(self, where: str | None = None, target_size: int | None = None,
+                 zorder_by: list[str] | None = None, full: bool = False) -> CommitResult:
+        """Compact small files; cluster a clustered table (incrementally, or every file with
+        ``full``); or, with ``zorder_by``, OPTIMIZE ZORDER BY an unclustered table."""
+        return self._run(None, lambda tx: tx.optimize(where=where, target_size=target_size,
+                                                      zorder_by=zorder_by, full=full))
+
+    def cluster_by(self, columns: list[str] | None) -> CommitResult:
+        """ALTER TABLE CLUSTER BY (columns); ``None`` is CLUSTER BY NONE."""
+        return self._run(None, lambda tx: tx.cluster_by(columns))
+
+    @property
+    def clustering_columns(self) -> list[str] | None:
+        """The clustering columns ([] after CLUSTER BY NONE); None when the table is not clustered."""
+        from .ops.clustering import clustering_columns
+
+        return clustering_columns(self._snapshot)
 
     def reorg(self, where: str | None = None, purge: bool = True) -> CommitResult:
         """``REORG TABLE ... APPLY (PURGE)``: rewrite the files that have deletion vectors."""
@@ -277,8 +292,10 @@ class Table:
 def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | None = None,
                  properties: dict[str, Any] | None = None, name: str | None = None,
                  description: str | None = None, storage_options: dict[str, Any] | None = None,
-                 exist_ok: bool = False) -> Table:
-    """Create an empty Delta table (version 0: commitInfo, protocol, metaData)."""
+                 exist_ok: bool = False, cluster_by: list[str] | None = None) -> Table:
+    """Create an empty Delta table (version 0: commitInfo, protocol, metaData).
+
+    ``cluster_by`` makes it a clustered table (liquid clustering; not with ``partition_by``)."""
     store = open_store(str(uri), storage_options)
     if isinstance(partition_by, str):
         partition_by = [partition_by]
@@ -301,6 +318,14 @@ def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | No
             return Table(str(uri), storage_options=storage_options, _store=store)
         raise TableAlreadyExistsError(f"a Delta table already exists at {uri!r}")
     config = row_tracking.with_materialized_names(props.validate_properties(properties or {}))
+    requested = config
+    domains: tuple = ()
+    clustered_by: list[str] | None = None
+    if cluster_by is not None:
+        from .ops.clustering import creation_clustering
+
+        config, domain, clustered_by = creation_clustering(schema, partition_by, config, cluster_by)
+        domains = (domain,)
     metadata = Metadata(
         id=Metadata.new_id(), schema_string=schema_to_json(schema), partition_columns=tuple(partition_by),
         configuration=props.stored_configuration(config), name=name, description=description,
@@ -318,7 +343,8 @@ def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | No
             "partitionBy": schema_partition_json(partition_by),
             "description": description or "",
             "isManaged": "false",
-            "properties": schema_partition_json(config),
+            "properties": schema_partition_json(requested),
+            **({"clusterBy": schema_partition_json(clustered_by)} if clustered_by is not None else {}),
         },
         "isolationLevel": table_isolation_level(config).value,
         "isBlindAppend": True,
@@ -328,7 +354,7 @@ def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | No
     }
     stamp_creation(commit_info, config)
     try:
-        store.put_commit(0, encode_commit(commit_info, protocol=protocol, metadata=metadata))
+        store.put_commit(0, encode_commit(commit_info, protocol=protocol, metadata=metadata, domains=domains))
     except VersionExistsError:
         if exist_ok:
             return Table(str(uri), storage_options=storage_options, _store=store)

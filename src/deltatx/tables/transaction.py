@@ -35,6 +35,7 @@ from ..txnlog.actions import (
     FILE_SCHEMA,
     REMOVE_SCHEMA,
     CommitActions,
+    DomainMetadata,
     Metadata,
     Protocol,
     Txn,
@@ -120,6 +121,7 @@ class Transaction:
         self._schema: pa.Schema | None = None  # parsed schema of the staged metadata
         self._protocol: Protocol | None = None
         self._txns: dict[str, Txn] = {}
+        self._domains: dict[str, DomainMetadata] = {}  # staged domainMetadata, by domain
         self._ops: list[_StagedOp] = []
         self._files = snapshot.files  # the table as this transaction sees it (own writes included)
         self._written: set[str] = set()  # add paths of the data files this transaction wrote
@@ -154,6 +156,11 @@ class Transaction:
     @property
     def store(self):
         return self.table._store
+
+    @property
+    def domains(self) -> dict[str, DomainMetadata]:
+        """Metadata domains as this transaction sees them (the snapshot's, then its own staged)."""
+        return {**self.snapshot.domains, **self._domains} if self._domains else self.snapshot.domains
 
     def current_files(self) -> pa.Table:
         """Active files as this transaction sees them (snapshot − staged removes + staged adds)."""
@@ -300,6 +307,11 @@ class Transaction:
         """Rules some features put on every metadata/protocol change (O(1) while they are off)."""
         iceberg_compat.validate(self.metadata, self.protocol, previous=self.snapshot.metadata, schema=self._schema)
 
+    def stage_domain(self, domain: DomainMetadata) -> None:
+        """Stage a ``domainMetadata`` action (the last one staged per domain wins)."""
+        self._ensure_open()
+        self._domains[domain.domain] = domain
+
     def stage_txn(self, app_id: str, version: int) -> None:
         self._ensure_open()
         self._txns[app_id] = Txn(app_id, int(version), int(time.time() * 1000))
@@ -335,10 +347,35 @@ class Transaction:
 
         return MergeBuilder(self, source, on, source_alias=source_alias, target_alias=target_alias)
 
-    def optimize(self, where: str | None = None, target_size: int | None = None) -> dict[str, Any]:
+    def optimize(self, where: str | None = None, target_size: int | None = None,
+                 zorder_by: list[str] | None = None, full: bool = False) -> dict[str, Any]:
+        """OPTIMIZE: bin-packing; on a clustered table, incremental clustering (``full`` re-clusters
+        every file); with ``zorder_by``, Delta's OPTIMIZE ZORDER BY (unclustered tables only)."""
+        from .ops.clustering import is_clustered_table, stage_cluster
         from .ops.optimize import stage_optimize
+        from .ops.zorder import stage_zorder
 
+        if zorder_by is not None:
+            if full:
+                from ..errors import ZOrderError
+
+                raise ZOrderError("full=True re-clusters a clustered table; it does not go with zorder_by")
+            return stage_zorder(self, zorder_by, where=where, target_size=target_size)
+        if is_clustered_table(self):
+            return stage_cluster(self, where=where, target_size=target_size, full=full)
+        if full:
+            from ..errors import ClusteringError
+
+            raise ClusteringError("optimize(full=True) re-clusters a clustered table; this table is not clustered")
         return stage_optimize(self, where=where, target_size=target_size)
+
+    def cluster_by(self, columns: list[str] | None) -> dict[str, Any]:
+        """ALTER TABLE CLUSTER BY: set the clustering columns (None or [] = CLUSTER BY NONE).
+
+        Upgrades the protocol to the ``clustering`` feature when the table lacks it."""
+        from .ops.clustering import stage_cluster_by
+
+        return stage_cluster_by(self, columns)
 
     def reorg(self, where: str | None = None, purge: bool = True) -> dict[str, Any]:
         """Delta's ``REORG TABLE ... APPLY (PURGE)``: rewrite every file that has a deletion
@@ -371,7 +408,7 @@ class Transaction:
 
     # ------------------------------------------------------------------ commit
     def has_changes(self) -> bool:
-        return bool(self._adds or self._removes or self._metadata or self._protocol or self._txns)
+        return bool(self._adds or self._removes or self._metadata or self._protocol or self._txns or self._domains)
 
     def _staged_adds(self) -> pa.Table:
         adds = [a for a in self._adds if a.num_rows]
@@ -410,17 +447,17 @@ class Transaction:
         only_adds = removes.num_rows == 0
         blind = only_adds and reads_nothing and adds.num_rows > 0
         name, _, _, changes_data = self._operation()
-        has_non_file = bool(self._metadata or self._protocol or self._txns)
+        has_non_file = bool(self._metadata or self._protocol or self._txns or self._domains)
         level = effective_isolation_level(
             table_isolation_level(self.snapshot.properties),
             adds=adds, removes=removes, has_non_file_actions=has_non_file, changes_data=changes_data,
         )
         read_hwm = row_tracking.high_watermark(self.snapshot.domains)
-        domains: tuple = ()
+        domains: tuple = tuple(self._domains.values())
         if row_tracking.assigns_ids(self.protocol, self.properties):
             adds, hwm = row_tracking.assign_row_ids(adds, read_hwm, read_hwm, self.read_version + 1)
             if hwm is not None:
-                domains = (row_tracking.watermark_domain(hwm),)
+                domains += (row_tracking.watermark_domain(hwm),)
         uses_dvs = props.flag(self.properties, props.ENABLE_DELETION_VECTORS, False)
         row_level = self.row_level.state() if uses_dvs or self.row_level.files or self.row_level.compacted else None
         return TransactionInfo(

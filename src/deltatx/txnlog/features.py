@@ -50,6 +50,7 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
         "allowColumnDefaults",  # tables/defaults.py fills omitted columns with CURRENT_DEFAULT
         "appendOnly",  # the transaction refuses data-changing removes when delta.appendOnly=true
         "checkpointProtection",  # checkpoint_protection.py; deltatx never cleans up the log
+        "clustering",  # tables/ops/clustering.py: delta.clustering domain, stats, liquid OPTIMIZE
         "deletionVectors",  # DML marks rows in DVs (io/deletion_vector_writer.py) when enabled
         "domainMetadata",  # replayed, checkpointed, conflict-checked per domain
         # tables/iceberg_compat.py checks the rules on every metadata/protocol change; the writer
@@ -70,7 +71,10 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
 )
 
 #: Features that need others listed too (PROTOCOL.md: row tracking keeps its watermark in a domain).
-FEATURE_DEPENDENCIES: dict[str, tuple[str, ...]] = {"rowTracking": ("domainMetadata",)}
+FEATURE_DEPENDENCIES: dict[str, tuple[str, ...]] = {
+    "rowTracking": ("domainMetadata",),
+    "clustering": ("domainMetadata",),  # clustering columns live in the delta.clustering domain
+}
 
 #: Legacy protocol versions and the features they imply (PROTOCOL.md, "Table Features").
 _LEGACY_WRITER_FEATURES: dict[int, tuple[str, ...]] = {

@@ -37,6 +37,7 @@ from .actions import (
     Metadata,
     Protocol,
     Txn,
+    deletion_vector_unique_id,
     file_actions_table,
     parse_commit,
 )
@@ -53,6 +54,8 @@ _MAX_CHUNKS = 16
 _REMOTE_READ_THREADS = 16
 
 _KEY_SEPARATOR = "\x00"
+#: Up to this many rows, logical-file keys are built in Python: a commit's handful of actions.
+_SMALL = 32
 
 
 # --------------------------------------------------------------------------------------------
@@ -177,6 +180,10 @@ def file_keys(table: pa.Table) -> pa.ChunkedArray:
     dv = table.column("deletionVector")
     if dv.null_count == len(dv):
         return path
+    if table.num_rows <= _SMALL:  # a commit's few actions: a dozen compute calls cost more than this
+        keys = [p if d is None else f"{p}{_KEY_SEPARATOR}{deletion_vector_unique_id(d)}"
+                for p, d in zip(path.to_pylist(), dv.to_pylist())]
+        return pa.chunked_array([pa.array(keys, pa.string())])
     storage = pc.fill_null(pc.struct_field(dv, "storageType"), "")
     location = pc.fill_null(pc.struct_field(dv, "pathOrInlineDv"), "")
     offset = pc.cast(pc.struct_field(dv, "offset"), pa.string())
@@ -315,18 +322,37 @@ def _drop_keys(table: pa.Table, touched: pa.Array) -> pa.Table:
         return table
     # Compare paths first (plain strings, no key built per row); build the path + DV keys only
     # for the rows whose path was touched.
-    touched_paths = pc.unique(pc.list_element(pc.split_pattern(touched, _KEY_SEPARATOR, max_splits=1), 0))
+    if len(touched) <= _SMALL:
+        touched_paths = pa.array({k.split(_KEY_SEPARATOR, 1)[0] for k in touched.to_pylist()}, pa.string())
+    else:
+        touched_paths = pc.unique(pc.list_element(pc.split_pattern(touched, _KEY_SEPARATOR, max_splits=1), 0))
     same_path = pc.is_in(table.column("path"), value_set=touched_paths)
     if not pc.any(same_path).as_py():
         return table
     rows = pc.indices_nonzero(same_path)
-    hit = pc.is_in(file_keys(table.take(rows)), value_set=touched)
+    hit = pc.is_in(file_keys(table.select(["path", "deletionVector"]).take(rows)), value_set=touched)
     drop = rows.filter(hit)
     if not len(drop):
         return table
+    if len(drop) <= _SMALL:
+        return _without_rows(table, drop.to_numpy())
     keep = np.ones(table.num_rows, dtype=bool)
     keep[drop.to_numpy()] = False
     return table.filter(pa.array(keep))
+
+
+def _without_rows(table: pa.Table, rows: np.ndarray) -> pa.Table:
+    """``table`` less a few ``rows``, as zero-copy slices around them: the kept rows keep their
+    buffers, so values derived from them (parsed stats, cached by buffer) stay valid."""
+    pieces: list[pa.Table] = []
+    start = 0
+    for row in np.sort(rows):
+        if row > start:
+            pieces.append(table.slice(start, row - start))
+        start = int(row) + 1
+    if start < table.num_rows:
+        pieces.append(table.slice(start))
+    return pa.concat_tables(pieces) if pieces else table.slice(0, 0)
 
 
 def _compact(table: pa.Table) -> pa.Table:

@@ -27,6 +27,10 @@ def maybe_auto_compact(table: "Table") -> None:
         return
     from ...errors import ConcurrentModificationException
 
+    from ...txnlog.clustering import is_clustered
+
+    if is_clustered(snap.protocol):
+        predicates = None  # a clustered table has no partitions: it clusters (incrementally) instead
     try:
         table._run(None, lambda tx: tx.optimize(where=predicates))
     except ConcurrentModificationException:

@@ -30,6 +30,7 @@ from ...expr import (
     FALSE,
     Column,
     Comparison,
+    Expr,
     IsNull,
     Literal,
     and_all,
@@ -51,6 +52,7 @@ from .rewrite import write_options
 if TYPE_CHECKING:
     from ...txnlog.snapshot import Snapshot
     from ..transaction import Transaction
+    from .layout import Layout
 
 #: target size of compacted files when ``delta.targetFileSize`` is not set
 DEFAULT_TARGET_SIZE = 256 * 1024 * 1024
@@ -84,7 +86,7 @@ def _partition_strings(files: pa.Table, partition_columns: list[str]) -> list[pa
     return out
 
 
-def _partition_codes(files: pa.Table, partition_columns: list[str]) -> np.ndarray:
+def partition_codes(files: pa.Table, partition_columns: list[str]) -> np.ndarray:
     if not partition_columns or not files.num_rows:
         return np.zeros(files.num_rows, dtype=np.int64)
     return group_codes(_partition_strings(files, partition_columns)).to_numpy(zero_copy_only=False)
@@ -113,7 +115,7 @@ def plan_bins(files: pa.Table, partition_columns: list[str], target_size: int,
         files = files.slice(0, 0)  # a lone small file has nothing to be compacted with
         return files.append_column("bin", pa.array([], pa.int64()))
     sizes = files["size"].to_numpy()
-    codes = _partition_codes(files, partition_columns)
+    codes = partition_codes(files, partition_columns)
     order = np.lexsort((sizes, codes))
     codes, sizes = codes[order], sizes[order]
     files = files.take(pa.array(order))
@@ -138,7 +140,7 @@ def plan_bins(files: pa.Table, partition_columns: list[str], target_size: int,
 MAX_DELETED_ROWS_RATIO = 0.05
 
 
-def _dv_files(files: pa.Table, all_with_dv: bool) -> np.ndarray:
+def files_to_purge(files: pa.Table, all_with_dv: bool) -> np.ndarray:
     """Files whose DV must be purged: every file with one (REORG), or those over the ratio."""
     dv = files.column("deletionVector")
     has = pc.is_valid(dv).to_numpy(zero_copy_only=False)
@@ -160,6 +162,24 @@ def _write_options(tx: "Transaction") -> WriteOptions:
     return opts
 
 
+def files_in_partitions(tx: "Transaction", where: str | Expr | None) -> tuple[Expr | None, pa.Table]:
+    """The bound ``where`` (partition columns only, as Delta requires) and the files it selects."""
+    schema, partition_columns = tx.schema, tx.partition_columns
+    files = tx.current_files()
+    if where is None:
+        return None, files
+    pred = bind_predicate(parse_predicate(where) if isinstance(where, str) else where, schema)
+    outside = sorted(pred.columns() - set(partition_columns))
+    if outside:
+        raise PredicateError(
+            f"OPTIMIZE where= may only name partition columns {partition_columns}; it names {outside}. "
+            f"Compaction works on whole files, so select partitions, not rows."
+        )
+    if files.num_rows:
+        files = files.filter(files_matching(pred, files, schema, partition_columns, use_stats=False))
+    return pred, files
+
+
 def stage_optimize(tx: "Transaction", where: str | None = None, target_size: int | None = None,
                    purge_only: bool = False) -> dict[str, Any]:
     """Compact small files (optionally only in the partitions ``where`` selects); returns metrics.
@@ -168,42 +188,53 @@ def stage_optimize(tx: "Transaction", where: str | None = None, target_size: int
     ``purge_only`` is REORG ... APPLY (PURGE): rewrite exactly the files that have a DV.
     """
     started = time.perf_counter()
-    schema, partition_columns = tx.schema, tx.partition_columns
+    partition_columns = tx.partition_columns
     target = target_file_size(tx.properties, target_size)
-    pred = None
-    files = tx.current_files()
-    if where is not None:
-        pred = bind_predicate(parse_predicate(where) if isinstance(where, str) else where, schema)
-        outside = sorted(pred.columns() - set(partition_columns))
-        if outside:
-            raise PredicateError(
-                f"OPTIMIZE where= may only name partition columns {partition_columns}; it names {outside}. "
-                f"Compaction works on whole files, so select partitions, not rows."
-            )
-        if files.num_rows:
-            files = files.filter(files_matching(pred, files, schema, partition_columns, use_stats=False))
+    pred, files = files_in_partitions(tx, where)
     considered = files.num_rows
-    purge = _dv_files(files, purge_only) if files.num_rows else None
+    purge = files_to_purge(files, purge_only) if files.num_rows else None
     if purge_only:
         files, purge = files.filter(pa.array(purge)), None
         planned = plan_bins(files, partition_columns, _HUGE, np.ones(files.num_rows, dtype=bool))
     else:
         planned = plan_bins(files, partition_columns, target, purge)
+    compacted, adds = stage_rewrite(tx, planned, pred)
+    metrics = rewrite_metrics(tx, planned, compacted, adds, considered, started)
+    params = {"predicate": [str(pred)] if pred is not None else [], "targetSize": target}
+    if purge_only:
+        tx.note_operation("REORG", {"predicate": params["predicate"], "applyPurge": True}, metrics, changes_data=False)
+    else:
+        tx.note_operation("OPTIMIZE", params, metrics, changes_data=False)
+    return metrics
+
+
+def stage_rewrite(tx: "Transaction", planned: pa.Table, pred: Expr | None,
+                  layout: "Layout | None" = None) -> tuple[pa.Table, pa.Table]:
+    """Rewrite each bin of ``planned`` as new files and stage removes + adds (dataChange=false).
+
+    ``layout`` (clustering, Z-order) orders each bin's rows and cuts and tags its files; without
+    it a bin becomes one file. Returns (the files removed, the add actions)."""
     compacted = planned.drop_columns(["bin"])
     # The read is the compacted files themselves (by path): without a where=, FALSE rather than
     # "the whole table", so that concurrent changes to files it does not touch never conflict.
     tx.record_read(pred if pred is not None else FALSE, compacted)
 
-    adds = _compact(tx, planned)
+    adds = _compact(tx, planned, layout)
     if compacted.num_rows:
         tx.stage_removes(compacted, data_change=False)
         tx.stage_adds(adds)
         if uses_deletion_vectors(tx):
             tx.row_level.note_compaction_output(adds.column("path").to_pylist())
+    return compacted, adds
+
+
+def rewrite_metrics(tx: "Transaction", planned: pa.Table, compacted: pa.Table, adds: pa.Table,
+                    considered: int, started: float) -> dict[str, Any]:
+    """Delta's OPTIMIZE metrics of one rewrite."""
     removed_bytes = int(pc.sum(compacted["size"]).as_py() or 0) if compacted.num_rows else 0
     added_bytes = int(pc.sum(adds["size"]).as_py() or 0) if adds.num_rows else 0
-    partitions = len(np.unique(_partition_codes(compacted, partition_columns))) if compacted.num_rows else 0
-    metrics = {
+    partitions = len(np.unique(partition_codes(compacted, tx.partition_columns))) if compacted.num_rows else 0
+    return {
         "numRemovedFiles": compacted.num_rows,
         "numAddedFiles": adds.num_rows,
         "numRemovedBytes": removed_bytes,
@@ -218,16 +249,11 @@ def stage_optimize(tx: "Transaction", where: str | None = None, target_size: int
         if compacted.num_rows else 0,
         "executionTimeMs": int((time.perf_counter() - started) * 1000),
     }
-    params = {"predicate": [str(pred)] if pred is not None else [], "targetSize": target}
-    if purge_only:
-        tx.note_operation("REORG", {"predicate": params["predicate"], "applyPurge": True}, metrics, changes_data=False)
-    else:
-        tx.note_operation("OPTIMIZE", params, metrics, changes_data=False)
-    return metrics
 
 
-def _compact(tx: "Transaction", planned: pa.Table) -> pa.Table:
-    """Read each bin and write it back as one file; add actions (dataChange=false)."""
+def _compact(tx: "Transaction", planned: pa.Table, layout: "Layout | None" = None) -> pa.Table:
+    """Read each bin and write it back (one file, or as ``layout`` orders and cuts it); add
+    actions (dataChange=false)."""
     from ...txnlog.actions import FILE_SCHEMA
 
     if not planned.num_rows:
@@ -248,9 +274,13 @@ def _compact(tx: "Transaction", planned: pa.Table) -> pa.Table:
         if record:
             _record_sources(tx, files, data)
         file_schema, opts = schema, options
+        if layout is not None:
+            data, cuts = layout.arrange(data, files)
         if meta:
             data, file_schema, unindexed = physical(tx, data)
             opts = dataclasses.replace(options, unindexed_columns=unindexed)
+        if layout is not None:
+            return layout.write(tx.store, data, cuts, file_schema, partition_columns, opts)
         return write_data_files(tx.store, data, file_schema, partition_columns, opts, data_change=False)
 
     with ThreadPoolExecutor(max_workers=_PARALLEL_BINS) as pool:

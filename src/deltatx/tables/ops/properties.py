@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from ...txnlog import row_tracking
 from ...txnlog.features import required_protocol
 from .. import properties as props
+from .clustering import check_stats_cover_clustering
 
 if TYPE_CHECKING:
     from ..transaction import Transaction
@@ -18,6 +19,7 @@ def stage_set_properties(tx: "Transaction", properties: dict[str, Any]) -> None:
     config.update(new)
     config = row_tracking.with_materialized_names(config)
     protocol = required_protocol(config, tx.schema, tx.protocol)
+    check_stats_cover_clustering(tx.protocol, tx.domains, tx.schema, config)
     stored = props.stored_configuration(config)
     if stored != tx.metadata.configuration:
         tx.stage_metadata(tx.metadata.replace(configuration=stored))

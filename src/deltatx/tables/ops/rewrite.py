@@ -36,10 +36,14 @@ if TYPE_CHECKING:
 
 
 def write_options(tx: "Transaction") -> WriteOptions:
-    p = tx.properties
+    return options_for(tx.properties)
+
+
+def options_for(properties: dict[str, str]) -> WriteOptions:
+    """The write options a table's properties ask for (which columns get statistics...)."""
     opts = WriteOptions()
-    opts.num_indexed_cols = props.int_property(p, props.NUM_INDEXED_COLS, opts.num_indexed_cols)
-    opts.materialize_partition_columns = materializes_partition_values(p)
+    opts.num_indexed_cols = props.int_property(properties, props.NUM_INDEXED_COLS, opts.num_indexed_cols)
+    opts.materialize_partition_columns = materializes_partition_values(properties)
     return opts
 
 

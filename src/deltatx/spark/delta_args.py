@@ -1,0 +1,149 @@
+"""Arguments of the DeltaTable API: delta-spark's checks, and pyspark Columns as deltatx SQL text.
+
+Why a module of its own: every DeltaTable call takes conditions and ``{column: value}`` maps "as
+SQL strings or pyspark Columns", and must refuse bad ones exactly as delta-spark does (same
+exception kinds, same message openings, so code written against delta-spark behaves the same),
+but with deltatx's typed errors (``ArgumentTypeError`` is a ``TypeError``, ``InvalidArgumentError``
+a ``ValueError``).
+
+A string goes to deltatx's SQL parser as is. A Column has no SQL text of its own in Spark 4 (its
+unresolved tree prints operators as functions: ``=(key, 'b')``), so it is *analyzed* — never
+executed — against a DataFrame with the columns it may name (:class:`ColumnScope`: the target's
+schema as an empty local relation, plus the MERGE source), and the resolved expression's
+``sql()`` is what deltatx parses: ``(t.value = CAST('1' AS BIGINT))``. Spark's own type coercion
+and name resolution thereby apply to Columns, deltatx's to strings. Timestamp literals in
+Columns are rendered in the session time zone, which deltatx reads as UTC: keep
+``spark.sql.session.timeZone`` at UTC (``deltatx.spark.session`` does) or pass strings.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import pyarrow as pa
+
+from ..errors import ArgumentTypeError, InvalidArgumentError, PredicateError
+from ..expr import parse_expression, strip_alias
+
+ConditionLike = Any  # str | pyspark.sql.Column
+ValueLike = Any  # str | pyspark.sql.Column
+
+
+def _is_column(value: Any) -> bool:
+    from pyspark.sql import Column
+
+    return isinstance(value, Column)
+
+
+def check_condition(condition: ConditionLike, argname: str = "'condition'") -> ConditionLike:
+    """``condition`` if it is None, a SQL string or a Column; delta-spark's TypeError otherwise."""
+    if condition is None or isinstance(condition, str) or _is_column(condition):
+        return condition
+    raise ArgumentTypeError(f"{argname} must be a Spark SQL Column or a string (expression in SQL syntax), "
+                            f"found to be of type {type(condition)}")
+
+
+def check_mapping(mapping: Mapping[str, ValueLike] | None, argname: str) -> dict[str, ValueLike]:
+    """A ``{column name: SQL string or Column}`` dict, checked as delta-spark checks ``set``/``values``."""
+    if mapping is None:
+        raise InvalidArgumentError(f"{argname} cannot be None")
+    if type(mapping) is not dict:
+        raise ArgumentTypeError(f"{argname} must be a dict, found to be {type(mapping)}")
+    for key, value in mapping.items():
+        if type(key) is not str:
+            raise ArgumentTypeError(f"Keys of dict in {argname} must contain only strings with column names, "
+                                    f"found '{key}' of type '{type(key)}'")
+        if not (isinstance(value, str) or _is_column(value)):
+            raise ArgumentTypeError(f"Values of dict in {argname} must contain only Spark SQL Columns or strings "
+                                    f"(expressions in SQL syntax) as values, found '{value}' of type '{type(value)}'")
+    return dict(mapping)
+
+
+def check_str(value: Any, what: str) -> str:
+    """delta-spark's builder check (``TypeError: <what> must be str. Found ...``)."""
+    if type(value) is not str:
+        raise ArgumentTypeError(f"{what} must be str. Found {value} with type {type(value)}")
+    return value
+
+
+def column_names(cols: tuple[Any, ...], what: str) -> list[str]:
+    """``f("a", "b")`` or ``f(["a", "b"])`` as a list of names (``partitionedBy``, ``executeZOrderBy``)."""
+    if len(cols) == 1 and isinstance(cols[0], (list, tuple)):
+        cols = tuple(cols[0])
+    return [check_str(c, what) for c in cols]
+
+
+class ColumnScope:
+    """Turns Columns into SQL text by analyzing them where they will be evaluated.
+
+    ``target_schema`` becomes an empty local relation (no job, no file read), aliased
+    ``target_alias`` when given; ``source`` (a MERGE's source DataFrame) is cross-joined to it
+    under ``source_alias``. The scope DataFrame is built once, on the first Column.
+    """
+
+    def __init__(self, spark: Any, target_schema: pa.Schema, target_alias: str | None = None,
+                 source: Any = None, source_alias: str | None = None):
+        self.spark = spark
+        self.target_schema = target_schema
+        self.target_alias = target_alias
+        self.source = source
+        self.source_alias = source_alias
+        self._frame: Any = None
+
+    def frame(self) -> Any:
+        if self._frame is None:
+            from pyspark.sql import DataFrame
+
+            from .options import arrow_schema_to_spark
+
+            jsession = self.spark._jsparkSession
+            jschema = jsession.parseDataType(arrow_schema_to_spark(self.target_schema).json())
+            target = DataFrame(jsession.createDataFrame(self.spark._jvm.java.util.ArrayList(), jschema), self.spark)
+            if self.target_alias:
+                target = target.alias(self.target_alias)
+            if self.source is not None:
+                source = self.source.alias(self.source_alias) if self.source_alias else self.source
+                target = target.crossJoin(source)
+            self._frame = target
+        return self._frame
+
+    def sql(self, value: str | Any) -> str:
+        """SQL text for a string (unchanged) or a Column (analyzed in this scope)."""
+        if isinstance(value, str):
+            return value
+        try:
+            analyzed = self.frame().select(value)._jdf.queryExecution().analyzed()
+        except Exception as exc:  # AnalysisException: a name the scope does not have, a bad call
+            raise PredicateError(f"cannot resolve the Column {value} against the table"
+                                 f"{' and the MERGE source' if self.source is not None else ''}: "
+                                 f"{_first_line(exc)}") from None
+        expression = analyzed.projectList().head()
+        if expression.nodeName() == "Alias":
+            expression = expression.child()
+        return str(expression.sql())
+
+
+def unaliased_sql(sql: str, alias: str | None) -> str:
+    """``sql`` with the target alias dropped (``t.key = 1`` -> ``key = 1``): DELETE and UPDATE
+    bind to the bare table schema, while delta-spark lets an aliased table's conditions use it."""
+    if not alias:
+        return sql
+    return str(strip_alias(parse_expression(sql), alias))
+
+
+def unaliased_column(name: str, alias: str | None) -> str:
+    """A SET key ``t.value`` of an aliased table as ``value``."""
+    if alias and name.lower().startswith(alias.lower() + "."):
+        return name[len(alias) + 1:]
+    return name
+
+
+def dataframe_alias(df: Any) -> str | None:
+    """The alias a DataFrame was given with ``df.alias(name)`` (its top plan node), or None."""
+    plan = df._jdf.queryExecution().analyzed()
+    return str(plan.alias()) if plan.nodeName() == "SubqueryAlias" else None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

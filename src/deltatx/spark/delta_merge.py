@@ -1,0 +1,82 @@
+"""delta-spark's ``DeltaMergeBuilder`` over deltatx's Spark-distributed MERGE.
+
+``DeltaTable.merge(source, condition)`` returns one; its ``when*`` calls check their arguments
+as delta-spark does, turn Columns into SQL text (:mod:`deltatx.spark.delta_args`) and add the
+clause to a :class:`~deltatx.spark.dml.SparkMergeBuilder`, whose ``execute()`` runs the MERGE as
+Spark tasks and commits once. The semantics (clause order, conditions, NOT MATCHED BY SOURCE,
+``*`` clauses, schema evolution, the cardinality check) are therefore the core's MERGE.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .delta_args import ColumnScope, check_condition, check_mapping
+from .delta_frames import merge_frame
+from .dml import SparkMergeBuilder
+
+
+class DeltaMergeBuilder:
+    """Collects WHEN clauses (any number, in order); :meth:`execute` runs the MERGE."""
+
+    def __init__(self, spark: Any, builder: SparkMergeBuilder, scope: ColumnScope):
+        self._spark = spark
+        self._builder = builder
+        self._scope = scope
+
+    def _condition(self, condition: Any) -> str | None:
+        condition = check_condition(condition)
+        return self._scope.sql(condition) if condition is not None else None
+
+    def _values(self, mapping: Any, argname: str) -> dict[str, str]:
+        return {k: self._scope.sql(v) for k, v in check_mapping(mapping, argname).items()}
+
+    def whenMatchedUpdate(self, condition: Any = None, set: Any = None) -> "DeltaMergeBuilder":  # noqa: A002,N802
+        """Update matched target rows as ``set`` says (``{"col": "s.col + 1"}``), where ``condition`` holds."""
+        values = self._values(set, "'set' in whenMatchedUpdate")
+        self._builder.when_matched_update(values, self._condition(condition))
+        return self
+
+    def whenMatchedUpdateAll(self, condition: Any = None) -> "DeltaMergeBuilder":  # noqa: N802
+        """Update every target column of a matched row from the same-named source column."""
+        self._builder.when_matched_update_all(self._condition(condition))
+        return self
+
+    def whenMatchedDelete(self, condition: Any = None) -> "DeltaMergeBuilder":  # noqa: N802
+        """Delete matched target rows where ``condition`` holds (all, without one)."""
+        self._builder.when_matched_delete(self._condition(condition))
+        return self
+
+    def whenNotMatchedInsert(self, condition: Any = None, values: Any = None) -> "DeltaMergeBuilder":  # noqa: N802
+        """Insert a row built by ``values`` for each source row that matched no target row."""
+        mapped = self._values(values, "'values' in whenNotMatchedInsert")
+        self._builder.when_not_matched_insert(mapped, self._condition(condition))
+        return self
+
+    def whenNotMatchedInsertAll(self, condition: Any = None) -> "DeltaMergeBuilder":  # noqa: N802
+        """Insert unmatched source rows, target columns taken from the same-named source columns."""
+        self._builder.when_not_matched_insert_all(self._condition(condition))
+        return self
+
+    def whenNotMatchedBySourceUpdate(self, condition: Any = None, set: Any = None) -> "DeltaMergeBuilder":  # noqa: A002,N802
+        """Update target rows no source row matched (``set`` may only name target columns)."""
+        values = self._values(set, "'set' in whenNotMatchedBySourceUpdate")
+        self._builder.when_not_matched_by_source_update(values, self._condition(condition))
+        return self
+
+    def whenNotMatchedBySourceDelete(self, condition: Any = None) -> "DeltaMergeBuilder":  # noqa: N802
+        """Delete target rows no source row matched, where ``condition`` holds."""
+        self._builder.when_not_matched_by_source_delete(self._condition(condition))
+        return self
+
+    def withSchemaEvolution(self) -> "DeltaMergeBuilder":  # noqa: N802
+        """Source columns the target lacks join the table (only ``*`` clauses carry them), as in Delta."""
+        self._builder.with_schema_evolution()
+        return self
+
+    def execute(self) -> Any:
+        """Run the MERGE (Spark tasks, one commit); a one-row DataFrame of Delta's MERGE metrics."""
+        from . import activate
+
+        activate(self._spark)
+        return merge_frame(self._spark, self._builder.execute())

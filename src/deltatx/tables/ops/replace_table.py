@@ -1,0 +1,64 @@
+"""REPLACE TABLE: an existing table gets a new definition (schema, partitioning, properties) and no rows.
+
+One commit, as Delta's ``CREATE OR REPLACE TABLE`` / ``DeltaTable.replace()``: every live file is
+removed (``dataChange=true``), a new ``metaData`` (a new table id, like Delta) replaces the old,
+and the protocol is raised if the new definition needs more, never lowered. The whole table is
+the read, and the metadata changes, so a concurrent commit of any file (a blind append included)
+fails one of the two instead of leaving an old-schema file in the replaced table.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from ...errors import SchemaMismatchError
+from ...txnlog import row_tracking
+from ...txnlog.actions import Metadata
+from ...txnlog.features import check_writable, required_protocol
+from ...txnlog.schema import normalize_schema, schema_to_json
+from .. import properties as props
+
+if TYPE_CHECKING:
+    from ..transaction import Transaction
+
+
+def check_partitioning(schema: pa.Schema, partition_by: list[str]) -> None:
+    """Delta's rules for partition columns: in the schema, not all columns, not nested."""
+    missing = [c for c in partition_by if c not in schema.names]
+    if missing:
+        raise SchemaMismatchError(f"partition column(s) {missing} are not in the schema {schema.names}")
+    if partition_by and len(partition_by) == len(schema.names):
+        raise SchemaMismatchError("a table cannot be partitioned by all of its columns")
+    nested = [c for c in partition_by if pa.types.is_nested(schema.field(c).type)]
+    if nested:
+        raise SchemaMismatchError(f"partition column(s) {nested} have nested types; partition by primitive columns")
+
+
+def stage_replace_table(tx: "Transaction", schema: pa.Schema, partition_by: list[str] | None = None,
+                        properties: dict[str, Any] | None = None, description: str | None = None,
+                        operation: str = "CREATE OR REPLACE TABLE") -> dict[str, Any]:
+    """Stage the replacement of ``tx``'s table by an empty one defined by the arguments."""
+    partition_by = list(partition_by or [])
+    schema = normalize_schema(schema)
+    check_partitioning(schema, partition_by)
+    config = row_tracking.with_materialized_names(props.validate_properties(properties or {}))
+    metadata = Metadata(id=Metadata.new_id(), schema_string=schema_to_json(schema),
+                        partition_columns=tuple(partition_by), configuration=props.stored_configuration(config),
+                        description=description, created_time=int(time.time() * 1000))
+    protocol = required_protocol(config, schema, tx.protocol)
+    check_writable(protocol, metadata)
+    _, files = tx.scan(None)  # the replaced rows: all of them
+    tx.stage_removes(files, data_change=True)
+    tx.stage_metadata(metadata)
+    tx.stage_protocol(protocol)
+    metrics = {"numRemovedFiles": files.num_rows}
+    tx.note_operation(operation, {
+        "isManaged": "false",
+        "description": description or "",
+        "partitionBy": partition_by,
+        "properties": config,
+    }, metrics)
+    return metrics

@@ -106,3 +106,20 @@ def test_a_table_from_another_engine_with_defaults_is_written_with_them(table_ur
     with pytest.raises(SchemaMismatchError, match="NOT NULL"):
         table.append(pa.table({"id": [2], "flag": pa.array([None], pa.bool_())}))  # explicit NULL: refused
     assert deltatx.Table(table_uri).version == 1 and data_files(table_uri) == before
+
+
+def test_replacing_a_table_checks_the_new_defaults(table_uri):
+    from deltatx.tables.ops.replace_table import stage_replace_table
+
+    table = deltatx.create_table(table_uri, pa.schema([("id", pa.int64())]))
+    table.append(pa.table({"id": [1]}))
+    bad = pa.schema([("id", pa.int64()), _default("n", pa.int32(), "id * 2")])
+    with table.transaction() as tx, pytest.raises(SchemaMismatchError, match="a default must be a constant"):
+        stage_replace_table(tx, bad)
+    assert deltatx.Table(table_uri).version == 1
+    with table.transaction() as tx:
+        stage_replace_table(tx, pa.schema([("id", pa.int64()), _default("n", pa.int32(), "7")]))
+    table = deltatx.Table(table_uri)
+    table.append(pa.table({"id": [2]}))
+    assert table.to_arrow().to_pylist() == [{"id": 2, "n": 7}]
+    assert "allowColumnDefaults" in table.protocol.writer_features

@@ -138,3 +138,20 @@ def test_materialized_partition_values_are_written_after_the_data_columns(table_
     got = deltatx.Table(table_uri).to_arrow().sort_by("id")
     assert got.equals(rows)
     assert deltatx.Table(table_uri).to_arrow(where="part = 'b'").column("id").to_pylist() == [2]
+
+
+def test_an_existing_table_breaking_the_rules_is_read_but_not_written(table_uri):
+    """Checked when a transaction starts too, not only when metadata changes: an append to a
+    table that is Iceberg-compatible in name only would write files breaking the rules."""
+    from deltatx.txnlog.actions import encode_commit
+    from deltatx.txnlog.store import open_store
+
+    open_store(table_uri).put_commit(0, encode_commit(
+        {"timestamp": 1, "operation": "CREATE TABLE"},
+        protocol=Protocol(1, 7, None, ("icebergCompatV2",)),
+        metadata=_metadata({"delta.enableIcebergCompatV2": "true"}, partition_columns=())))
+    table = deltatx.Table(table_uri)
+    assert table.to_arrow().num_rows == 0
+    with pytest.raises(InvalidPropertyError, match="needs column mapping"):
+        table.append(pa.table({"id": [1], "part": ["a"], "ts": [None]}, schema=SCHEMA))
+    assert deltatx.Table(table_uri).version == 0 and data_files(table_uri) == set()

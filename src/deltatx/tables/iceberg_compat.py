@@ -17,8 +17,8 @@ ids (``delta.columnMapping.nested.ids``, also written as Parquet field ids), whi
 mapping writer could assign. A V2 table with array or map columns is therefore refused with a
 typed error instead of being written without them.
 
-:func:`validate` runs whenever a transaction stages metadata or a protocol and when a table is
-created; with both properties off it returns at once.
+:func:`validate` runs when a transaction starts, whenever it stages metadata or a protocol, and
+when a table is created; with both properties off it returns at once.
 """
 
 from __future__ import annotations

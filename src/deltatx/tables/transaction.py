@@ -105,6 +105,7 @@ class Transaction:
     def __init__(self, table: "Table", snapshot: Snapshot, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
                  user_metadata: str | None = None):
         check_writable(snapshot.protocol, snapshot.metadata)
+        iceberg_compat.validate(snapshot.metadata, snapshot.protocol)  # O(1) unless Iceberg-compatible
         self.table = table
         self.snapshot = snapshot
         self.read_version = snapshot.version

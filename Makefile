@@ -15,8 +15,11 @@ $(PY):
 # "Location ... is ignored" noise is filtered out.
 $(STAMP): pyproject.toml Makefile | $(PY)
 	set -o pipefail; $(PIP) install -q --upgrade pip 2>&1 | { grep -v "is ignored" || true; }
-	set -o pipefail; $(PIP) install -q -e '.[test,spark]' 2>&1 | { grep -v "is ignored" || true; }
-	$(PY) -c "import deltatx, pyarrow, pyroaring, deltalake, polars, duckdb, duckdb_extension_delta, moto, boto3, s3fs, hypothesis, pytest_timeout, pyspark"
+	set -o pipefail; $(PIP) install -q -e '.[test,spark,catalog]' 2>&1 | { grep -v "is ignored" || true; }
+	$(PY) -c "import deltatx, pyarrow, pyroaring, deltalake, polars, duckdb, duckdb_extension_delta, psycopg, moto, boto3, s3fs, hypothesis, pytest_timeout, pyspark"
+	# catalog tests start a PostgreSQL server (tests/catalog/conftest.py): Debian's binaries
+	test -x /usr/lib/postgresql/15/bin/initdb || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+	  { apt-get update -q && apt-get install -y -q postgresql; }
 	touch $(STAMP)
 
 install: $(STAMP)

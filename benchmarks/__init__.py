@@ -25,6 +25,8 @@ BENCHMARKS: dict[str, str] = {
     "P9": "benchmarks.p9_conflict_check",
     "P10": "benchmarks.p10_dv_delete",
     "P11": "benchmarks.p11_row_level_updates",
+    "P12": "benchmarks.p12_change_feed",
+    "P13": "benchmarks.p13_constrained_append",
 }
 
 

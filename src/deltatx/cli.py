@@ -10,6 +10,7 @@ is :func:`deltatx.harness.run_stress`. Subcommands::
     deltatx optimize URI [--where PRED] [--target-size BYTES]
     deltatx vacuum URI [--retention-hours H] [--dry-run] [--no-enforce-retention]
     deltatx checkpoint URI
+    deltatx changes URI --from V [--to V] [--where PRED] [--limit N]   (change data feed)
     deltatx stress URI [--processes N] [--ops N] [--workload mixed|bank|append]
                        [--isolation Serializable|WriteSerializable] [--duration S] [--seed N]
                        [--row-level]   (deletion vectors + row tracking; adds the row_ids checker)
@@ -56,24 +57,22 @@ def _key_value(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def _number_parser(convert, ok, expected: str):
+    """An argparse type: ``convert(text)`` that must satisfy ``ok``; else "expected <expected>"."""
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+    return parse
 
 
-def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number ≥ 0, got {text!r}")
-    return value
+_positive_int = _number_parser(int, lambda v: v > 0, "a positive integer")
+_non_negative_int = _number_parser(int, lambda v: v >= 0, "a version (an integer ≥ 0)")
+_non_negative_float = _number_parser(float, lambda v: v >= 0, "a number ≥ 0")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -107,6 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="allow a retention shorter than delta.deletedFileRetentionDuration")
 
     sub.add_parser("checkpoint", parents=[common], help="write a checkpoint of the latest version")
+
+    p = sub.add_parser("changes", parents=[common], help="the change data feed of a range of versions")
+    p.add_argument("--from", dest="from_version", type=_non_negative_int, required=True, metavar="V",
+                   help="first version (inclusive)")
+    p.add_argument("--to", dest="to_version", type=_non_negative_int, default=None, metavar="V",
+                   help="last version (inclusive; default: the latest)")
+    p.add_argument("--where", default=None, help="only change rows matching this SQL predicate")
+    p.add_argument("--limit", type=_positive_int, default=None, help="show at most N rows (human output)")
 
     p = sub.add_parser("stress", parents=[common], help="run concurrent writers and check their history")
     p.add_argument("--processes", type=_positive_int, default=8, help="writer processes (default 8)")
@@ -340,6 +347,35 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_changes(args: argparse.Namespace) -> int:
+    table = _open(args)
+    rows = table.changes(starting_version=args.from_version, ending_version=args.to_version, where=args.where)
+    rows = rows.take(pc.sort_indices(rows["_commit_version"]))  # for people and scripts: version order
+    if args.json:
+        records = rows.to_pylist()
+        for record in records:
+            stamp = record.get("_commit_timestamp")
+            if stamp is not None:
+                record["_commit_timestamp"] = stamp.isoformat(timespec="milliseconds") + "Z"
+        _print_json(records)
+        return EXIT_OK
+    from rich.table import Table as RichTable
+
+    shown = rows if args.limit is None else rows.slice(0, args.limit)
+    last = args.to_version if args.to_version is not None else table.version
+    out = RichTable(title=f"Changes of {args.uri}, versions {args.from_version}..{last}: {rows.num_rows} row(s)",
+                    title_justify="left")
+    for name in shown.column_names:
+        out.add_column(name, no_wrap=name.startswith("_"), overflow="fold")
+    for record in shown.to_pylist():
+        out.add_row(*("" if v is None else str(v) for v in record.values()))
+    console = _console()
+    console.print(out)
+    if shown.num_rows < rows.num_rows:
+        console.print(f"({rows.num_rows - shown.num_rows} more row(s); use --json for all)")
+    return EXIT_OK
+
+
 def _stress_progress(enabled: bool):
     """A (callback, context manager) pair drawing a rich progress bar on stderr."""
     if not enabled:
@@ -404,6 +440,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "optimize": cmd_optimize,
     "vacuum": cmd_vacuum,
     "checkpoint": cmd_checkpoint,
+    "changes": cmd_changes,
     "stress": cmd_stress,
 }
 

@@ -18,6 +18,7 @@ Hierarchy::
     ├── InvalidPropertyError           (bad table property value)
     ├── SchemaMismatchError            (append/overwrite data does not fit the table)
     │   └── TypeChangeError            (a column type change type widening does not allow)
+    │   └── ColumnMappingError         (rename/drop without column mapping, a refused mode change)
     ├── PredicateError                 (SQL predicate we cannot parse or evaluate)
     ├── DataFileNotFoundError          (a file the log references is gone)
     ├── ReplaceWhereViolationError     (overwrite rows outside the replaceWhere predicate)
@@ -36,6 +37,10 @@ Hierarchy::
     ├── StreamingSourceError           (a streaming read cannot continue: log gone, bad offset)
     │   ├── StreamDataChangedError     (a commit removed data; skipChangeCommits / ignoreDeletes)
     │   └── StreamSchemaChangedError   (a commit changed the schema incompatibly; restart)
+    ├── ChangeDataFeedError            (change feed range unreadable: feed off, out of range)
+    ├── ConstraintViolationError       (rows break a CHECK constraint, invariant or generated column)
+    ├── InvalidConstraintError         (bad constraint name/expression, duplicate, unknown on drop)
+    ├── IdentityColumnError            (bad identity spec, explicit value for ALWAYS, overflow)
     └── ConcurrentModificationException
         ├── ConcurrentWriteException
         ├── ConcurrentAppendException
@@ -118,6 +123,10 @@ class TypeChangeError(SchemaMismatchError):
     has not enabled it (``delta.enableTypeWidening``)."""
 
 
+class ColumnMappingError(SchemaMismatchError):
+    """A column operation needs column mapping, or a ``delta.columnMapping.mode`` change Delta refuses."""
+
+
 class PredicateError(DeltaTxError, ValueError):
     """A SQL predicate or expression could not be parsed or bound to the table's columns."""
 
@@ -166,6 +175,16 @@ class ZOrderError(ClusteringError):
     is a partition column, does not exist, or gets no min/max statistics."""
 
 
+class ChangeDataFeedError(DeltaTxError, ValueError):
+    """The change feed cannot be read for the requested range: the feed was off for a version
+    (``version`` names it), the range starts after the latest version or before the retained
+    log, or the bounds are invalid."""
+
+    def __init__(self, message: str, *, version: int | None = None):
+        super().__init__(message)
+        self.version = version
+
+
 class StreamingSourceError(DeltaTxError):
     """A streaming read of a table cannot go on from where it is (``version``: the commit at fault).
 
@@ -186,6 +205,42 @@ class StreamDataChangedError(StreamingSourceError):
 class StreamSchemaChangedError(StreamingSourceError):
     """A commit the stream reached changed the schema in a way the running query cannot read
     (Delta's DELTA_SCHEMA_CHANGED_WITH_VERSION); restart the query to pick up the new schema."""
+
+
+class ConstraintViolationError(DeltaTxError, ValueError):
+    """Rows break a rule the table imposes on every row: a CHECK constraint, a column invariant,
+    or a generated column's ``(value <=> expression) IS TRUE``.
+
+    Attributes say what to fix: ``constraint`` (its name; ``invariant(col)`` /
+    ``generated(col)`` for column rules), ``expression`` (SQL), ``num_violations`` and
+    ``row`` (one violating row as a dict). Nothing was written.
+    """
+
+    def __init__(self, message: str, *, constraint: str, expression: str, num_violations: int,
+                 row: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.constraint = constraint
+        self.expression = expression
+        self.num_violations = num_violations
+        self.row = row
+
+    def __reduce__(self):  # keep attributes across pickling (multiprocessing, Spark)
+        return (_rebuild_violation, (str(self), self.constraint, self.expression, self.num_violations, self.row))
+
+
+def _rebuild_violation(message, constraint, expression, num_violations, row):
+    return ConstraintViolationError(message, constraint=constraint, expression=expression,
+                                    num_violations=num_violations, row=row)
+
+
+class InvalidConstraintError(DeltaTxError, ValueError):
+    """``add_constraint``/``drop_constraint`` (or a generated column definition) was refused:
+    a bad name, a name already taken or unknown, an expression that is not a condition."""
+
+
+class IdentityColumnError(DeltaTxError, ValueError):
+    """An identity column was misused: a bad definition (step 0, not BIGINT, partition column),
+    an explicit value for a GENERATED ALWAYS column, an UPDATE of it, or value overflow."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -333,3 +388,36 @@ class LocationNotEmptyError(DeltaTxError, FileExistsError):
 
 class PostCommitHookWarning(UserWarning):
     """A commit succeeded but a hook after it (checkpoint, auto-compaction) failed."""
+
+
+# --------------------------------------------------------------------------------------------
+# Catalog-managed tables (deltatx.catalog)
+# --------------------------------------------------------------------------------------------
+
+
+class CatalogError(DeltaTxError):
+    """Base class of the catalog's errors."""
+
+
+class CatalogURLError(CatalogError, ValueError):
+    """The catalog URL is malformed, names an unknown backend, or cannot be reached."""
+
+
+class CatalogTableNotFoundError(CatalogError, KeyError):
+    """No table of that name is registered in the catalog."""
+
+    def __str__(self) -> str:  # KeyError would print the message in quotes
+        return str(self.args[0]) if self.args else ""
+
+
+class CatalogTableExistsError(CatalogError, FileExistsError):
+    """A table of that name (or at that location) is registered already."""
+
+
+class CatalogManagedTableError(CatalogError):
+    """A catalog-managed table was opened or written by path: its commits must go through the
+    catalog (PROTOCOL.md, catalogManaged), so path access is refused."""
+
+
+class CatalogMaintenanceError(CatalogError):
+    """Maintenance (VACUUM, OPTIMIZE, log cleanup) that the catalog does not allow right now."""

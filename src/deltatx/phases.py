@@ -14,6 +14,8 @@ Phases, in the order one write meets them::
     commit_temp_written    local disk: temp commit file durable, not yet linked
     commit_linked          local disk: the link succeeded, version is committed
     resolve_conflict       lost the race for ``version``; about to read the winners
+    staged                 catalog table: commit staged in _staged_commits, not yet ratified
+    ratified               catalog table(s): the database ratified the version(s)
     published              the commit is in the log                  (version)
     checkpoint_written     checkpoint Parquet published, ``_last_checkpoint`` not yet
     last_checkpoint_written ``_last_checkpoint`` points at it
@@ -36,6 +38,8 @@ PHASES: tuple[str, ...] = (
     "commit_temp_written",
     "commit_linked",
     "resolve_conflict",
+    "staged",
+    "ratified",
     "published",
     "checkpoint_written",
     "last_checkpoint_written",

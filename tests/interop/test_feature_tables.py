@@ -17,7 +17,7 @@ import pytest
 from interop_helpers import read_deltalake, read_duckdb
 
 import deltatx
-from deltatx.errors import AppendOnlyError, UnsupportedFeatureError
+from deltatx.errors import AppendOnlyError
 
 BASE = pa.schema([("id", pa.int64()), ("name", pa.string())])
 
@@ -71,10 +71,6 @@ def _with_generated_column(uri: str) -> None:
     write_deltalake(uri, _rows(ids).append_column("twice", pa.array([i * 2 for i in ids], pa.int64())), mode="append")
 
 
-def _pending(feature: str, branch: str):
-    return pytest.mark.xfail(strict=True, raises=UnsupportedFeatureError, reason=f"lands with the {branch} branch")
-
-
 # name -> (builder, the feature the built table lists)
 CASES = [
     pytest.param(_with_configuration({"delta.enableDeletionVectors": "true"}), "deletionVectors", id="deletionVectors"),
@@ -84,14 +80,10 @@ CASES = [
     pytest.param(_with_feature("V2Checkpoint"), "v2Checkpoint", id="v2Checkpoint"),
     pytest.param(_with_feature("IcebergCompatV1"), "icebergCompatV1", id="icebergCompatV1-dormant"),
     pytest.param(_with_feature("AppendOnly"), "appendOnly", id="appendOnly-dormant"),
-    pytest.param(_with_constraint, "checkConstraints", id="checkConstraints",
-                 marks=_pending("checkConstraints", "checkConstraints")),
-    pytest.param(_with_configuration({"delta.enableChangeDataFeed": "true"}), "changeDataFeed", id="changeDataFeed",
-                 marks=_pending("changeDataFeed", "changeDataFeed")),
-    pytest.param(_with_configuration({"delta.columnMapping.mode": "name"}), "columnMapping", id="columnMapping",
-                 marks=_pending("columnMapping", "columnMapping")),
-    pytest.param(_with_generated_column, "generatedColumns", id="generatedColumns",
-                 marks=_pending("generatedColumns", "generatedColumns")),
+    pytest.param(_with_constraint, "checkConstraints", id="checkConstraints"),
+    pytest.param(_with_configuration({"delta.enableChangeDataFeed": "true"}), "changeDataFeed", id="changeDataFeed"),
+    pytest.param(_with_configuration({"delta.columnMapping.mode": "name"}), "columnMapping", id="columnMapping"),
+    pytest.param(_with_generated_column, "generatedColumns", id="generatedColumns"),
 ]
 
 

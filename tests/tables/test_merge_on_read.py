@@ -239,3 +239,30 @@ def test_metadata_columns_need_no_row_tracking_for_positions(table_uri):
     assert rows.column("_metadata.row_index").to_pylist() == [0, 1, 3, 4]
     assert rows.column("_metadata.row_id").null_count == 4  # no row tracking: no ids
     assert pc.all(pc.equal(rows.column("id"), rows.column("_metadata.row_index"))).as_py()
+
+
+@pytest.mark.parametrize("props", [DV, {**DV, **RT}], ids=["dv", "dv+row-tracking"])
+def test_dml_on_rows_this_transaction_appended_keeps_its_file(table_uri, props):
+    """A DELETE/UPDATE of rows the same transaction appended marks them in a DV of that new file:
+    the file stays on disk and the commit's add names it with the DV (it used to be deleted)."""
+    table = make(table_uri, props, files=1, rows=10)
+    with table.transaction() as tx:
+        tx.append(pa.table({"id": [100, 101, 102], "part": ["p0"] * 3, "v": [0] * 3}, schema=SCHEMA))
+        tx.delete(where="id = 101")
+        tx.update(where="id = 102", set={"v": "v + 5"})
+    after = deltatx.Table(table_uri)
+    rows = by_id(after.to_arrow())
+    assert sorted(rows) == list(range(10)) + [100, 102] and rows[102]["v"] == 5
+    assert all(os.path.exists(os.path.join(table_uri, p)) for p in after.files()["path"].to_pylist())
+    added = [line["add"] for line in commit_lines(table_uri, after.version) if "add" in line]
+    assert sum(a.get("deletionVector") is not None for a in added) == 1
+
+
+def test_an_aborted_transaction_deletes_its_appended_file_after_a_dv_delete(table_uri):
+    table = make(table_uri, DV, files=1, rows=10)
+    before = set(data_files(table_uri))
+    tx = table.transaction()
+    tx.append(pa.table({"id": [100, 101], "part": ["p0"] * 2, "v": [0] * 2}, schema=SCHEMA))
+    tx.delete(where="id = 101")
+    tx.abort()
+    assert set(data_files(table_uri)) == before

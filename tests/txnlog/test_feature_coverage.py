@@ -1,4 +1,4 @@
-"""deltatx writes every table feature PROTOCOL.md defines, except the two it deliberately leaves out.
+"""deltatx writes every table feature PROTOCOL.md defines, except the one it deliberately leaves out.
 
 The feature lists below are data copied from delta-io/delta PROTOCOL.md: the table of
 "Appendix > Valid Feature Names in Table Features", plus the features that have their own section
@@ -11,12 +11,11 @@ import pyarrow as pa
 import pytest
 
 from deltatx.errors import UnsupportedFeatureError
-from deltatx.txnlog.actions import Metadata, Protocol
+from deltatx.txnlog.actions import Metadata
 from deltatx.txnlog.features import (
     FEATURE_DEPENDENCIES,
     SUPPORTED_READER_FEATURES,
     SUPPORTED_WRITER_FEATURES,
-    check_readable,
     check_writable,
     required_protocol,
     writer_features,
@@ -50,20 +49,10 @@ PROTOCOL_FEATURES: dict[str, str] = {
     "variantShredding": "reader-writer",
 }
 
-#: deliberately not written: catalog-managed tables commit through a catalog (a later issue);
-#: variant values cannot be produced from Arrow data (pyarrow has no variant type to write)
-NOT_WRITTEN = {"catalogManaged", "variantType"}
-#: not read: catalog-managed tables are found and read through their catalog
-NOT_READ = {"catalogManaged"}
-
-#: Landing with the other issue-11 branches (columnMapping, changeDataFeed, checkConstraints,
-#: invariants, generatedColumns, identityColumns; clustering is merged). The lead empties this set
-#: when merging them: test_pending_features_are_not_supported_yet then fails until it is emptied,
-#: like a strict xfail.
-PENDING_ON_OTHER_BRANCHES = {
-    "columnMapping", "changeDataFeed", "checkConstraints", "invariants", "generatedColumns",
-    "identityColumns",
-}
+#: deliberately not written: variant values cannot be produced from Arrow data (pyarrow has no
+#: variant type to write); catalogManaged is written through deltatx.catalog only
+NOT_WRITTEN = {"variantType"}
+NOT_READ: set[str] = set()
 
 #: supported names outside PROTOCOL.md's list: the preview names older Delta releases wrote, and
 #: checkpointProtection (delta-io/delta protocol RFC "Checkpoint Protection", written by Delta 3.3+)
@@ -72,18 +61,14 @@ EXTRA_READER_FEATURES = {"typeWidening-preview", "variantType-preview"}
 
 
 def test_every_protocol_writer_feature_is_supported_but_the_exceptions():
-    expected = set(PROTOCOL_FEATURES) - NOT_WRITTEN - PENDING_ON_OTHER_BRANCHES
+    expected = set(PROTOCOL_FEATURES) - NOT_WRITTEN
     assert set(SUPPORTED_WRITER_FEATURES) == expected | EXTRA_WRITER_FEATURES
 
 
 def test_every_protocol_reader_feature_is_supported_but_the_exceptions():
     readers = {f for f, kind in PROTOCOL_FEATURES.items() if kind == "reader-writer"}
-    expected = readers - NOT_READ - PENDING_ON_OTHER_BRANCHES
+    expected = readers - NOT_READ
     assert set(SUPPORTED_READER_FEATURES) == expected | EXTRA_READER_FEATURES
-
-
-def test_pending_features_are_not_supported_yet():
-    assert not PENDING_ON_OTHER_BRANCHES & set(SUPPORTED_WRITER_FEATURES)
 
 
 def test_a_reader_feature_is_always_a_writer_feature_too():
@@ -114,9 +99,3 @@ def test_the_exceptions_are_refused_by_name(feature):
     with pytest.raises(UnsupportedFeatureError) as info:
         required_protocol({f"delta.feature.{feature}": "supported"}, SCHEMA)
     assert info.value.feature == feature
-
-
-def test_catalog_managed_tables_are_not_read():
-    with pytest.raises(UnsupportedFeatureError) as info:
-        check_readable(Protocol(3, 7, ("catalogManaged",), ("catalogManaged", "inCommitTimestamp")))
-    assert info.value.feature == "catalogManaged" and info.value.kind == "reader"

@@ -32,11 +32,10 @@ def test_unknown_reader_feature_is_refused_at_load(log: LogWriter) -> None:
 def test_reader_feature_added_later_is_refused_on_refresh(log: LogWriter) -> None:
     log.create()
     snap = load_snapshot(log.store)
-    log.commit(protocol=Protocol(3, 7, ("columnMapping",), ("columnMapping",)),
-               metadata=table_metadata({"delta.columnMapping.mode": "name"}))
+    log.commit(protocol=Protocol(3, 7, ("someFutureReaderFeature",), ("someFutureReaderFeature",)))
     with pytest.raises(UnsupportedFeatureError) as info:
         snap.refresh(log.store)
-    assert info.value.feature == "columnMapping"
+    assert info.value.feature == "someFutureReaderFeature"
 
 
 def test_supported_reader_features_load(log: LogWriter) -> None:
@@ -52,21 +51,17 @@ def test_check_readable_versions() -> None:
     check_readable(Protocol(3, 7, tuple(SUPPORTED_READER_FEATURES), tuple(SUPPORTED_READER_FEATURES)))
     with pytest.raises(UnsupportedFeatureError, match="readerVersion4"):
         check_readable(Protocol(4, 7, (), ()))
-    with pytest.raises(UnsupportedFeatureError, match="columnMapping"):
-        check_readable(Protocol(2, 5))  # legacy column mapping, metadata unknown
-    check_readable(Protocol(2, 5), table_metadata())  # column mapping mode is 'none'
-    with pytest.raises(UnsupportedFeatureError, match="columnMapping"):
-        check_readable(Protocol(2, 5), table_metadata({"delta.columnMapping.mode": "name"}))
+    check_readable(Protocol(2, 5))  # legacy reader 2 = column mapping, which deltatx reads
+    check_readable(Protocol(2, 5), table_metadata({"delta.columnMapping.mode": "name"}))
+    check_writable(Protocol(2, 5), table_metadata({"delta.columnMapping.mode": "id"}))
 
 
 def test_check_writable_unknown_writer_feature() -> None:
     md = table_metadata()
     check_writable(Protocol(1, 7, None, tuple(SUPPORTED_WRITER_FEATURES)), md)
-    with pytest.raises(UnsupportedFeatureError, match="'identityColumns'") as info:
-        check_writable(Protocol(1, 7, None, ("appendOnly", "identityColumns")),
-                       table_metadata(schema=pa.schema([pa.field("id", pa.int64(), metadata={"delta.identity.start": "1"}),
-                                                        pa.field("part", pa.string())])))
-    assert info.value.kind == "writer" and info.value.feature == "identityColumns"
+    check_writable(Protocol(1, 7, None, ("appendOnly", "allowColumnDefaults")),  # column defaults are filled now
+                   table_metadata(schema=pa.schema([pa.field("id", pa.int64(), metadata={"CURRENT_DEFAULT": '"1"'}),
+                                                    pa.field("part", pa.string())])))
     with pytest.raises(UnsupportedFeatureError) as info:
         check_writable(Protocol(1, 7, None, ("someFutureFeature",)), md)
     assert info.value.feature == "someFutureFeature"
@@ -77,25 +72,29 @@ def test_check_writable_unknown_writer_feature() -> None:
 def test_dormant_writer_features_are_writable_until_used() -> None:
     protocol = Protocol(1, 7, None, ("appendOnly", "changeDataFeed", "checkConstraints", "inCommitTimestamp"))
     check_writable(protocol, table_metadata())
-    for config, feature in [
-        ({"delta.enableChangeDataFeed": "true"}, "changeDataFeed"),
-        ({"delta.constraints.positive": "id > 0"}, "checkConstraints"),
-    ]:
-        with pytest.raises(UnsupportedFeatureError) as info:
-            check_writable(protocol, table_metadata(config))
-        assert info.value.feature == feature
+    check_writable(protocol, table_metadata({"delta.enableChangeDataFeed": "true"}))  # implemented
+    check_writable(protocol, table_metadata({"delta.constraints.positive": "id > 0"}))  # enforced now
+    check_writable(protocol, table_metadata({"delta.enableInCommitTimestamps": "true"}))  # stamped now
+    # variantType stays unwritten: dormant (no variant column) it is fine, in use it is refused
+    variant = Protocol(3, 7, ("variantType",), ("variantType",))
+    check_writable(variant, table_metadata(partition_columns=()))
+    with_variant = table_metadata(partition_columns=()).replace(
+        schema_string='{"type":"struct","fields":[{"name":"v","type":"variant","nullable":true,"metadata":{}}]}')
+    with pytest.raises(UnsupportedFeatureError) as info:
+        check_writable(variant, with_variant)
+    assert info.value.feature == "variantType"
 
 
 def test_legacy_writer_versions_imply_features() -> None:
     check_writable(Protocol(1, 4), table_metadata())  # CDF and generated columns unused
-    with pytest.raises(UnsupportedFeatureError, match="changeDataFeed"):
-        check_writable(Protocol(1, 4), table_metadata({"delta.enableChangeDataFeed": "true"}))
+    check_writable(Protocol(1, 4), table_metadata({"delta.enableChangeDataFeed": "true"}))  # CDF is written
     generated = pa.schema([pa.field("id", pa.int64()),
                            pa.field("part", pa.string(),
                                     metadata={"delta.generationExpression": orjson.dumps("CAST(id AS STRING)")})])
     check_writable(Protocol(1, 3), table_metadata(schema=generated))  # writer 3 has no generated columns
-    with pytest.raises(UnsupportedFeatureError, match="generatedColumns"):
-        check_writable(Protocol(1, 4), table_metadata(schema=generated))
+    check_writable(Protocol(1, 4), table_metadata(schema=generated))  # writer 4 has them: enforced
+    identity = pa.schema([pa.field("id", pa.int64(), metadata={"delta.identity.start": b"1"})])
+    check_writable(Protocol(1, 6), table_metadata(schema=identity))  # writer 6: identity columns
 
 
 # --------------------------------------------------------------------------------------------
@@ -134,8 +133,6 @@ def test_writer_only_feature_moves_writer_to_7() -> None:
 @pytest.mark.parametrize(
     "config, feature",
     [
-        ({"delta.enableChangeDataFeed": "true"}, "changeDataFeed"),
-        ({"delta.columnMapping.mode": "name"}, "columnMapping"),
         ({"delta.feature.collations-preview": "supported"}, "collations-preview"),
     ],
 )
@@ -155,7 +152,37 @@ def test_deletion_vectors_and_row_tracking_name_their_features() -> None:
     assert explicit.writer_features == ("appendOnly", "invariants", "domainMetadata", "rowTracking")
 
 
+def test_change_data_feed_is_a_writer_feature() -> None:
+    protocol = required_protocol({"delta.enableChangeDataFeed": "true"}, PLAIN)
+    assert protocol == Protocol(1, 7, None, ("appendOnly", "invariants", "changeDataFeed"))
+    assert required_protocol({"delta.enableChangeDataFeed": "true"}, PLAIN, Protocol(1, 4)) == Protocol(1, 4)
+
+
+def test_column_rules_and_constraints_name_their_features() -> None:
+    """CHECK constraints, invariants, generated and identity columns are written now: the
+    protocol names their features instead of refusing them."""
+    constrained = required_protocol({"delta.constraints.positive": "id > 0"}, PLAIN)
+    assert constrained == Protocol(1, 7, None, ("appendOnly", "invariants", "checkConstraints"))
+    schema = pa.schema([
+        pa.field("id", pa.int64(), metadata={"delta.identity.start": b"1", "delta.identity.step": b"1"}),
+        pa.field("twice", pa.int64(), metadata={"delta.generationExpression": orjson.dumps("id * 2")}),
+        pa.field("x", pa.int32(), metadata={"delta.invariants": orjson.dumps('{"expression":{"expression":"x > 3"}}')}),
+    ])
+    protocol = required_protocol({}, schema)
+    assert protocol == Protocol(1, 7, None, ("appendOnly", "invariants", "identityColumns", "generatedColumns"))
+    # a legacy protocol that implies them already needs no upgrade
+    assert required_protocol({"delta.constraints.p": "id > 0"}, schema, Protocol(1, 6)) == Protocol(1, 6)
+
+
 def test_disabled_flags_need_nothing() -> None:
     config = {"delta.enableChangeDataFeed": "false", "delta.columnMapping.mode": "none",
               "delta.enableDeletionVectors": "false"}
     assert required_protocol(config, PLAIN) == Protocol(1, 2)
+
+
+def test_column_mapping_needs_the_reader_writer_feature() -> None:
+    for mode in ("name", "id"):
+        protocol = required_protocol({"delta.columnMapping.mode": mode}, PLAIN)
+        assert protocol == Protocol(3, 7, ("columnMapping",), ("appendOnly", "invariants", "columnMapping"))
+    # the legacy (2, 5) protocol delta-rs creates implies the feature: nothing to upgrade
+    assert required_protocol({"delta.columnMapping.mode": "name"}, PLAIN, Protocol(2, 5)) == Protocol(2, 5)

@@ -13,6 +13,12 @@ tolerated only if it touches nothing but ``configuration`` — adding or changin
 keys from :data:`ALLOWED_CONFIGURATION_CHANGES` with an accepted value — plus the column-mapping
 field metadata that enabling column mapping writes into the schema. Anything else (schema,
 partitioning, other properties, the table id) raises :class:`MetadataChangedException`.
+
+Identity columns: an insert into an identity table moves ``delta.identity.highWaterMark`` in the
+schema. Such a change (and nothing else) is adopted like an allow-listed one, and when *both*
+sides only moved high-water marks they are compatible too: the loser's rebase (in the
+transaction, ``tables/identity.py``) moves its values above the winner's marks. Databricks
+refuses concurrent identity inserts; deltatx serialises them instead.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import orjson
 from ..errors import InvalidTableError, MetadataChangedException, ProtocolChangedException
 from ..txnlog.actions import CommitActions, Metadata, Protocol
 from ..txnlog.features import check_writable, reader_features, writer_features
+from ..txnlog.identity import is_high_water_mark_change, only_marks_differ
 from .hints import operation_name
 from .txn_info import TransactionInfo
 
@@ -148,7 +155,7 @@ def metadata_change_problems(old: Metadata, new: Metadata) -> list[str]:
             problems.append(f"property {key} set to {value!r}")
         elif key == "delta.columnMapping.mode":
             enables_column_mapping = True
-    if old.schema_string != new.schema_string:
+    if old.schema_string != new.schema_string and not only_marks_differ(old.schema_string, new.schema_string):
         if not (enables_column_mapping and _same_schema_modulo_column_mapping(old.schema_string, new.schema_string)):
             problems.append("schema changed")
     return problems
@@ -160,6 +167,9 @@ def check_metadata(txn: TransactionInfo, winner: CommitActions) -> None:
     assert new is not None
     context = dict(version=winner.version, operation=winner.operation, commit_info=winner.commit_info)
     if txn.metadata is not None:
+        if is_high_water_mark_change(txn.read_metadata, txn.metadata) and \
+                is_high_water_mark_change(txn.read_metadata, new):
+            return  # two identity inserts: the loser's rebase moves its values past the winner's
         raise MetadataChangedException(
             f"this {txn.operation} and the concurrent {operation_name(winner.operation)} both "
             f"changed the table metadata (schema, partitioning or properties).",

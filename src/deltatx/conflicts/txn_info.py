@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from ..isolation import IsolationLevel
 from ..txnlog.actions import DomainMetadata, Metadata, Protocol, Txn
+from ..txnlog.identity import is_high_water_mark_change
 
 if TYPE_CHECKING:  # the expression model is only needed for annotations here
     from ..expr import Expr
@@ -98,8 +99,10 @@ class TransactionInfo:
 
     @property
     def changes_metadata(self) -> bool:
-        """True if this transaction commits a new ``metaData`` action."""
-        return self.metadata is not None
+        """True if this transaction commits a new ``metaData`` action that changes the table's
+        shape or properties. Moving identity high-water marks (any insert into an identity table)
+        does not count: it changes what no concurrent append could have relied on."""
+        return self.metadata is not None and not is_high_water_mark_change(self.read_metadata, self.metadata)
 
     @property
     def app_ids_used(self) -> frozenset[str]:

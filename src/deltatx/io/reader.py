@@ -35,6 +35,7 @@ from ..errors import (
     PredicateError,
     SchemaMismatchError,
 )
+from ..txnlog import column_mapping
 from ..txnlog.stats import _physical_name
 from .grouping import group_codes
 from .deletion_vectors import deleted_rows, keep_mask
@@ -43,6 +44,7 @@ from .row_metadata import MaterializedColumns, is_metadata_column, metadata_colu
 
 if TYPE_CHECKING:
     from ..expr import Expr
+    from ..txnlog.column_mapping import ColumnMapping
     from ..txnlog.store import LogStore
 
 _PARQUET = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit="us"))
@@ -183,6 +185,7 @@ def read_files(
     filter: pc.Expression | None = None,
     materialized: MaterializedColumns | None = None,
     prune: "Expr | None" = None,
+    column_mapping: "ColumnMapping | None" = None,
 ) -> pa.Table:
     """The rows of the given files as one table with exactly ``schema``'s (or ``columns``') types.
 
@@ -190,13 +193,23 @@ def read_files(
     ``columns`` may name ``_metadata.*`` columns (:mod:`.row_metadata`); those reads go file by
     file, and ``materialized`` names the row-tracking columns of the files. ``prune`` (the bound
     predicate ``filter`` was made from) lets those reads skip the columns it does not name and
-    the row groups whose footer statistics it cannot match.
+    the row groups whose footer statistics it cannot match. With a ``column_mapping`` the files
+    hold physical columns (:func:`_read_mapped`); names, ``filter`` and the result stay logical.
     """
+    if column_mapping is not None:
+        return _read_mapped(store, files, schema, partition_columns, columns, filter, materialized, prune,
+                            column_mapping)
+    return _read(store, files, schema, partition_columns, columns, filter, materialized, prune)
+
+
+def _read(store: "LogStore", files: pa.Table, schema: pa.Schema, partition_columns: list[str],
+          columns: list[str] | None, filter: pc.Expression | None, materialized: MaterializedColumns | None,
+          prune: "Expr | None", by_field_id: bool = False) -> pa.Table:
     out_schema = _output_schema(schema, columns)
     if files.num_rows == 0:
         return out_schema.empty_table()
-    if any(is_metadata_column(n) for n in out_schema.names):
-        plan = _ScanPlan(store, files, schema, partition_columns, materialized, prune)
+    if by_field_id or any(is_metadata_column(n) for n in out_schema.names):
+        plan = _ScanPlan(store, files, schema, partition_columns, materialized, prune, by_field_id)
         return _conform(plan.read_per_file(out_schema.names, filter), out_schema)
     plain, with_dvs = split_deletion_vectors(files)
     parts = []
@@ -225,17 +238,28 @@ def iter_batches(
     columns: list[str] | None = None,
     filter: pc.Expression | None = None,
     materialized: MaterializedColumns | None = None,
+    column_mapping: "ColumnMapping | None" = None,
 ) -> Iterator[pa.RecordBatch]:
     """Stream the rows of the given files, batch by batch, cast to ``schema``.
 
     Files without a deletion vector come first, in file order; then the files with one, each
-    read whole, its deleted rows left out.
+    read whole, its deleted rows left out. ``column_mapping``: as for :func:`read_files`.
     """
+    if column_mapping is not None:
+        yield from _iter_mapped(store, files, schema, partition_columns, columns, filter, materialized,
+                                column_mapping)
+        return
+    yield from _iter(store, files, schema, partition_columns, columns, filter, materialized)
+
+
+def _iter(store: "LogStore", files: pa.Table, schema: pa.Schema, partition_columns: list[str],
+          columns: list[str] | None, filter: pc.Expression | None, materialized: MaterializedColumns | None,
+          by_field_id: bool = False) -> Iterator[pa.RecordBatch]:
     out_schema = _output_schema(schema, columns)
     if files.num_rows == 0:
         return
-    if any(is_metadata_column(n) for n in out_schema.names):  # row positions/ids: file by file
-        plan = _ScanPlan(store, files, schema, partition_columns, materialized)
+    if by_field_id or any(is_metadata_column(n) for n in out_schema.names):  # positions/ids/field ids: by file
+        plan = _ScanPlan(store, files, schema, partition_columns, materialized, by_field_id=by_field_id)
         for i in range(files.num_rows):
             for batch in _conform(plan.read_one(i, out_schema.names, filter), out_schema).to_batches():
                 if batch.num_rows:
@@ -250,6 +274,63 @@ def iter_batches(
             for batch in _conform(plan.read_one(i, out_schema.names, filter), out_schema).to_batches():
                 if batch.num_rows:
                     yield batch
+
+
+def _read_mapped(store: "LogStore", files: pa.Table, schema: pa.Schema, partition_columns: list[str],
+                 columns: list[str] | None, filter: pc.Expression | None,
+                 materialized: MaterializedColumns | None, prune: "Expr | None",
+                 mapping: "ColumnMapping") -> pa.Table:
+    """A column-mapped read: the physical columns are read (by name, or in ``id`` mode by Parquet
+    field id, file by file) and relabelled with the logical names.
+
+    With ``prune`` (the bound predicate behind ``filter``) the predicate is renamed to physical
+    names and pushed into the read like any other; a bare ``filter`` names logical columns, so it
+    runs on the relabelled rows (every column is read for it).
+    """
+    out_schema = _output_schema(schema, columns)
+    names = list(out_schema.names)
+    pushed = _physical_predicate(prune, mapping) if filter is not None and prune is not None else None
+    if filter is not None and pushed is None:
+        names += [n for n in schema.names if n not in names]
+    from ..expr import to_arrow  # expr imports this module (partition values)
+
+    physical = _read(store, files, mapping.physical_schema(schema), mapping.physical_names(partition_columns),
+                     mapping.physical_names(names), to_arrow(pushed) if pushed is not None else None,
+                     materialized, pushed, mapping.by_field_id)
+    table = mapping.to_logical(physical, names)
+    if filter is not None and pushed is None:
+        table = table.filter(filter)
+    return _conform(table.select(out_schema.names), mapping.output_schema(out_schema))
+
+
+def _physical_predicate(predicate: "Expr", mapping: "ColumnMapping") -> "Expr":
+    """``predicate`` with every column (and struct field path) under its physical name."""
+    from dataclasses import replace
+
+    from ..expr import map_columns
+
+    def rename(column):
+        name, path = mapping.physical_path(column.name, column.path)
+        return replace(column, name=name, path=path)
+
+    return map_columns(predicate, rename)
+
+
+def _iter_mapped(store: "LogStore", files: pa.Table, schema: pa.Schema, partition_columns: list[str],
+                 columns: list[str] | None, filter: pc.Expression | None,
+                 materialized: MaterializedColumns | None, mapping: "ColumnMapping") -> Iterator[pa.RecordBatch]:
+    """:func:`_read_mapped`, batch by batch (``filter`` runs on the relabelled rows)."""
+    out_schema = _output_schema(schema, columns)
+    names = list(out_schema.names) + ([n for n in schema.names if n not in out_schema.names] if filter is not None
+                                      else [])
+    out = mapping.output_schema(out_schema)
+    for batch in _iter(store, files, mapping.physical_schema(schema), mapping.physical_names(partition_columns),
+                       mapping.physical_names(names), None, materialized, mapping.by_field_id):
+        batch = mapping.to_logical(batch, names)
+        if filter is not None:
+            batch = batch.filter(filter)
+        if batch.num_rows:
+            yield _conform(batch.select(out_schema.names), out)
 
 
 def _iter_plain(plan: "_ScanPlan", out_schema: pa.Schema, filter: pc.Expression | None) -> Iterator[pa.RecordBatch]:
@@ -287,8 +368,10 @@ class _ScanPlan:
     """The files of one read: decoded paths, partition expressions, the pyarrow view of them."""
 
     def __init__(self, store: "LogStore", files: pa.Table, schema: pa.Schema, partition_columns: list[str],
-                 materialized: MaterializedColumns | None = None, prune: "Expr | None" = None):
+                 materialized: MaterializedColumns | None = None, prune: "Expr | None" = None,
+                 by_field_id: bool = False):
         self.store = store
+        self.by_field_id = by_field_id  # column mapping ``id`` mode: file columns found by field id
         self.prune = prune  # the predicate behind a filter, when the caller has it
         self.files = files
         self.materialized = materialized
@@ -355,8 +438,13 @@ class _ScanPlan:
         try:
             with pq.ParquetFile(self.paths[i], filesystem=self.filesystem, coerce_int96_timestamp_unit="us") as pf:
                 in_file = set(pf.schema_arrow.names)
-                read = [f.name for f in wanted if f.name in in_file and f.name not in self.partition_columns] \
-                    + [c for c in physical if c in in_file]
+                data_fields = [f for f in wanted if f.name not in self.partition_columns]
+                by_id = column_mapping.columns_by_field_id(pf.schema_arrow, data_fields) if self.by_field_id else None
+                if by_id is None:
+                    read = [f.name for f in data_fields if f.name in in_file]
+                else:
+                    read = [by_id[f.name] for f in data_fields if f.name in by_id]
+                read += [c for c in physical if c in in_file and c not in read]
                 groups = self._row_groups(i, pf, prune, filter) if prune is not None else None
                 pf_metadata = pf.metadata
                 if groups is None:
@@ -365,6 +453,8 @@ class _ScanPlan:
                     raw = pf.read_row_groups(groups, columns=read)
                     positions = None if prune is not None else _group_positions(pf_metadata, groups)
                 file_rows = pf_metadata.num_rows
+            if by_id is not None:
+                raw = column_mapping.align_by_field_id(raw, by_id, data_fields)
         except OSError as exc:
             self.raise_if_missing(exc)
             raise

@@ -45,6 +45,7 @@ from .paths import encode_path, partition_dir, serialize_partition_value
 from .streamfile import StreamedFile
 
 if TYPE_CHECKING:
+    from ..txnlog.column_mapping import ColumnMapping
     from ..txnlog.store import LogStore
 
 
@@ -75,6 +76,12 @@ class WriteOptions:
     #: also store the partition columns in each file, after the data columns (Iceberg
     #: compatibility needs them there); they get no statistics
     materialize_partition_columns: bool = False
+    #: folder under the table root the files (and their partition folders) go to: '' for data
+    #: files, ``_change_data`` for change data files
+    directory: str = ""
+    #: the table's column mapping: files, stats and partition values then use physical names
+    #: (and Parquet field ids); the data and ``partition_columns`` stay logical
+    column_mapping: "ColumnMapping | None" = None
 
     def __post_init__(self) -> None:
         for name in ("target_file_rows", "target_file_bytes", "row_group_rows", "max_workers"):
@@ -185,6 +192,11 @@ class _WriteJob:
     def __init__(self, store: "LogStore", schema: pa.Schema, partition_columns: list[str],
                  options: WriteOptions, data_change: bool):
         self.store = store
+        self.mapping = options.column_mapping
+        self.input_schema = schema  # what the data is conformed to; physical from there on
+        if self.mapping is not None:
+            schema = self.mapping.physical_schema(schema)
+            partition_columns = self.mapping.physical_names(partition_columns)
         self.schema = schema
         self.partition_columns = partition_columns
         self.data_columns = [n for n in schema.names if n not in partition_columns]
@@ -330,19 +342,20 @@ class _WriteJob:
             yield pa.Table.from_batches(batches)
 
     def _conform(self, table: pa.Table) -> pa.Table:
-        if table.schema.names != self.schema.names:
-            missing = [n for n in self.schema.names if n not in table.schema.names]
+        schema = self.input_schema
+        if table.schema.names != schema.names:
+            missing = [n for n in schema.names if n not in table.schema.names]
             if missing:
-                raise SchemaMismatchError(f"the data lacks columns {missing} of the schema {self.schema.names}")
-            table = table.select(self.schema.names)
-        if not table.schema.equals(self.schema, check_metadata=False):
+                raise SchemaMismatchError(f"the data lacks columns {missing} of the schema {schema.names}")
+            table = table.select(schema.names)
+        if not table.schema.equals(schema, check_metadata=False):
             try:
-                table = table.cast(self.schema)
+                table = table.cast(schema)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
                 raise SchemaMismatchError(
-                    f"the data does not fit the table schema ({exc}); cast it to {self.schema} first"
+                    f"the data does not fit the table schema ({exc}); cast it to {schema} first"
                 ) from None
-        return table
+        return self.mapping.to_physical(table) if self.mapping is not None else table
 
     # ---- planning -------------------------------------------------------------------------------
     def _rows_per_file(self, bytes_per_row: float) -> int:
@@ -433,6 +446,8 @@ class _WriteJob:
     def _new_file(self, folder: str) -> tuple[str, str]:
         """A fresh file name in ``folder`` ('' = the table root): (path relative to the root, full
         path). Its directory exists and the file is registered for cleanup before it is opened."""
+        if self.options.directory:
+            folder = f"{self.options.directory}/{folder}" if folder else self.options.directory
         name = f"part-{self._next_file_number():05d}-{uuid.uuid4()}-c000{self.suffix}"
         relative = f"{folder}/{name}" if folder else name
         directory = f"{self.store.arrow_root}/{folder}" if folder else self.store.arrow_root

@@ -30,12 +30,19 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import ProtocolChangedException, SchemaMismatchError, TableNotFoundError
+from ..errors import (
+    ColumnMappingError,
+    MetadataChangedException,
+    ProtocolChangedException,
+    SchemaMismatchError,
+    TableNotFoundError,
+)
 from ..expr import bind, parse_predicate
 from ..io.paths import decode_path
 from ..isolation import table_isolation_level
 from ..tables.ops.rewrite import num_records, remove_matching_rows
 from ..tables import properties as props
+from ..tables.constraints import rules_signature
 from ..tables.table import Table
 from ..tables.data import resolve_write_schema
 from ..tables.transaction import ENGINE_INFO, CommitResult, Transaction
@@ -66,6 +73,8 @@ class CommitRequest:
     table_properties: dict[str, str] = field(default_factory=dict)
     operation: str = "WRITE"
     parameters: dict[str, Any] = field(default_factory=dict)
+    #: tables/constraints.rules_signature of the rules the tasks enforced
+    rules_signature: tuple = ()
 
     @property
     def schema(self) -> pa.Schema:
@@ -146,6 +155,12 @@ def _commit_existing(table: Table, request: CommitRequest, adds: pa.Table) -> Co
                 return CommitResult(version=tx.read_version, operation=request.operation, attempts=0,
                                     read_version=tx.read_version, txn_id=tx.txn_id, skipped=True,
                                     metrics={"skippedAppVersion": int(request.app_version), "lastAppVersion": last})
+        if request.read_version is None and rules_signature(tx.schema, tx.properties) != request.rules_signature:
+            # the tasks checked the rows against other constraints or generation expressions
+            # than the table has now (a stream planned before an ADD CONSTRAINT)
+            raise MetadataChangedException(
+                "the table's CHECK constraints or column rules changed since this write was planned; "
+                "its rows were checked against the old ones", conflict="metadata")
         params = _parameters(request)
         metrics = _metrics(adds)
         _stage_schema(tx, request)
@@ -185,6 +200,11 @@ def _stage_schema(tx: Transaction, request: CommitRequest) -> None:
             )
         target = resolve_write_schema(tx.schema, request.schema, "merge" if request.merge_schema else None)
         if not target.equals(tx.schema):
+            if tx.column_mapping is not None:  # the files hold the new columns under names it would not map
+                raise ColumnMappingError(
+                    f"the table now uses column mapping and this write adds columns "
+                    f"{[n for n in target.names if n not in tx.schema.names]}; add them with Table.add_columns "
+                    f"and restart the query")
             tx.stage_metadata(tx.metadata.replace(schema_string=schema_to_json(target)))
     elif request.schema_changed:
         tx.stage_metadata(tx.metadata.replace(schema_string=request.schema_string,

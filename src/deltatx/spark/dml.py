@@ -67,9 +67,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import DeltaTxError
+from ..errors import DeltaTxError, IdentityColumnError, UnsupportedFeatureError
 from ..expr import bind, parse_predicate
-from ..tables.ops.merge import MergeBuilder, as_source_table, evolve_schema, plan_merge
+from ..tables.constraints import rules_for
+from ..tables.identity import check_no_update
+from ..tables.ops.merge import MergeBuilder, as_source_table, evolve_schema, inserts_assign_identity, plan_merge
 from ..tables.ops.merge_on_read import tracks_rows, uses_deletion_vectors
 from ..tables.ops.merge_rows import MergeExecutor
 from ..tables.ops.rewrite import is_partition_only
@@ -165,6 +167,7 @@ class SparkTable:
             if pred is None or is_partition_only(pred, tx.partition_columns):
                 tx.delete(condition)  # whole files go unread: the core operation, on the driver
                 return tx.commit()
+            _refuse_change_feed(tx, "DELETE")
             _, files = tx.scan(pred)
             metrics = dict.fromkeys(_DELETE_METRICS, 0)
             if files.num_rows:
@@ -189,7 +192,11 @@ class SparkTable:
         tx = self._begin(user_metadata)
         try:
             pred = bind(parse_predicate(condition), tx.schema) if condition is not None else None
-            bind_assignments(set, tx.schema)  # bad columns / expressions fail here, before any job
+            assigned = bind_assignments(set, tx.schema)  # bad columns / expressions fail here, before any job
+            _refuse_change_feed(tx, "UPDATE")
+            rules = rules_for(tx.schema, tx.properties, tx.protocol)
+            if rules is not None:
+                check_no_update(rules.identity, frozenset(assigned), "UPDATE")
             _, files = tx.scan(pred)
             metrics = dict.fromkeys(_UPDATE_METRICS, 0)
             if files.num_rows:
@@ -215,12 +222,19 @@ class SparkTable:
         started = time.perf_counter()
         tx = self._begin(None)
         try:
+            _refuse_change_feed(tx, "MERGE")
             source = _as_arrow(source)
             if schema_evolution:  # staged first: tasks read and write with the widened schema
                 source = as_source_table(source)
                 evolve_schema(tx, source, clauses)
+            rules = rules_for(tx.schema, tx.properties, tx.protocol)
             plan = plan_merge(tx.schema, source, on, clauses,
-                              source_alias=source_alias, target_alias=target_alias)
+                              source_alias=source_alias, target_alias=target_alias, rules=rules)
+            unassignable = inserts_assign_identity(plan, rules)
+            if unassignable:
+                raise IdentityColumnError(
+                    f"a Spark MERGE cannot assign identity column(s) {unassignable} to inserted rows: its tasks "
+                    f"cannot agree on values. Run the MERGE with deltatx.Table.merge")
             planner = MergeExecutor(tx, plan)  # the core's planning: eligible source rows, candidate files
             files = planner.candidate_files(planner.eligible_source())  # tx.scan(): records the read
             metrics = dict(planner.metrics)
@@ -314,6 +328,19 @@ class SparkTable:
             tx.stage_removes(files.filter(pc.is_in(files.column("path"), value_set=outcome.removed)))
         tx.stage_adds(outcome.readds, written=False)
         record_row_level(tx, files, outcome.row_level)
+
+
+def _refuse_change_feed(tx: Transaction, operation: str) -> None:
+    """The tasks' change rows do not reach the driver yet, so a Spark DML on a change-data-feed
+    table would commit without change files and readers would see copied rows as deleted and
+    re-inserted: refused, before any job, in favour of the core operation (which writes them)."""
+    from ..tables.ops import change_feed
+
+    if change_feed.enabled(tx):
+        raise UnsupportedFeatureError(
+            f"Spark {operation} does not write change data files yet, and {tx.table.uri!r} has "
+            f"delta.enableChangeDataFeed=true; run it with deltatx.Table (it writes them)",
+            feature="changeDataFeed", kind="writer")
 
 
 class SparkMergeBuilder(MergeBuilder):

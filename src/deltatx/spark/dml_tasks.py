@@ -37,6 +37,7 @@ turns back into the typed exception.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field, replace
@@ -53,6 +54,7 @@ from ..io.paths import decode_path
 from ..tables.ops.merge import MergePlan
 from ..tables.ops.merge_rows import MergeExecutor
 from ..tables.row_level import RowLevelRecorder
+from ..txnlog import column_mapping
 from ..txnlog.actions import Protocol
 from ..txnlog.store import open_store
 from .ipc import to_ipc
@@ -156,6 +158,11 @@ class TaskTransaction:
         self.row_level = RowLevelRecorder()
         self.metrics: dict[str, Any] = {}
 
+    @functools.cached_property
+    def column_mapping(self) -> "column_mapping.ColumnMapping | None":
+        """How the table's columns are named in its files, as the core's Transaction says."""
+        return column_mapping.for_schema(self.properties, self.schema)
+
     def current_files(self) -> pa.Table:
         return self.files
 
@@ -170,7 +177,7 @@ class TaskTransaction:
         if adds.num_rows:
             (self.adds if written else self.readds).append(adds)
 
-    def stage_removes(self, files: pa.Table, data_change: bool = True) -> None:
+    def stage_removes(self, files: pa.Table, data_change: bool = True, *, keep_own_files: bool = False) -> None:
         self.removed.extend(files.column("path").to_pylist())
 
     def note_operation(self, name: str, parameters: dict[str, Any] | None = None,

@@ -18,8 +18,9 @@ When it applies (:func:`unavailable_reason` says why not, and ``engine="auto"`` 
 ``deltatx`` format instead): the table is on a local filesystem (Spark has no S3 or in-memory
 filesystem without extra jars), no data file path holds a character Spark would take for a glob,
 and the snapshot has at most :data:`MAX_PARTITION_GROUPS` distinct partitions (one relation
-each), and no file has a deletion vector (Spark's Parquet reader would return its deleted rows;
-the format applies them).
+each), no file has a deletion vector (Spark's Parquet reader would return its deleted rows;
+the format applies them), and the table does not use column mapping (its files hold physical
+names; the format maps them).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from ..io.grouping import group_codes
 from ..io.paths import data_file_path, decode_path
 from ..io.reader import partition_values_table, split_deletion_vectors
 from ..tables.table import Table
+from ..txnlog import column_mapping
 from ..txnlog.store import LocalLogStore
 from .options import arrow_schema_to_spark
 from .reader import select_columns
@@ -63,6 +65,9 @@ def _layout(table: Table, files: pa.Table) -> _Layout:
     if not isinstance(table.store, LocalLogStore):
         return _Layout(f"the table is not on a local filesystem ({table.uri!r}); Spark reads it only through "
                        f"the deltatx format")
+    if column_mapping.of(table.metadata) is not None:
+        return _Layout("the table uses column mapping: its files hold physical column names, which the deltatx "
+                       "format maps to the table's names")
     with_dvs = split_deletion_vectors(files)[1].num_rows
     if with_dvs:
         return _Layout(f"{with_dvs} data file(s) have deletion vectors, which Spark's Parquet reader would not apply")

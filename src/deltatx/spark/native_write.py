@@ -60,6 +60,11 @@ def unavailable_reason(plan: WritePlan, incoming: pa.Schema | None = None) -> st
         return f"the table is not on a local filesystem ({spec.uri!r})"
     if spec.replace_where is not None:
         return "replaceWhere must check every written row, which only the deltatx format does"
+    if plan.rules() is not None:
+        return ("the table has CHECK constraints, invariants, generated or identity columns, which only "
+                "the deltatx format enforces while writing")
+    if plan.column_mapping_mode != "none":
+        return "the table uses column mapping: files must hold physical column names and field ids"
     schema = plan.schema
     if plan.materialize_partition_columns and plan.partition_columns:
         return "the table is Iceberg-compatible: its files must hold the partition columns too"

@@ -40,6 +40,7 @@ KNOWN_TABLE_PROPERTIES = (
     "delta.enableChangeDataFeed",
     "delta.enableDeletionVectors",
     "delta.enableRowTracking",
+    "delta.columnMapping.mode",
     "delta.dataSkippingStatsColumns",
     "delta.minReaderVersion",
     "delta.minWriterVersion",

@@ -57,6 +57,7 @@ from ..errors import PredicateError, SchemaMismatchError
 from ..io.reader import iter_batches
 from ..io.row_metadata import ROW_COMMIT_VERSION, ROW_ID, MaterializedColumns
 from ..tables.table import Table
+from ..txnlog import column_mapping
 from ..txnlog.schema import schema_from_json, schema_to_json
 from ..txnlog.store import LogStore, open_store
 from .ipc import from_ipc, to_ipc
@@ -179,8 +180,9 @@ class FilesPartition(InputPartition):
     """One Spark input partition: some of the table's add rows (Arrow IPC), as of one version."""
 
     def __init__(self, files: pa.Table, schema_string: str, partition_columns: Sequence[str],
-                 materialized: MaterializedColumns | None = None):
+                 materialized: MaterializedColumns | None = None, column_mapping_mode: str = "none"):
         self.files_ipc = to_ipc(files)
+        self.column_mapping_mode = column_mapping_mode  # files hold physical names unless "none"
         self.materialized = materialized
         self.num_files = files.num_rows
         self.num_bytes = int(pc.sum(files["size"]).as_py() or 0) if files.num_rows else 0
@@ -243,8 +245,9 @@ def plan_scan(table: Table, predicate: X.Expr | None, spec: ReadSpec) -> ScanPla
     parts = snapshot.partition_columns
     sizes = files.column("size").to_pylist()
     materialized = MaterializedColumns.from_configuration(snapshot.properties)
+    mode = column_mapping.mode_of(snapshot.properties)
     partitions = [
-        FilesPartition(files.take(pa.array(idx, pa.int64())), schema_string, parts, materialized)
+        FilesPartition(files.take(pa.array(idx, pa.int64())), schema_string, parts, materialized, mode)
         for idx in bin_files(sizes, spec)
     ]
     return ScanPlan(version=snapshot.version, total_files=total, files=files, predicate=predicate,
@@ -331,8 +334,10 @@ class DeltaTxReader(DataSourceReader):
             columns += list(_METADATA_FIELDS.values())
         predicate = self.predicate()
         row_filter = X.to_arrow(predicate) if predicate is not None else None
+        mapping = column_mapping.for_schema({column_mapping.MODE: partition.column_mapping_mode}, table_schema)
         for batch in iter_batches(_store(self.spec), files, table_schema, list(partition.partition_columns),
-                                  columns=columns, filter=row_filter, materialized=partition.materialized):
+                                  columns=columns, filter=row_filter, materialized=partition.materialized,
+                                  column_mapping=mapping):
             yield to_spark_batch(_nest_metadata(batch) if metadata else batch, target)
 
 

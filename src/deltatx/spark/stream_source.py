@@ -49,6 +49,7 @@ from pyspark.sql.streaming.datasource import (
 
 from ..errors import InvalidPropertyError
 from ..io.row_metadata import MaterializedColumns
+from ..txnlog import column_mapping
 from ..txnlog.history import to_timestamp_ms
 from ..txnlog.schema import schema_from_json, schema_to_json
 from ..txnlog.snapshot import load_snapshot
@@ -259,7 +260,8 @@ class DeltaTxStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         sizes = files.column("size").to_pylist()
         return [
             FilesPartition(files.take(pa.array(idx, pa.int64())), source.table_schema_json,
-                           source.partition_columns, source.materialized)
+                           source.partition_columns, source.materialized,
+                           column_mapping.mode_of(source.configuration))
             for idx in bin_files(sizes, self.spec.read)
         ]
 

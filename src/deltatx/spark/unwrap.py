@@ -35,6 +35,11 @@ def typed_error(exc: BaseException) -> errors.DeltaTxError | None:
     """The deltatx exception named in ``exc``'s message, rebuilt; None when there is none."""
     if isinstance(exc, errors.DeltaTxError):
         return exc
+    from .dml_tasks import decode_error
+
+    carried = decode_error(exc)  # a task's error, marked with its class and attributes
+    if carried is not None:
+        return carried
     text = str(exc)
     matches = list(_CLASS_LINE.finditer(text))
     if not matches:

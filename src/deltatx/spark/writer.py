@@ -28,19 +28,31 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from ..errors import ReplaceWhereViolationError, SchemaMismatchError, TableAlreadyExistsError, TableNotFoundError
+from ..errors import (
+    ColumnMappingError,
+    DeltaTxError,
+    IdentityColumnError,
+    ReplaceWhereViolationError,
+    SchemaMismatchError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+)
 from ..expr import bind, parse_predicate, to_arrow
 from ..io.writer import WriteOptions, write_data_files
 from ..tables import properties as props
+from ..tables.constraints import CONSTRAINT_PREFIX, WriteRules, rules_for, rules_signature
+from ..tables.identity import refuse_explicit_values
 from ..tables.data import conform_batch, resolve_write_schema
 from ..tables.defaults import default_values
 from ..tables.iceberg_compat import materializes_partition_values
 from ..tables.table import Table
 from ..tables.transaction import CommitResult
-from ..txnlog.actions import FILE_SCHEMA
+from ..txnlog import column_mapping
+from ..txnlog.actions import FILE_SCHEMA, Protocol
 from ..txnlog.schema import schema_from_json, schema_to_json
 from ..txnlog.store import open_store
 from .commit import CommitRequest, combine_adds, commit_files, delete_written, report
+from .dml_tasks import encode_error
 from .ipc import from_ipc, to_ipc
 from .options import WriteSpec, as_nullable, spark_schema_to_arrow, write_spec
 
@@ -85,11 +97,19 @@ class WritePlan:
     schema_changed: bool
     num_indexed_cols: int
     already_applied: bool = False  # idempotent write whose (txnAppId, txnVersion) is committed
+    #: the table's CHECK constraints and protocol at planning: tasks enforce the table's rules
+    #: (tables/constraints.py) on every row they write; the schema carries the column rules
+    rule_properties: tuple[tuple[str, str], ...] = ()
+    protocol: Protocol | None = None
+    column_mapping_mode: str = "none"  # the table's; files then use the physical names in schema_string
     materialize_partition_columns: bool = False  # Iceberg compatibility: partition values in the files
 
     @property
     def schema(self) -> pa.Schema:
         return schema_from_json(self.schema_string)
+
+    def rules(self) -> WriteRules | None:
+        return rules_for(self.schema, dict(self.rule_properties), self.protocol)
 
     def request(self) -> CommitRequest:
         s = self.spec
@@ -100,6 +120,7 @@ class WritePlan:
             merge_schema=s.merge_schema,
             app_id=s.txn_app_id, app_version=s.txn_version, user_metadata=s.user_metadata,
             table_properties=s.table_properties,
+            rules_signature=rules_signature(self.schema, dict(self.rule_properties)),
         )
 
 
@@ -161,13 +182,41 @@ def plan_write(options: Mapping[str, str], spark_schema: Any, overwrite: bool) -
             txn = snapshot.live_app_txns().get(spec.txn_app_id)
             already = txn is not None and int(spec.txn_version) <= txn.version
     _check_partition_columns(schema, partition_columns)
+    mode = column_mapping.mode_of(table_props)
+    if mode != "none" and (table is None or changed):
+        # the files are written before the commit assigns new columns their physical names
+        raise ColumnMappingError(
+            f"a Spark write cannot {'create' if table is None else 'change the schema of'} a table with "
+            f"{column_mapping.MODE}={mode}: create it with deltatx.create_table, add columns with "
+            f"Table.add_columns, then write"
+        )
     if spec.replace_where is not None:
         bind(parse_predicate(spec.replace_where), schema)  # a bad predicate fails before any task runs
     num_indexed = props.int_property(table_props, props.NUM_INDEXED_COLS, WriteOptions().num_indexed_cols)
-    return WritePlan(spec=spec, read_version=read_version, schema_string=schema_to_json(schema),
+    plan = WritePlan(spec=spec, read_version=read_version, schema_string=schema_to_json(schema),
                      partition_columns=tuple(partition_columns), schema_changed=changed,
                      num_indexed_cols=num_indexed, already_applied=already,
-                     materialize_partition_columns=materializes_partition_values(table_props))
+                     rule_properties=tuple(sorted((k, v) for k, v in (table_props or {}).items()
+                                                  if k.startswith(CONSTRAINT_PREFIX))),
+                     protocol=table.protocol if table is not None else None, column_mapping_mode=mode,
+                     materialize_partition_columns=materializes_partition_values(table_props or {}))
+    _check_identity(plan, incoming)
+    return plan
+
+
+def _check_identity(plan: WritePlan, incoming: pa.Schema) -> None:
+    """Tasks cannot agree on identity values: a Spark write must give them (BY DEFAULT only)."""
+    rules = plan.rules()
+    if rules is None or not rules.identity:
+        return
+    refuse_explicit_values(rules.identity, set(incoming.names), "this Spark write")
+    missing = sorted(s.column for s in rules.identity if s.column not in incoming.names)
+    if missing:
+        raise IdentityColumnError(
+            f"a Spark write cannot assign identity column(s) {missing}: its tasks cannot agree on values. "
+            f"Write through deltatx.Table.append (one process assigns them), or give the values "
+            f"(GENERATED BY DEFAULT columns only)"
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -183,6 +232,7 @@ def write_task(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> WrittenFil
     schema = plan.schema
     store = open_store(spec.uri, spec.storage_options)
     row_check = to_arrow(bind(parse_predicate(spec.replace_where), schema)) if spec.replace_where else None
+    rules = plan.rules()
     counted = [0]
     defaults = default_values(schema)  # allowColumnDefaults: omitted columns get their DEFAULT
 
@@ -190,19 +240,27 @@ def write_task(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> WrittenFil
         for batch in batches:
             if not batch.num_rows:
                 continue
-            batch = conform_batch(batch, schema, defaults)
+            absent = rules.absent_from(batch.schema.names) if rules is not None else frozenset()
+            batch = conform_batch(batch, schema, absent, defaults)
+            if rules is not None:  # generated columns filled in, every rule checked: before writing
+                batch = rules.apply(pa.Table.from_batches([batch]), schema, absent).combine_chunks().to_batches()[0]
             if row_check is not None:
                 _check_replace_where(batch, row_check, spec.replace_where)
             counted[0] += batch.num_rows
             yield batch
 
     options = WriteOptions(num_indexed_cols=plan.num_indexed_cols,
+                           column_mapping=column_mapping.for_schema({column_mapping.MODE: plan.column_mapping_mode},
+                                                                    schema),
                            materialize_partition_columns=plan.materialize_partition_columns)
     if spec.max_records_per_file:
         options.target_file_rows = spec.max_records_per_file
         options.row_group_rows = min(options.row_group_rows, spec.max_records_per_file)
-    adds = write_data_files(store, pa.RecordBatchReader.from_batches(schema, conformed()), schema,
-                            list(plan.partition_columns), options)
+    try:
+        adds = write_data_files(store, pa.RecordBatchReader.from_batches(schema, conformed()), schema,
+                                list(plan.partition_columns), options)
+    except DeltaTxError as exc:  # keeps its class and attributes through Spark's error text
+        raise encode_error(exc) from None
     try:
         return WrittenFiles.of(adds, counted[0])
     except BaseException:

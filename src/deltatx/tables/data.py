@@ -52,9 +52,13 @@ def resolve_write_schema(table_schema: pa.Schema, incoming: pa.Schema, schema_mo
     return merge_schemas(table_schema, incoming) if extra else table_schema
 
 
-def conform_batch(batch: pa.RecordBatch, schema: pa.Schema,
+def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, computed: frozenset[str] = frozenset(),
                   defaults: dict[str, pa.Scalar] | None = None) -> pa.RecordBatch:
-    """Reorder, fill missing columns (their ``defaults``, else nulls), and cast safely to ``schema``."""
+    """Reorder, fill missing columns (their ``defaults``, else nulls), and cast safely to ``schema``.
+
+    ``computed`` columns (generated, identity) may be missing whatever their nullability: they get
+    null placeholders that the table's rules fill in (tables/constraints.py) before writing.
+    ``defaults`` (column defaults, tables/defaults.py) fill the columns the data leaves out."""
     arrays = []
     names = batch.schema.names
     for field in schema:
@@ -71,30 +75,32 @@ def conform_batch(batch: pa.RecordBatch, schema: pa.Schema,
         elif defaults and (filled := fill(field, defaults, batch.num_rows)) is not None:
             col = filled
         else:
-            if not field.nullable:
+            if not field.nullable and field.name not in computed:
                 raise SchemaMismatchError(f"the data lacks non-nullable column {field.name!r}")
             col = pa.nulls(batch.num_rows, field.type)
+            if field.name in computed:
+                arrays.append(col)
+                continue
         if not field.nullable and col.null_count:
             raise SchemaMismatchError(f"column {field.name!r} is NOT NULL but the data has {col.null_count} null(s)")
         arrays.append(col)
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def conform(reader: pa.RecordBatchReader, schema: pa.Schema) -> pa.RecordBatchReader:
+def conform(reader: pa.RecordBatchReader, schema: pa.Schema, computed: frozenset[str] = frozenset()) -> pa.RecordBatchReader:
     """Lazily conform a stream of batches (errors surface when the writer pulls them)."""
-
     defaults = default_values(schema)  # evaluated once per write (current_timestamp() included)
 
     def batches() -> Iterator[pa.RecordBatch]:
         for batch in reader:
-            yield conform_batch(batch, schema, defaults)
+            yield conform_batch(batch, schema, computed, defaults)
 
     return pa.RecordBatchReader.from_batches(schema, batches())
 
 
-def conform_table(data: Any, schema: pa.Schema) -> pa.Table:
+def conform_table(data: Any, schema: pa.Schema, computed: frozenset[str] = frozenset()) -> pa.Table:
     """Eagerly conform (used where the rows must be inspected before writing)."""
     reader = to_reader(data)
     defaults = default_values(schema)
-    batches = [conform_batch(b, schema, defaults) for b in reader]
+    batches = [conform_batch(b, schema, computed, defaults) for b in reader]
     return pa.Table.from_batches(batches, schema=schema)

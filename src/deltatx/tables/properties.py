@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..errors import InvalidPropertyError
 from ..isolation import validate_isolation_property
+from ..txnlog import column_mapping
 from ..txnlog.checkpoint import interval_ms
 
 CHECKPOINT_INTERVAL = "delta.checkpointInterval"
@@ -22,6 +23,7 @@ NUM_INDEXED_COLS = "delta.dataSkippingNumIndexedCols"
 TARGET_FILE_SIZE = "delta.targetFileSize"
 ENABLE_DELETION_VECTORS = "delta.enableDeletionVectors"
 ENABLE_ROW_TRACKING = "delta.enableRowTracking"
+ENABLE_CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 
 def parse_interval_hours(value: str, key: str = "interval") -> float:
     """``"interval 7 days"`` → 168.0 (the log layer owns the parsing; months/years are refused)."""
@@ -40,6 +42,11 @@ def _positive_int(key: str, value: str) -> None:
         ok = False
     if not ok:
         raise InvalidPropertyError(f"{key}={value!r} must be a positive integer")
+
+
+def _internal(key: str, value: str) -> None:
+    raise InvalidPropertyError(f"{key} is kept by deltatx itself (it tracks the largest column id ever assigned) "
+                               f"and cannot be set")
 
 
 def _int_at_least(minimum: int):
@@ -67,11 +74,13 @@ _VALIDATORS = {
     LOG_RETENTION: lambda k, v: parse_interval_hours(v, k),
     "delta.checkpointRetentionDuration": lambda k, v: parse_interval_hours(v, k),
     "delta.setTransactionRetentionDuration": lambda k, v: parse_interval_hours(v, k),
-    "delta.enableChangeDataFeed": _bool,
+    ENABLE_CHANGE_DATA_FEED: _bool,
     "delta.enableDeletionVectors": _bool,
     "delta.enableRowTracking": _bool,
     "delta.enableInCommitTimestamps": _bool,
     "delta.enableTypeWidening": _bool,
+    column_mapping.MODE: column_mapping.validate_mode,
+    column_mapping.MAX_COLUMN_ID: _internal,
 }
 
 

@@ -19,8 +19,8 @@ from ..errors import DeltaTxError, PostCommitHookWarning, SchemaMismatchError, T
 from ..txnlog.actions import Metadata, encode_commit
 from ..txnlog.checkpoint import checkpoint_interval, write_checkpoint
 from ..txnlog.checkpoint_protection import check_checkpoint_allowed
-from ..txnlog import row_tracking
-from ..txnlog.features import check_writable, required_protocol
+from ..txnlog import column_mapping, row_tracking
+from ..txnlog.features import check_path_access, check_writable, required_protocol
 from ..txnlog.history import read_history, to_timestamp_ms
 from ..txnlog.in_commit_timestamps import stamp_creation
 from ..txnlog.schema import normalize_schema, schema_to_json
@@ -53,6 +53,7 @@ class Table:
                 self._store, version=version,
                 timestamp_ms=to_timestamp_ms(timestamp) if timestamp is not None else None,
             )
+        check_path_access(self._snapshot.protocol, self._store, self.uri)
 
     # ------------------------------------------------------------------ state
     @property
@@ -140,10 +141,26 @@ class Table:
                 files = files.filter(files_matching(pred, files, snap.schema, snap.partition_columns))
             row_filter = to_arrow(pred)
         return read_files(self._store, files, snap.schema, snap.partition_columns, columns=columns,
-                          filter=row_filter, materialized=MaterializedColumns.from_configuration(snap.properties))
+                          filter=row_filter, materialized=MaterializedColumns.from_configuration(snap.properties),
+                          column_mapping=column_mapping.of(snap.metadata))
 
     def to_pandas(self, where: str | None = None, columns: list[str] | None = None):
         return self.to_arrow(where, columns).to_pandas()
+
+    def changes(self, starting_version: int | None = None, ending_version: int | None = None,
+                starting_timestamp: Any = None, ending_timestamp: Any = None,
+                columns: list[str] | None = None, where: str | None = None) -> pa.Table:
+        """The change data feed of versions ``starting_version..ending_version`` (inclusive;
+        from 0 to the latest by default, or bounded by commit timestamps): one row per changed
+        row, with ``_change_type``, ``_commit_version`` and ``_commit_timestamp`` (see
+        txnlog/change_feed.py). Raises ChangeDataFeedError when the feed was off in the range."""
+        from ..io.change_feed import read_changes
+        from ..txnlog.change_feed import plan_changes
+
+        snap = self.refresh()._snapshot
+        plan = plan_changes(self._store, snap, starting_version, ending_version, starting_timestamp,
+                            ending_timestamp)
+        return read_changes(self._store, plan, columns=columns, where=where)
 
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:
         """commitInfo of each retained version, newest first (like DESCRIBE HISTORY)."""
@@ -268,6 +285,26 @@ class Table:
         the protocol's widenings are accepted; old data files are read as the wider type."""
         return self._run(None, lambda tx: tx.alter_column_type(column, new_type))
 
+    def add_constraint(self, name: str, sql: str) -> CommitResult:
+        """Add a CHECK constraint (``delta.constraints.<name>``) after checking every existing
+        row; raises ConstraintViolationError (nothing committed) if some row breaks it."""
+        return self._run(None, lambda tx: tx.add_constraint(name, sql))
+
+    def drop_constraint(self, name: str, if_exists: bool = False) -> CommitResult:
+        return self._run(None, lambda tx: tx.drop_constraint(name, if_exists=if_exists))
+
+    def add_columns(self, fields: pa.Field | list[pa.Field]) -> CommitResult:
+        """ALTER TABLE ADD COLUMNS: new nullable columns at the end (old rows read them as null)."""
+        return self._run(None, lambda tx: tx.add_columns(fields))
+
+    def rename_column(self, old: str, new: str) -> CommitResult:
+        """ALTER TABLE RENAME COLUMN (``a.b`` names a struct field); needs column mapping."""
+        return self._run(None, lambda tx: tx.rename_column(old, new))
+
+    def drop_column(self, name: str | list[str]) -> CommitResult:
+        """ALTER TABLE DROP COLUMN(S) (``a.b`` names a struct field); needs column mapping."""
+        return self._run(None, lambda tx: tx.drop_column(name))
+
     def vacuum(self, retention_hours: float | None = None, dry_run: bool = False,
                enforce_retention_duration: bool = True) -> list[str]:
         from .ops.vacuum import vacuum
@@ -292,11 +329,18 @@ class Table:
 def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | None = None,
                  properties: dict[str, Any] | None = None, name: str | None = None,
                  description: str | None = None, storage_options: dict[str, Any] | None = None,
-                 exist_ok: bool = False, cluster_by: list[str] | None = None) -> Table:
+                 exist_ok: bool = False, cluster_by: list[str] | None = None,
+                 generated_columns: dict[str, str] | None = None,
+                 identity_columns: dict[str, dict[str, Any]] | None = None, *,
+                 _store: LogStore | None = None) -> Table:
     """Create an empty Delta table (version 0: commitInfo, protocol, metaData).
 
-    ``cluster_by`` makes it a clustered table (liquid clustering; not with ``partition_by``)."""
-    store = open_store(str(uri), storage_options)
+    ``cluster_by`` makes it a clustered table (liquid clustering; not with ``partition_by``).
+    ``generated_columns`` maps a column to its SQL generation expression; ``identity_columns``
+    maps a BIGINT column to ``{"start": 1, "step": 1, "always": True}`` (``always=False``: BY
+    DEFAULT, explicit values allowed). CHECK constraints may be given as
+    ``delta.constraints.<name>`` properties (the table is empty, nothing to check)."""
+    store = _store or open_store(str(uri), storage_options)  # _store: the catalog's commit path
     if isinstance(partition_by, str):
         partition_by = [partition_by]
     partition_by = list(partition_by or [])
@@ -319,6 +363,10 @@ def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | No
         raise TableAlreadyExistsError(f"a Delta table already exists at {uri!r}")
     config = row_tracking.with_materialized_names(props.validate_properties(properties or {}))
     requested = config
+    if generated_columns or identity_columns or any(k.startswith("delta.constraints.") for k in config):
+        from .column_rules import define_column_rules
+
+        schema, config = define_column_rules(schema, config, partition_by, generated_columns, identity_columns)
     domains: tuple = ()
     clustered_by: list[str] | None = None
     if cluster_by is not None:
@@ -331,6 +379,7 @@ def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | No
         configuration=props.stored_configuration(config), name=name, description=description,
         created_time=int(time.time() * 1000),
     )
+    metadata = column_mapping.prepare_metadata(None, metadata)  # ids and physical names, if mapped
     protocol = required_protocol(config, schema)
     check_writable(protocol, metadata)
     iceberg_compat.validate(metadata, protocol, schema=schema)

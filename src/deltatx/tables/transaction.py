@@ -43,16 +43,18 @@ from ..txnlog.actions import (
     removes_for,
     parse_commit,
 )
-from ..txnlog import row_tracking
-from ..txnlog.features import check_writable
+from ..txnlog import column_mapping, row_tracking
+from ..txnlog.features import check_path_access, check_writable
 from ..txnlog.in_commit_timestamps import CommitClock
 from ..txnlog.snapshot import Snapshot
 from ..txnlog.store import VersionExistsError
 from . import iceberg_compat
 from . import properties as props
+from .identity import rebase_identity
 from .row_level import RowLevelRecorder, load_winner_rows, write_pending_dvs
 
 if TYPE_CHECKING:
+    from .ops.change_feed import ChangeRecorder
     from .table import Table
 
 ENGINE_INFO = f"deltatx/{__version__}"
@@ -105,6 +107,7 @@ class Transaction:
     def __init__(self, table: "Table", snapshot: Snapshot, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
                  user_metadata: str | None = None):
         check_writable(snapshot.protocol, snapshot.metadata)
+        check_path_access(snapshot.protocol, table._store, table.uri)
         iceberg_compat.validate(snapshot.metadata, snapshot.protocol)  # O(1) unless Iceberg-compatible
         self.table = table
         self.snapshot = snapshot
@@ -128,8 +131,12 @@ class Transaction:
         self._written: set[str] = set()  # add paths of the data files this transaction wrote
         self._dv_files: list[str] = []  # deletion-vector files it wrote (relative to the root)
         self.row_level = RowLevelRecorder()  # files changed or read row by row (DV tables)
+        self.changes: ChangeRecorder | None = None  # rows DML changed, for the change data feed
+        self._cdc: list[pa.Table] = []  # cdc actions of the change data files written at commit
+        self._identity = None  # identity.IdentityAllocator once it hands out identity values
         self._state = "open"
         self._may_have_landed = False  # once true, an error must not delete this txn's data files
+        self._clock: CommitClock | None = None  # in-commit timestamps across commit attempts
         phases.reached("begin", txn_id=self.txn_id, version=self.read_version, table=table.uri)
 
     # ------------------------------------------------------------------ what the txn sees
@@ -149,6 +156,11 @@ class Transaction:
     @property
     def partition_columns(self) -> list[str]:
         return list(self.metadata.partition_columns)
+
+    @property
+    def column_mapping(self) -> "column_mapping.ColumnMapping | None":
+        """How the table's columns are named in its files (None: by their names)."""
+        return column_mapping.of(self.metadata)
 
     @property
     def properties(self) -> dict[str, str]:
@@ -208,13 +220,14 @@ class Transaction:
         pred, files = self.scan(where)
         row_filter = to_arrow(pred) if pred is not None else None
         materialized = MaterializedColumns.from_configuration(self.properties)
+        mapping = self.column_mapping
         if not uses_deletion_vectors(self) or not files.num_rows:
             return read_files(self.store, files, self.schema, self.partition_columns, columns=columns,
-                              filter=row_filter, materialized=materialized)
+                              filter=row_filter, materialized=materialized, column_mapping=mapping)
         wanted = list(columns) if columns is not None else self.schema.names
         extra = [c for c in (ROW_INDEX, FILE_PATH) + ((ROW_ID,) if tracks_rows(self) else ()) if c not in wanted]
         rows = read_files(self.store, files, self.schema, self.partition_columns, columns=wanted + extra,
-                          filter=row_filter, materialized=materialized)
+                          filter=row_filter, materialized=materialized, column_mapping=mapping)
         record_reads_by_file(self, files, rows)
         return rows.drop_columns(extra) if extra else rows
 
@@ -244,8 +257,10 @@ class Transaction:
             phases.reached("data_files_written", txn_id=self.txn_id, version=self.read_version,
                            files=adds)
 
-    def stage_removes(self, files: pa.Table, data_change: bool = True) -> None:
-        """Remove files (rows of current_files()). Files this txn added itself are just dropped.
+    def stage_removes(self, files: pa.Table, data_change: bool = True, *, keep_own_files: bool = False) -> None:
+        """Remove files (rows of current_files()). Files this txn added itself are just dropped;
+        their data files are deleted unless ``keep_own_files`` (the caller re-adds the same paths
+        with a deletion vector, e.g. a DELETE of rows this transaction appended).
 
         Raises :class:`AppendOnlyError` when the table is append-only and committed files would
         be removed with ``dataChange=true``: operations stage their removes before writing new
@@ -271,7 +286,7 @@ class Transaction:
                 # Staged adds go: new files are deleted; a re-add of a committed file (a DV update)
                 # just disappears, its committed version's remove being staged already.
                 self._adds = [a.filter(pc.invert(pc.is_in(a["path"], value_set=mine["path"]))) for a in self._adds]
-                written = [p for p in mine["path"].to_pylist() if p in self._written]
+                written = [p for p in mine["path"].to_pylist() if p in self._written and not keep_own_files]
                 if written:
                     self._written.difference_update(written)
                     self.store.delete_files(_decoded(pa.array(written, pa.string())))
@@ -283,13 +298,27 @@ class Transaction:
     def _own_added_paths(self) -> pa.Table | None:
         return pa.concat_tables(self._adds) if self._adds else None
 
+    def stage_cdc(self, cdc: pa.Table) -> None:
+        """Stage ``cdc`` actions (change data files this transaction wrote; deleted on abort)."""
+        self._ensure_open()
+        if cdc.num_rows:
+            self._cdc.append(cdc)
+
+    def staged_file_actions(self) -> tuple[pa.Table, pa.Table]:
+        """(adds, removes) staged so far, as they would be committed."""
+        return self._staged_adds(), self._staged_removes()
+
     def note_dv_file(self, relative: str | None) -> None:
         """A deletion-vector file this transaction wrote (deleted if it never commits)."""
         if relative:
             self._dv_files.append(relative)
 
-    def stage_metadata(self, metadata: Metadata) -> None:
+    def stage_metadata(self, metadata: Metadata, *, keep_column_ids: bool = False) -> None:
+        """Stage a new ``metaData``. Column mapping's rules are applied here, for every caller:
+        new columns get ids and physical names, refused mode changes raise
+        (``keep_column_ids``: RESTORE brings back the table's own older columns as they were)."""
         self._ensure_open()
+        metadata = column_mapping.prepare_metadata(self.metadata, metadata, keep_known=keep_column_ids)
         if metadata != self.snapshot.metadata:
             from ..txnlog.schema import schema_from_json
 
@@ -394,10 +423,37 @@ class Transaction:
 
         return stage_alter_column_type(self, column, new_type)
 
+    def add_columns(self, fields: pa.Field | list[pa.Field]) -> dict[str, Any]:
+        from .ops.columns import stage_add_columns
+
+        return stage_add_columns(self, fields)
+
+    def rename_column(self, old: str, new: str) -> dict[str, Any]:
+        from .ops.columns import stage_rename_column
+
+        return stage_rename_column(self, old, new)
+
+    def drop_column(self, name: str | list[str]) -> dict[str, Any]:
+        from .ops.columns import stage_drop_columns
+
+        return stage_drop_columns(self, name)
+
     def set_properties(self, properties: dict[str, Any]) -> None:
         from .ops.properties import stage_set_properties
 
         stage_set_properties(self, properties)
+
+    def add_constraint(self, name: str, sql: str) -> None:
+        """ALTER TABLE ADD CONSTRAINT name CHECK (sql): every existing row is checked first."""
+        from .ops.constraints import stage_add_constraint
+
+        stage_add_constraint(self, name, sql)
+
+    def drop_constraint(self, name: str, if_exists: bool = False) -> None:
+        """ALTER TABLE DROP CONSTRAINT [IF EXISTS] name."""
+        from .ops.constraints import stage_drop_constraint
+
+        stage_drop_constraint(self, name, if_exists=if_exists)
 
     def restore(self, version: int | None = None, timestamp: Any = None) -> dict[str, Any]:
         """Bring the table back to ``version`` (or the one current at ``timestamp``)."""
@@ -505,6 +561,10 @@ class Transaction:
         """Commit the staged actions as one new version (see the module docstring)."""
         self._ensure_open()
         try:
+            if self.changes is not None:  # only DML on a change-data-feed table records changes
+                from .ops.change_feed import stage_change_files
+
+                stage_change_files(self)
             result = self._commit()
         except BaseException:
             if not self._may_have_landed:  # a committed version's files must never be deleted
@@ -553,7 +613,7 @@ class Transaction:
         winners: list[CommitActions] = []
         prepared = None
         prepared_for: TransactionInfo | None = None
-        clock = CommitClock(store, self.snapshot)
+        clock = self._clock = CommitClock(store, self.snapshot)
         try:
             while True:
                 attempts += 1
@@ -562,20 +622,7 @@ class Transaction:
                     # (or moved the in-commit timestamp).
                     if prepared is not None:
                         prepared.close()
-                    info = self._write_rebased_dvs(info)
-                    commit_info, metadata = clock.stamp(self._commit_info(info), version, info.read_metadata,
-                                                        info.metadata)
-                    if metadata is not info.metadata:
-                        info = info.replace(metadata=metadata)
-                    payload = encode_commit(
-                        commit_info,
-                        protocol=info.protocol,
-                        metadata=info.metadata,
-                        txns=info.txns,
-                        domains=info.domains,
-                        removes=info.removes,
-                        adds=info.adds,
-                    )
+                    info, commit_info, payload = self._encode(info, version)
                     prepared, prepared_for = store.prepare_commit(payload), info
                 phases.reached("attempt_commit", txn_id=self.txn_id, version=version, attempt=attempts)
                 try:
@@ -600,24 +647,11 @@ class Transaction:
                         version=version,
                         operation=name,
                     )
-                # Read every winner from `version` on, oldest first, and check against each.
-                latest = version
-                while True:
-                    try:
-                        raw = store.read_commit(latest)
-                    except FileNotFoundError:
-                        break
-                    winner = parse_commit(raw, latest)
-                    if winner.txn_id == self.txn_id:
-                        # Our own commit landed but the response was lost: it is done.
-                        return self._finish(latest, attempts, info, winners, own=winner, resolved=resolved)
-                    loaded = load_winner_rows(store, load_request(info.row_level, winner, info.adds),
-                                              self.properties)
-                    info = check_commit(info, winner, loaded)
-                    clock.observe(winner)
-                    winners.append(winner)
-                    resolved += 1
-                    latest += 1
+                info, latest, own, checked = self._rebase_onto_winners(info, version, winners)
+                resolved += checked
+                if own is not None:
+                    # Our own commit landed but the response was lost: it is done.
+                    return self._finish(latest, attempts, info, winners, own=own, resolved=resolved)
                 version = latest
                 if attempts > FREE_RETRIES:
                     delay = min(BACKOFF_CAP_S, BACKOFF_BASE_S * (2 ** (attempts - FREE_RETRIES - 1)))
@@ -633,6 +667,61 @@ class Transaction:
         )
         own._adds, own._removes = info.adds, info.removes
         return self._finish(version, attempts, info, winners, own=own, resolved=resolved)
+
+    def _encode(self, info: TransactionInfo, version: int | None = None
+                ) -> tuple[TransactionInfo, dict[str, Any], bytes]:
+        """The commit bytes for ``info`` (after writing the DVs a rebase left pending), with the
+        in-commit timestamp of an attempt at ``version`` when in-commit timestamps are on.
+
+        Shared by the single-table loop and the catalog's multi-table commit (whose catalog
+        stamps the timestamps itself)."""
+        info = self._write_rebased_dvs(info)
+        commit_info = self._commit_info(info)
+        if version is not None and self._clock is not None:
+            commit_info, metadata = self._clock.stamp(commit_info, version, info.read_metadata, info.metadata)
+            if metadata is not info.metadata:
+                info = info.replace(metadata=metadata)
+        payload = encode_commit(
+            commit_info,
+            protocol=info.protocol,
+            metadata=info.metadata,
+            txns=info.txns,
+            domains=info.domains,
+            removes=info.removes,
+            adds=info.adds,
+            cdc=pa.concat_tables(self._cdc) if self._cdc else None,
+        )
+        return info, commit_info, payload
+
+    def _rebase_onto_winners(self, info: TransactionInfo, version: int, winners: list[CommitActions]
+                             ) -> tuple[TransactionInfo, int, CommitActions | None, int]:
+        """Read every winner from ``version`` on, oldest first; check (pure) and rebase against each.
+
+        Returns (rebased info, the next free version, our own commit if a lost response hid that
+        it landed, how many winners were checked). Appends the winners to ``winners``. Raises the
+        conflict checker's ConcurrentModificationException subclasses. Shared by the single-table
+        loop and the catalog's multi-table commit (each table against its own winners)."""
+        store = self.store
+        latest = version
+        checked = 0
+        while True:
+            try:
+                raw = store.read_commit(latest)
+            except FileNotFoundError:
+                # identity values move above the marks of the winners just adopted
+                return (rebase_identity(self, info) if checked else info), latest, None, checked
+            winner = parse_commit(raw, latest)
+            if winner.txn_id == self.txn_id:
+                return info, latest, winner, checked
+            if winner.protocol is not None:  # a winner that made the table catalog-managed
+                check_path_access(winner.protocol, store, self.table.uri)
+            loaded = load_winner_rows(store, load_request(info.row_level, winner, info.adds), self.properties)
+            info = check_commit(info, winner, loaded)
+            if self._clock is not None:
+                self._clock.observe(winner)
+            winners.append(winner)
+            checked += 1
+            latest += 1
 
     def _drop_unreferenced(self, adds: pa.Table) -> None:
         """After the commit landed: delete what this transaction wrote that a rebase dropped (a
@@ -686,6 +775,8 @@ class Transaction:
             self.store.delete_files(_decoded(pa.array(sorted(self._written), pa.string())))
         if self._dv_files:
             self.store.delete_files(list(self._dv_files))
+        if self._cdc:
+            self.store.delete_files(_decoded(pa.concat_tables(self._cdc)["path"]))
 
     def _ensure_open(self) -> None:
         if self._state != "open":

@@ -74,6 +74,18 @@ REMOVE_SCHEMA = pa.schema(
     ]
 )
 
+#: Columns of a ``cdc`` action (a change data file under ``_change_data/``, PROTOCOL.md "Add CDC
+#: File"): readers of the change feed take these instead of the commit's adds and removes.
+CDC_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("partitionValues", STRING_MAP),
+        ("size", pa.int64()),
+        ("dataChange", pa.bool_()),
+        ("tags", STRING_MAP),
+    ]
+)
+
 _MAP_FIELDS = ("partitionValues", "tags")
 
 
@@ -417,6 +429,7 @@ class CommitActions:
     checkpoint_metadata: dict[str, Any] | None = None  # only in V2 JSON checkpoints
     sidecars: list[dict[str, Any]] = field(default_factory=list)  # only in V2 JSON checkpoints
     file_order: list[tuple[str, int]] = field(default_factory=list)
+    cdc_rows: list[dict[str, Any]] = field(default_factory=list)  # few per commit: kept as dicts
     _adds: pa.Table | None = None
     _removes: pa.Table | None = None
     # Unparsed form (``parse_commit(validate=False)``): the add / remove lines newline-joined,
@@ -467,6 +480,11 @@ class CommitActions:
         self._adds, self._removes = adds, removes
 
     @property
+    def cdc(self) -> pa.Table:
+        """The commit's ``cdc`` actions (change data files), columnar."""
+        return file_actions_table(self.cdc_rows, CDC_SCHEMA)
+
+    @property
     def operation(self) -> str | None:
         return (self.commit_info or {}).get("operation")
 
@@ -512,7 +530,7 @@ def parse_commit(data: bytes, version: int, *, validate: bool = True) -> CommitA
             kinds += b"r"
         elif line.strip():
             kind = _take_line(result, line, version, lineno)
-            if kind in ("add", "remove", "cdc"):  # a file action in an unusual spelling
+            if kind in ("add", "remove"):  # a file action in an unusual spelling
                 return _parse_commit_dicts(data, version)
     result.add_json = b"\n".join(adds)
     result.remove_json = b"\n".join(removes)
@@ -595,7 +613,9 @@ def _take_line(result: CommitActions, line: bytes, version: int, lineno: int) ->
             result.checkpoint_metadata = body
         elif kind == "sidecar":
             result.sidecars.append(body)
-        # anything else (cdc, future actions): checked above when known, otherwise ignored on read
+        elif kind == "cdc":
+            result.cdc_rows.append(body)
+        # anything else (future actions): checked above when known, otherwise ignored on read
     except (TypeError, ValueError, KeyError) as exc:
         raise CorruptLogError(
             f"commit {version}, line {lineno}: malformed '{kind}' action ({exc})",
@@ -614,8 +634,10 @@ def encode_commit(
     domains: Iterable[DomainMetadata] = (),
     removes: pa.Table | None = None,
     adds: pa.Table | None = None,
+    cdc: pa.Table | None = None,
 ) -> bytes:
-    """Serialize one commit: commitInfo first, then protocol, metaData, txn, domain, files."""
+    """Serialize one commit: commitInfo first, then protocol, metaData, txn, domain, files
+    (removes, adds, then ``cdc`` change data files)."""
     lines = [orjson.dumps({"commitInfo": commit_info})]
     if protocol is not None:
         lines.append(orjson.dumps({"protocol": protocol.to_json()}))
@@ -627,4 +649,6 @@ def encode_commit(
         lines.extend(orjson.dumps({"remove": r}) for r in file_rows(removes))
     if adds is not None and adds.num_rows:
         lines.extend(orjson.dumps({"add": a}) for a in file_rows(adds))
+    if cdc is not None and cdc.num_rows:
+        lines.extend(orjson.dumps({"cdc": c}) for c in file_rows(cdc))
     return b"\n".join(lines) + b"\n"

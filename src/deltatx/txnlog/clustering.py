@@ -24,6 +24,7 @@ import orjson
 import pyarrow as pa
 
 from ..errors import CorruptLogError
+from . import column_mapping
 from .actions import DomainMetadata, Protocol
 
 CLUSTERING_DOMAIN = "delta.clustering"
@@ -34,7 +35,6 @@ CLUSTERING_PROVIDER = "liquid"
 MAX_CLUSTERING_COLUMNS = 4
 
 _COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
-_PHYSICAL_NAME = b"delta.columnMapping.physicalName"
 
 Path = tuple[str, ...]
 
@@ -112,9 +112,8 @@ def _uses_column_mapping(configuration: Mapping[str, str]) -> bool:
 
 
 def _physical(field: pa.Field, mapped: bool) -> str:
-    if mapped and field.metadata and _PHYSICAL_NAME in field.metadata:
-        return field.metadata[_PHYSICAL_NAME].decode()
-    return field.name
+    # the schema's metadata values are JSON (``"col-…"``): column_mapping decodes them
+    return column_mapping.physical_name(field) if mapped else field.name
 
 
 def _children(t: pa.DataType) -> list[pa.Field]:

@@ -32,12 +32,14 @@ from .schema import schema_from_json, uses_variant
 #: Reader features deltatx implements: reading such a table gives the right rows.
 SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
     {
+        "columnMapping",  # txnlog/column_mapping.py maps physical (or field-id) columns to logical names
         "deletionVectors",  # io/deletion_vectors.py drops the rows a file's DV deletes
         "timestampNtz",  # a column type; the schema module maps it to timestamp without zone
         "typeWidening",  # io/reader.py casts old files to the widened type; type_widening.py checks
         "typeWidening-preview",  # the same feature under its preview name (older Delta writers)
         "v2Checkpoint",  # checkpoint.py reads UUID-named checkpoints and sidecars
         "vacuumProtocolCheck",  # only asks VACUUM to check the writer protocol (check_writable)
+        "catalogManaged",  # deltatx.catalog: readers take the latest ratified version from the catalog
         "variantType",  # variant columns read as their Parquet struct<value, metadata> of binaries
         "variantType-preview",
         "variantShredding",  # only while no variant column exists: see _DORMANT_READER_FEATURES
@@ -51,13 +53,20 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
         "appendOnly",  # the transaction refuses data-changing removes when delta.appendOnly=true
         "checkpointProtection",  # checkpoint_protection.py; deltatx never cleans up the log
         "clustering",  # tables/ops/clustering.py: delta.clustering domain, stats, liquid OPTIMIZE
+        "changeDataFeed",  # DML writes _change_data/ files and cdc actions (tables/ops/change_feed.py)
+        "checkConstraints",  # tables/constraints.py checks delta.constraints.* on every row written
+        "columnMapping",  # files, stats and partition values use physical names; ids assigned on every schema change
         "deletionVectors",  # DML marks rows in DVs (io/deletion_vector_writer.py) when enabled
         "domainMetadata",  # replayed, checkpointed, conflict-checked per domain
-        # tables/iceberg_compat.py checks the rules on every metadata/protocol change; the writer
-        # stores partition values in the files; V2 with array/map columns is refused (nested ids)
+        "generatedColumns",  # tables/constraints.py computes absent ones, checks given ones (<=>)
+        # tables/iceberg_compat.py checks the rules when a transaction starts and on every
+        # metadata/protocol change; the writer stores partition values in the files; V2 with
+        # array/map columns is refused (nested field ids)
         "icebergCompatV1",
         "icebergCompatV2",
+        "identityColumns",  # tables/identity.py assigns values, moves the high-water marks, rebases
         "inCommitTimestamp",  # in_commit_timestamps.py stamps commitInfo (first) on every commit
+        "invariants",  # delta.invariants field metadata, enforced with the CHECK constraints
         "rowTracking",  # tables/row_tracking.py assigns and preserves row ids; the checker rebases them
         "timestampNtz",
         "typeWidening",  # tables/ops/alter_type.py: only the protocol's widenings, recorded per field
@@ -67,6 +76,7 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
         # its rules govern how variant columns are written; deltatx writes none (variantType stays
         # unsupported for writers, so a table with a variant column is refused before any write)
         "variantShredding",
+        "catalogManaged",  # commits are staged and ratified by deltatx.catalog (path writers refused)
     }
 )
 
@@ -74,7 +84,11 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
 FEATURE_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "rowTracking": ("domainMetadata",),
     "clustering": ("domainMetadata",),  # clustering columns live in the delta.clustering domain
+    "catalogManaged": ("inCommitTimestamp", "vacuumProtocolCheck"),  # PROTOCOL.md: required with it
 }
+
+#: catalog-managed tables are written only through deltatx.catalog (path writers are refused)
+CATALOG_MANAGED = "catalogManaged"
 
 #: Legacy protocol versions and the features they imply (PROTOCOL.md, "Table Features").
 _LEGACY_WRITER_FEATURES: dict[int, tuple[str, ...]] = {
@@ -92,7 +106,8 @@ _LEGACY_READER_FEATURES: dict[int, tuple[str, ...]] = {1: (), 2: ("columnMapping
 _READER_WRITER_FEATURES = frozenset(
     {"columnMapping", "deletionVectors", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck",
      "typeWidening", "typeWidening-preview", "variantType", "variantType-preview", "variantShredding",
-     "catalogManaged", "catalogOwned-preview"}
+     "catalogManaged",
+     "catalogOwned-preview"}
 )
 
 
@@ -202,17 +217,12 @@ def writer_features(protocol: Protocol) -> tuple[str, ...]:
 def check_readable(protocol: Protocol, metadata: Metadata | None = None) -> None:
     """Raise UnsupportedFeatureError(kind="reader") unless deltatx can read the table correctly.
 
-    ``metadata`` lets a legacy reader-version-2 table pass when column mapping is off; without
-    it such a table is refused (column mapping renames the physical columns). With it, features
-    readable only while dormant (variantShredding) and recorded type changes are checked too.
+    Legacy reader version 2 means column mapping, which deltatx reads. With ``metadata``, the
+    features readable only while dormant (variantShredding) and recorded type changes are checked.
     """
     version = protocol.min_reader_version
     if version > 3 or version < 1:
         raise _unsupported("reader", f"readerVersion{version}", "unknown reader protocol version")
-    if version == 2:
-        if metadata is None or _uses_column_mapping(metadata.configuration):
-            raise _unsupported("reader", "columnMapping", "column mapping renames physical columns")
-        return
     features = reader_features(protocol)
     for feature in features:
         if feature not in SUPPORTED_READER_FEATURES:
@@ -244,38 +254,46 @@ def check_writable(protocol: Protocol, metadata: Metadata) -> None:
         raise _unsupported("writer", feature, "its writer rules are not followed by deltatx")
 
 
+def check_path_access(protocol: Protocol, store: object, uri: str) -> None:
+    """Refuse a catalog-managed table opened by path (PROTOCOL.md: path-only clients must not
+    read or write it; its latest version is whatever the catalog ratified). O(1) when off."""
+    if protocol.writer_features and CATALOG_MANAGED in protocol.writer_features \
+            and not getattr(store, "catalog_managed", False):
+        from ..errors import CatalogManagedTableError
+
+        raise CatalogManagedTableError(
+            f"the table at {uri!r} is catalog-managed: open it through its catalog "
+            f"(deltatx.Catalog(url).table(name)), or release it from the catalog to use it by path"
+        )
+
+
 # --------------------------------------------------------------------------------------------
 # What a table needs
 # --------------------------------------------------------------------------------------------
 
-_REFUSED_PROPERTIES = {
-    "delta.enableChangeDataFeed": "changeDataFeed",
-}
-
-_REFUSED_FIELD_METADATA = {
+#: field-metadata keys that put a writer feature in use (the table layer enforces them)
+_FIELD_METADATA_FEATURES = {
     "delta.invariants": "invariants",
     "delta.generationExpression": "generatedColumns",
+    "CURRENT_DEFAULT": "allowColumnDefaults",
 }
 
 
 def _needed_features(configuration: dict[str, str], schema: pa.Schema) -> list[str]:
     """Named features the configuration and schema need; raises for the ones we cannot write."""
     needed: list[str] = []
-    for key, feature in _REFUSED_PROPERTIES.items():
-        if _true(configuration, key):
-            raise _unsupported("writer", feature, f"{key}=true is not supported by deltatx writers")
     if _uses_column_mapping(configuration):
-        raise _unsupported("writer", "columnMapping", "delta.columnMapping.mode must be 'none'")
+        needed.append("columnMapping")
     if any(k.startswith("delta.constraints.") for k in configuration):
-        raise _unsupported("writer", "checkConstraints", "CHECK constraints are not enforced by deltatx")
+        needed.append("checkConstraints")
     for key in _field_metadata_keys(schema):
-        feature = _REFUSED_FIELD_METADATA.get(key) or ("identityColumns" if key.startswith("delta.identity.") else None)
-        if feature:
-            raise _unsupported("writer", feature, f"column metadata {key!r} is not supported by deltatx writers")
-    if "CURRENT_DEFAULT" in _field_metadata_keys(schema):
-        needed.append("allowColumnDefaults")
+        feature = _FIELD_METADATA_FEATURES.get(key) or ("identityColumns" if key.startswith("delta.identity.") else None)
+        if feature and feature not in needed:
+            needed.append(feature)
     if _true(configuration, "delta.enableDeletionVectors"):
         needed.append("deletionVectors")
+    if _true(configuration, "delta.enableChangeDataFeed"):
+        needed.append("changeDataFeed")
     if _true(configuration, "delta.enableRowTracking"):
         needed += ["domainMetadata", "rowTracking"]
     if _true(configuration, "delta.enableInCommitTimestamps"):

@@ -87,8 +87,8 @@ class CommitClock:
               staged_metadata: Metadata | None) -> tuple[dict[str, Any], Metadata | None]:
         """The ``commitInfo`` and staged metadata to commit at ``version``."""
         effective = staged_metadata or read_metadata
-        if not is_enabled(effective.configuration):
-            return commit_info, staged_metadata
+        if not is_enabled(effective.configuration) or getattr(self._store, "stamps_in_commit_timestamps", False):
+            return commit_info, staged_metadata  # off, or a catalog's commit path stamps them
         if self._attempt_ms is None:
             self._attempt_ms = int(commit_info["timestamp"])
         self._stamped, self._moved = True, False

@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from .schema import is_variant_storage
+from .column_mapping import physical_name
 
 #: Characters of a string kept in min/max statistics (``delta.dataSkippingStringPrefixLength``).
 STRING_PREFIX_LENGTH = 32
@@ -343,18 +344,8 @@ def stats_from_parquet_footer(
 # --------------------------------------------------------------------------------------------
 
 
-def _physical_name(field: pa.Field) -> str:
-    """The name stats and partition values use: the column-mapping physical name if present."""
-    md = field.metadata or {}
-    raw = md.get(b"delta.columnMapping.physicalName")
-    if raw:
-        try:
-            name = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            name = raw.decode()
-        if isinstance(name, str) and name:
-            return name
-    return field.name
+#: the name stats and partition values use: the column-mapping physical name if present
+_physical_name = physical_name
 
 
 def _json_type(t: pa.DataType) -> pa.DataType:

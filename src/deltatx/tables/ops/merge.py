@@ -38,7 +38,10 @@ from ...expr import (
     qualifiers,
 )
 from ...txnlog.schema import schema_to_json
+from ..constraints import WriteRules, rules_for
 from ..data import to_reader
+from ..generated import with_update_assignments
+from ..identity import check_no_update, refuse_explicit_values
 
 if TYPE_CHECKING:
     from ..transaction import CommitResult, Transaction
@@ -180,7 +183,7 @@ def _find_column(schema: pa.Schema, name: str) -> str | None:
 
 
 def _bind_clauses(clauses: list[MergeClause], target: pa.Schema, source: pa.Schema,
-                  ta: str, sa: str) -> list[BoundClause]:
+                  ta: str, sa: str, rules: "WriteRules | None" = None) -> list[BoundClause]:
     if not clauses:
         raise ValueError("a MERGE needs at least one when_matched_* / when_not_matched_* clause")
     scopes = {MATCHED: {ta: target, sa: source}, NOT_MATCHED: {sa: source}, NOT_MATCHED_BY_SOURCE: {ta: target}}
@@ -198,8 +201,24 @@ def _bind_clauses(clauses: list[MergeClause], target: pa.Schema, source: pa.Sche
         if c.condition is not None:
             raw = parse_predicate(c.condition) if isinstance(c.condition, str) else c.condition
             cond = bind_predicate(raw, _NO_COLUMNS, aliases=scope)
-        out.append(BoundClause(c.kind, c.action, cond, _bind_assignments(c, target, source, ta, sa, scope)))
+        assignments = _bind_assignments(c, target, source, ta, sa, scope)
+        out.append(BoundClause(c.kind, c.action, cond, _column_rules(c, assignments, rules, target, ta)))
     return out
+
+
+def _column_rules(c: MergeClause, assignments: dict[str, Expr], rules: "WriteRules | None", target: pa.Schema,
+                  ta: str) -> dict[str, Expr]:
+    """Identity values are never updated (``SET *`` keeps them) and GENERATED ALWAYS ones never
+    inserted; generated columns follow the clause's new values (tables/generated.py)."""
+    if rules is None or c.action == "delete":
+        return assignments
+    if c.action == "update":
+        if c.assignments is None:
+            assignments = {k: v for k, v in assignments.items() if rules.identity_of(k) is None}
+        check_no_update(rules.identity, set(assignments), "MERGE UPDATE")
+        return with_update_assignments(rules, assignments, target, keep_alias=ta)
+    refuse_explicit_values(rules.identity, set(assignments), "MERGE INSERT")
+    return with_update_assignments(rules, assignments, target, insert=True)
 
 
 def _bind_assignments(c: MergeClause, target: pa.Schema, source: pa.Schema, ta: str, sa: str,
@@ -271,13 +290,14 @@ class MergePlan:
 
 
 def plan_merge(target: pa.Schema, source: Any, on: str | Expr, clauses: list[MergeClause],
-               source_alias: str = "s", target_alias: str = "t") -> MergePlan:
-    """Bind ON and the clauses against the target and source schemas."""
+               source_alias: str = "s", target_alias: str = "t", rules: "WriteRules | None" = None) -> MergePlan:
+    """Bind ON and the clauses against the target and source schemas (and the target's
+    generated/identity column ``rules``, from tables/constraints.rules_for)."""
     ta, sa = target_alias, source_alias
     table = as_source_table(source)
     raw = parse_predicate(on) if isinstance(on, str) else on
     bound_on = bind_predicate(raw, _NO_COLUMNS, aliases={ta: target, sa: table.schema})
-    bound = _bind_clauses(clauses, target, table.schema, ta, sa)
+    bound = _bind_clauses(clauses, target, table.schema, ta, sa, rules)
     plan = MergePlan(
         source=table, on=bound_on, target_alias=ta, source_alias=sa,
         matched=[c for c in bound if c.kind == MATCHED],
@@ -330,5 +350,13 @@ def stage_merge(tx: "Transaction", source: Any, on: str | Expr, clauses: list[Me
     if schema_evolution:
         source = as_source_table(source)
         evolve_schema(tx, source, clauses)
-    plan = plan_merge(tx.schema, source, on, clauses, source_alias=source_alias, target_alias=target_alias)
+    plan = plan_merge(tx.schema, source, on, clauses, source_alias=source_alias, target_alias=target_alias,
+                      rules=rules_for(tx.schema, tx.properties, tx.protocol))
     return execute_merge(tx, plan)
+
+
+def inserts_assign_identity(plan: MergePlan, rules: "WriteRules | None") -> list[str]:
+    """Identity columns some INSERT clause of ``plan`` leaves to the writer to assign."""
+    if rules is None:
+        return []
+    return sorted({s.column for s in rules.identity for c in plan.not_matched if s.column not in c.assignments})

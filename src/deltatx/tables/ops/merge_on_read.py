@@ -153,9 +153,12 @@ def stage_changed_rows(tx: "Transaction", files: pa.Table, changed: list[np.ndar
         metrics["numDeletionVectorsUpdated" if descriptor is not None else "numDeletionVectorsAdded"] += 1
     out.write()
     tx.note_dv_file(out.written)
-    tx.stage_removes(files)
     if readd:
+        gone = np.ones(files.num_rows, dtype=bool)
+        gone[readd] = False
+        tx.stage_removes(files.filter(pa.array(gone)))
         adds = files.take(pa.array(readd, pa.int64()))
+        tx.stage_removes(adds, keep_own_files=True)  # re-added below: a file of this txn stays
         adds = adds.set_column(adds.schema.get_field_index("deletionVector"), "deletionVector",
                                pa.array(descriptors, DELETION_VECTOR))
         adds = adds.set_column(adds.schema.get_field_index("stats"), "stats",
@@ -163,6 +166,8 @@ def stage_changed_rows(tx: "Transaction", files: pa.Table, changed: list[np.ndar
         adds = adds.set_column(adds.schema.get_field_index("dataChange"), "dataChange",
                                pa.array([True] * adds.num_rows, pa.bool_()))
         tx.stage_adds(adds, written=False)
+    else:
+        tx.stage_removes(files)
     return metrics
 
 

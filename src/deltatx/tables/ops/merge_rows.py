@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...errors import MergeCardinalityError, PredicateError, SchemaMismatchError
+from ...errors import IdentityColumnError, MergeCardinalityError, PredicateError, SchemaMismatchError
 from ...expr import (
     FALSE,
     TRUE,
@@ -53,6 +53,9 @@ from .merge import NOT_MATCHED_BY_SOURCE, BoundClause, MergePlan
 from ...io.row_metadata import ROW_COMMIT_VERSION, ROW_ID, ROW_INDEX
 from .merge_on_read import mark_changed, materialized, record_read, row_columns, stage_changed_rows, uses_deletion_vectors
 from .rewrite import write_files
+from . import change_feed
+from ..constraints import rules_for
+from ..identity import assigner
 from ..defaults import default_sql, default_values, fill
 
 if TYPE_CHECKING:
@@ -204,6 +207,11 @@ class MergeExecutor:
         self.on_read = False  # merge-on-read: changed rows go to DVs (set per run)
         self.meta: list[str] = []  # _metadata.* columns read along (positions, row ids)
         self.changed: list[np.ndarray] = []  # per touched file, the positions changed (merge-on-read)
+        self._removed: pa.Table | None = None  # the files this MERGE removed / wrote (staged)
+        self._added: pa.Table | None = None
+        rules = rules_for(self.schema, tx.properties, tx.protocol)
+        self.identity = {s.column: s for s in rules.identity} if rules is not None else {}
+        self.assigned_identity = False  # inserts got identity values: written in files of their own
         self.metrics: dict[str, Any] = {
             "numSourceRows": self.source.num_rows,
             "numTargetRowsInserted": 0, "numTargetRowsUpdated": 0, "numTargetRowsDeleted": 0,
@@ -277,10 +285,11 @@ class MergeExecutor:
 
     def _read_each(self, files: pa.Table, columns: list[str]) -> list[pa.Table]:
         names = materialized(self.tx) if any(c.startswith("_metadata.") for c in columns) else None
+        mapping = self.tx.column_mapping
 
         def one(i: int) -> pa.Table:
             return read_files(self.tx.store, files.slice(i, 1), self.schema, self.partition_columns, columns=columns,
-                              materialized=names)
+                              materialized=names, column_mapping=mapping)
 
         if files.num_rows == 1:
             return [one(0)]
@@ -379,6 +388,12 @@ class MergeExecutor:
         if inserted is not None:
             outputs.append(inserted)
         self._write(files, outputs)
+        if len(self.touched) and change_feed.enabled(self.tx):
+            # rows changed in files: the commit has change data files, so its inserts go there too
+            # (an insert-only MERGE writes none: readers take its adds as inserts)
+            change_feed.record_changes(self.tx, inserted, change_feed.INSERT)
+            change_feed.cover(self.tx, self._removed)
+            change_feed.cover(self.tx, self._added)
         now = time.perf_counter()
         self.metrics["scanTimeMs"] = int((scanned - self.started) * 1000)
         self.metrics["rewriteTimeMs"] = int((now - scanned) * 1000)
@@ -447,6 +462,8 @@ class MergeExecutor:
                 jobs.append(partial(lambda c: c, column))
         with ThreadPoolExecutor(max_workers=_READ_WORKERS) as pool:  # Arrow kernels release the GIL
             columns = list(pool.map(lambda job: job(), jobs))
+        if change_feed.enabled(self.tx):
+            self._record_changes(full, deleted, updated, kept, columns)
         copied = 0 if self.on_read else n - int(deleted.sum()) - self.metrics["numTargetRowsUpdated"]
         self.metrics["numTargetRowsCopied"] = copied
         out = pa.Table.from_arrays(columns, schema=self.schema)
@@ -458,6 +475,19 @@ class MergeExecutor:
             for field, column in zip(carried.schema, carried.columns):
                 out = out.append_column(field, column)
         return [out]
+
+    def _record_changes(self, full: pa.Table, deleted: np.ndarray, updated: np.ndarray, kept: np.ndarray | None,
+                        columns: list[pa.ChunkedArray]) -> None:
+        """Change data feed: deleted rows, and updated rows before and after (``columns`` are the
+        written rows: every kept row, or with merge-on-read only the updated ones)."""
+        change_feed.record_changes(self.tx, full.filter(pa.array(deleted)), change_feed.DELETE)
+        if not updated.any():
+            return
+        change_feed.record_changes(self.tx, full.filter(pa.array(updated)), change_feed.UPDATE_PREIMAGE)
+        written = pa.Table.from_arrays(columns, schema=self.schema)
+        if not self.on_read:  # the written rows are the kept ones: pick the updated among them
+            written = written.filter(pa.array(updated if kept is None else updated[kept]))
+        change_feed.record_changes(self.tx, written, change_feed.UPDATE_POSTIMAGE)
 
     def _full_rows(self, files: pa.Table, parts: list[pa.Table], read_columns: list[str],
                    touched: np.ndarray) -> pa.Table:
@@ -533,6 +563,7 @@ class MergeExecutor:
                 chosen = view.filter(pa.array(selected))
                 columns = [
                     self._typed(clause.assignments[f.name], chosen, f, clause) if f.name in clause.assignments
+                    else self._identity_values(f, chosen.num_rows) if f.name in self.identity
                     else self._null_column(f, chosen.num_rows, clause)
                     for f in self.schema
                 ]
@@ -542,6 +573,15 @@ class MergeExecutor:
         inserted = pa.concat_tables(out)
         self.metrics["numTargetRowsInserted"] = inserted.num_rows
         return inserted
+
+    def _identity_values(self, field: pa.Field, n: int) -> pa.Array:
+        assign = assigner(self.tx)
+        if assign is None:
+            raise IdentityColumnError(
+                f"MERGE INSERT into identity column {field.name!r} needs values assigned by the "
+                f"committing transaction; run this MERGE with deltatx.Table.merge")
+        self.assigned_identity = True
+        return assign(self.identity[field.name], n)
 
     def _null_column(self, field: pa.Field, n: int, clause: BoundClause) -> pa.Array:
         """A column the INSERT clause does not assign: its default (allowColumnDefaults), else NULL."""
@@ -572,7 +612,7 @@ class MergeExecutor:
     def _write(self, files: pa.Table | None, outputs: list[pa.Table]) -> None:
         # Removes first: an append-only table refuses them before any data file is written.
         if files is not None and len(self.touched):
-            removed = files.take(pa.array(self.touched, pa.int64()))
+            removed = self._removed = files.take(pa.array(self.touched, pa.int64()))
             if self.on_read:
                 self.metrics.update(stage_changed_rows(self.tx, removed, self.changed))
             else:
@@ -582,10 +622,17 @@ class MergeExecutor:
             self.metrics["numTargetBytesRemoved"] = int(pc.sum(removed["size"]).as_py() or 0) if not self.on_read else 0
         data = [t for t in outputs if t.num_rows]
         if data:
-            adds = write_files(self.tx, pa.concat_tables(data, promote_options="default"))
-            self.tx.stage_adds(adds)
-            self.metrics["numTargetFilesAdded"] = adds.num_rows
-            self.metrics["numTargetBytesAdded"] = int(pc.sum(adds["size"]).as_py() or 0)
+            # Inserted rows holding fresh identity values go first, in files of their own: a
+            # rebase may have to move those values (tables/identity.py), never rewritten rows'.
+            groups = [data[-1:], data[:-1]] if self.assigned_identity and len(data) > 1 else [data]
+            written = []
+            for group in groups:
+                adds = write_files(self.tx, pa.concat_tables(group, promote_options="default"))
+                self.tx.stage_adds(adds)
+                written.append(adds)
+                self.metrics["numTargetFilesAdded"] += adds.num_rows
+                self.metrics["numTargetBytesAdded"] += int(pc.sum(adds["size"]).as_py() or 0)
+            self._added = pa.concat_tables(written)
             self.metrics["numOutputRows"] = sum(t.num_rows for t in data)
 
     def parameters(self) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from ...expr import (
 )
 from ...expr.values import plain_type
 from ...io.grouping import group_codes
+from ...txnlog import column_mapping
 from ...io.reader import parse_partition_values, read_files
 from ...io.writer import WriteOptions, write_data_files
 from .. import properties as props
@@ -75,10 +76,12 @@ def target_file_size(properties: dict[str, str], target_size: int | None = None)
     return int(size)
 
 
-def _partition_strings(files: pa.Table, partition_columns: list[str]) -> list[pa.Array]:
+def _partition_strings(files: pa.Table, keys: list[str]) -> list[pa.Array]:
+    """The ``partitionValues`` strings under ``keys`` (physical names under column mapping:
+    :func:`deltatx.txnlog.column_mapping.partition_keys`)."""
     pv = files["partitionValues"]
     out = []
-    for col in partition_columns:
+    for col in keys:
         values = pc.map_lookup(pv, pa.scalar(col), "first")
         if isinstance(values, pa.ChunkedArray):
             values = values.combine_chunks() if values.num_chunks else pa.array([], pa.string())
@@ -188,16 +191,16 @@ def stage_optimize(tx: "Transaction", where: str | None = None, target_size: int
     ``purge_only`` is REORG ... APPLY (PURGE): rewrite exactly the files that have a DV.
     """
     started = time.perf_counter()
-    partition_columns = tx.partition_columns
+    keys = column_mapping.partition_keys(tx.metadata, tx.schema)  # partitionValues keys
     target = target_file_size(tx.properties, target_size)
     pred, files = files_in_partitions(tx, where)
     considered = files.num_rows
     purge = files_to_purge(files, purge_only) if files.num_rows else None
     if purge_only:
         files, purge = files.filter(pa.array(purge)), None
-        planned = plan_bins(files, partition_columns, _HUGE, np.ones(files.num_rows, dtype=bool))
+        planned = plan_bins(files, keys, _HUGE, np.ones(files.num_rows, dtype=bool))
     else:
-        planned = plan_bins(files, partition_columns, target, purge)
+        planned = plan_bins(files, keys, target, purge)
     compacted, adds = stage_rewrite(tx, planned, pred)
     metrics = rewrite_metrics(tx, planned, compacted, adds, considered, started)
     params = {"predicate": [str(pred)] if pred is not None else [], "targetSize": target}
@@ -233,7 +236,8 @@ def rewrite_metrics(tx: "Transaction", planned: pa.Table, compacted: pa.Table, a
     """Delta's OPTIMIZE metrics of one rewrite."""
     removed_bytes = int(pc.sum(compacted["size"]).as_py() or 0) if compacted.num_rows else 0
     added_bytes = int(pc.sum(adds["size"]).as_py() or 0) if adds.num_rows else 0
-    partitions = len(np.unique(partition_codes(compacted, tx.partition_columns))) if compacted.num_rows else 0
+    keys = column_mapping.partition_keys(tx.metadata, tx.schema)
+    partitions = len(np.unique(partition_codes(compacted, keys))) if compacted.num_rows else 0
     return {
         "numRemovedFiles": compacted.num_rows,
         "numAddedFiles": adds.num_rows,
@@ -270,7 +274,8 @@ def _compact(tx: "Transaction", planned: pa.Table, layout: "Layout | None" = Non
     def one(rows_of_bin: np.ndarray) -> pa.Table:
         files = planned.take(pa.array(rows_of_bin))
         data = read_files(tx.store, files, schema, partition_columns,
-                          columns=schema.names + meta if meta else None, materialized=names)
+                          columns=schema.names + meta if meta else None, materialized=names,
+                          column_mapping=options.column_mapping)
         if record:
             _record_sources(tx, files, data)
         file_schema, opts = schema, options
@@ -336,7 +341,7 @@ def partitions_needing_compaction(snapshot: "Snapshot", min_files: int) -> str |
     partition_columns = snapshot.partition_columns
     if not partition_columns:
         return "true"
-    strings = _partition_strings(small, partition_columns)
+    strings = _partition_strings(small, column_mapping.partition_keys(snapshot.metadata, snapshot.schema))
     names = [f"__p{i}" for i in range(len(partition_columns))]
     counts = pa.table(dict(zip(names, strings))).group_by(names, use_threads=False).aggregate([([], "count_all")])
     busy = counts.filter(pc.greater(counts["count_all"], min_files))

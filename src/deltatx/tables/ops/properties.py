@@ -15,6 +15,13 @@ if TYPE_CHECKING:
 
 def stage_set_properties(tx: "Transaction", properties: dict[str, Any]) -> None:
     new = props.validate_properties(properties)
+    if any(k.startswith("delta.constraints.") for k in new):
+        from ...errors import InvalidConstraintError
+
+        raise InvalidConstraintError(
+            "CHECK constraints are not set as properties (existing rows would go unchecked); use "
+            "add_constraint(name, sql) / drop_constraint(name)"
+        )
     config = dict(tx.metadata.configuration)
     config.update(new)
     config = row_tracking.with_materialized_names(config)

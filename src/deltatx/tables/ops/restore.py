@@ -29,6 +29,8 @@ from ...io.paths import data_file_path, decode_path
 from ...txnlog.replay import file_keys
 from ...txnlog.snapshot import load_snapshot
 
+from ..identity import keep_high_water_marks
+
 if TYPE_CHECKING:
     from ..transaction import Transaction
 
@@ -88,8 +90,9 @@ def stage_restore(tx: "Transaction", version: int | None = None, timestamp_ms: i
         )
     tx.stage_removes(to_remove, data_change=True)
     tx.stage_adds(to_add)
-    if old.metadata != tx.metadata:
-        tx.stage_metadata(old.metadata)
+    restored = keep_high_water_marks(old.metadata, tx.metadata)
+    if restored != tx.metadata:  # a column dropped since comes back with its own data
+        tx.stage_metadata(restored, keep_column_ids=True)
 
     kept = current.num_rows - to_remove.num_rows
     metrics = {

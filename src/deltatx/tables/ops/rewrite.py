@@ -18,7 +18,10 @@ from ...expr import Expr, matches, references_only, to_arrow
 from ...io.reader import read_files
 from ...io.row_metadata import ROW_COMMIT_VERSION, ROW_INDEX
 from ...io.writer import WriteOptions, write_data_files
+from .. import identity
 from .. import properties as props
+from . import change_feed
+from ..constraints import enforce, rules_for
 from ..iceberg_compat import materializes_partition_values
 from .merge_on_read import (
     drop_metadata,
@@ -36,7 +39,10 @@ if TYPE_CHECKING:
 
 
 def write_options(tx: "Transaction") -> WriteOptions:
-    return options_for(tx.properties)
+    """The table's write options, and its column mapping (files use physical names)."""
+    opts = options_for(tx.properties)
+    opts.column_mapping = tx.column_mapping
+    return opts
 
 
 def options_for(properties: dict[str, str]) -> WriteOptions:
@@ -48,16 +54,25 @@ def options_for(properties: dict[str, str]) -> WriteOptions:
 
 
 def write_files(tx: "Transaction", data: pa.Table | pa.RecordBatchReader, schema: pa.Schema | None = None,
-                data_change: bool = True) -> pa.Table:
+                data_change: bool = True, *, absent: frozenset[str] = frozenset()) -> pa.Table:
     """Write data files for this transaction's table; returns add actions (not yet staged).
 
+    Every row written with ``data_change`` passes the table's rules first (tables/constraints.py:
+    CHECK constraints, invariants, generated columns; identity and generated columns named in
+    ``absent`` are filled in) — the one place all write paths share, so none can skip them.
     Rows read with ``_metadata.row_id``/``row_commit_version`` keep them in the table's
     materialized row-tracking columns (merge_on_read.physical)."""
     options = write_options(tx)
+    rules = rules_for(tx.schema, tx.properties, tx.protocol) if data_change else None
+    if rules is not None:
+        data = enforce(rules, data, schema or tx.schema, absent, identity.assigner(tx) if rules.identity else None)
     if isinstance(data, pa.Table) and any(c.startswith("_metadata.") for c in data.column_names):
         data, schema, options.unindexed_columns = physical(tx, data)
-    return write_data_files(tx.store, data, schema or tx.schema, tx.partition_columns, options,
+    adds = write_data_files(tx.store, data, schema or tx.schema, tx.partition_columns, options,
                             data_change=data_change)
+    if rules is not None and rules.identity:
+        identity.note_written(tx, adds)
+    return adds
 
 
 def num_records(files: pa.Table) -> int:
@@ -86,10 +101,11 @@ def _read_each(tx: "Transaction", files: pa.Table, extra: list[str] | None = Non
     columns = names_wanted + extra if extra else (names_wanted if only is not None else None)
     names = materialized(tx) if extra else None
     row_filter = to_arrow(pred) if pred is not None else None
+    mapping = tx.column_mapping
 
     def one(i: int) -> pa.Table:
         return read_files(tx.store, files.slice(i, 1), tx.schema, tx.partition_columns, columns=columns,
-                          materialized=names, filter=row_filter, prune=pred)
+                          materialized=names, filter=row_filter, prune=pred, column_mapping=mapping)
 
     if files.num_rows == 1:  # a point change: no pool to start
         return [one(0)]
@@ -103,8 +119,12 @@ def rewrite_files(tx: "Transaction", pred: Expr | None,
     """Scan with ``pred`` (recorded as the read), and rewrite every file holding a matching row.
 
     ``transform(rows, matches)`` returns (rows to write back, number of rows affected), where
-    ``matches`` is the boolean "predicate is TRUE" mask of ``rows``. ``writes_rows=False`` (a
-    DELETE) lets a merge-on-read pass read only the predicate's columns: nothing is written back.
+    ``matches`` is the boolean "predicate is TRUE" mask of ``rows``. ``writes_rows=True`` (an
+    UPDATE): the transform returns every row, changed where ``matches``; ``writes_rows=False`` (a
+    DELETE): it drops the matching rows, which lets a merge-on-read pass read only the
+    predicate's columns (unless the change data feed needs the deleted rows).
+    On a change-data-feed table the affected rows are recorded (ops/change_feed.py): updates as
+    pre- and post-images, deletes as deletes.
     """
     _, candidates = tx.scan(pred)
     metrics = {"numRemovedFiles": 0, "numAddedFiles": 0, "numAffectedRows": 0, "numCopiedRows": 0,
@@ -117,7 +137,10 @@ def rewrite_files(tx: "Transaction", pred: Expr | None,
     outputs: list[pa.Table] = []
     extra = row_columns(tx, on_read)
     only = None
-    if on_read and not writes_rows:  # positions (and ids) are all a DV needs
+    feed = change_feed.enabled(tx)
+    before: list[pa.Table] = []  # affected rows as they were, and as written (change data feed)
+    after: list[pa.Table] = []
+    if on_read and not writes_rows and not feed:  # positions (and ids) are all a DV needs
         only = set()
         extra = [c for c in extra if c != ROW_COMMIT_VERSION]
     # merge-on-read needs only the matching rows: the predicate filters them as they are read
@@ -142,6 +165,10 @@ def rewrite_files(tx: "Transaction", pred: Expr | None,
         else:
             out, affected = transform(mark_changed(rows, mask), mask)
             metrics["numCopiedRows"] += rows.num_rows - affected
+        if feed:
+            before.append(rows if on_read else rows.filter(mask))
+            if writes_rows:
+                after.append(out if on_read else out.filter(mask))
         metrics["numAffectedRows"] += affected
         if out.num_rows:
             outputs.append(drop_metadata(out))
@@ -153,10 +180,18 @@ def rewrite_files(tx: "Transaction", pred: Expr | None,
     else:
         tx.stage_removes(removed)
         metrics["numRemovedFiles"] = removed.num_rows
+    adds = None
     if outputs:
         adds = write_files(tx, pa.concat_tables(outputs))
         tx.stage_adds(adds)
         metrics["numAddedFiles"] = adds.num_rows
+    if feed:
+        for rows in before:
+            change_feed.record_changes(tx, rows, change_feed.UPDATE_PREIMAGE if writes_rows else change_feed.DELETE)
+        for rows in after:
+            change_feed.record_changes(tx, rows, change_feed.UPDATE_POSTIMAGE)
+        change_feed.cover(tx, removed)
+        change_feed.cover(tx, adds)
     return metrics
 
 

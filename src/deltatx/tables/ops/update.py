@@ -16,6 +16,9 @@ import pyarrow.compute as pc
 from ...errors import PredicateError, SchemaMismatchError
 from ...expr import Expr, Literal, bind, bind_predicate, evaluate, parse_expression, parse_predicate
 from ...expr.bind import find_field
+from ..constraints import rules_for
+from ..generated import with_update_assignments
+from ..identity import check_no_update
 from .rewrite import rewrite_files
 
 if TYPE_CHECKING:
@@ -81,6 +84,10 @@ def stage_update(tx: "Transaction", where: str | None, set_: dict[str, str]) -> 
     schema = tx.schema
     pred = bind_predicate(parse_predicate(where), schema) if where is not None else None
     assignments = bind_assignments(set_, schema)
+    rules = rules_for(schema, tx.properties, tx.protocol)
+    if rules is not None:  # identity values never change; generated columns follow their inputs
+        check_no_update(rules.identity, set(assignments), "UPDATE")
+        assignments = with_update_assignments(rules, assignments, schema)
 
     def rewrite(rows: pa.Table, matches: pa.ChunkedArray) -> tuple[pa.Table, int]:
         n = pc.sum(pc.cast(matches, pa.int64())).as_py() or 0

@@ -17,6 +17,10 @@ writer's not-yet-committed files safe.
 The retention defaults to ``delta.deletedFileRetentionDuration`` (1 week); a shorter one is refused
 unless ``enforce_retention_duration=False``, because it can delete files that concurrent readers,
 writers or time travel still need. VACUUM writes no commit (the log does not change).
+
+Change data files (``_change_data/``) are not in the snapshot: those that a commit inside the
+retention period references are kept (the change feed of those versions reads them), the others
+go once older than the retention, like Delta's.
 """
 
 from __future__ import annotations
@@ -91,6 +95,13 @@ def vacuum(table: "Table", retention_hours: float | None = None, dry_run: bool =
         deletion_vector_paths(store, snapshot.files),
         deletion_vector_paths(store, recent),
     ])
+    change_data = pc.starts_with(paths, "_change_data/")
+    if pc.any(change_data).as_py():  # change files of versions inside the retention period stay
+        from ...txnlog.change_feed import change_files_since
+
+        kept = change_files_since(store, snapshot, cutoff_ms)
+        if kept:
+            valid = pa.concat_arrays([valid, relative_paths(store, pa.array(kept, pa.string()))])
     doomed = paths.filter(pc.invert(pc.is_in(paths, value_set=valid)))
     result = sorted(doomed.to_pylist())
     if not dry_run and result:

@@ -14,7 +14,9 @@ import pyarrow.compute as pc
 
 from ...errors import ReplaceWhereViolationError
 from ...expr import bind_predicate, parse_predicate, to_arrow
+from ..constraints import WriteRules, rules_for
 from ..data import conform, conform_table, data_schema, resolve_write_schema, to_reader
+from ..identity import assigner, refuse_explicit_values
 from .rewrite import num_records, remove_matching_rows, write_files
 
 if TYPE_CHECKING:
@@ -28,7 +30,27 @@ def _evolve_schema(tx: "Transaction", incoming: pa.Schema, schema_mode: str | No
     target = resolve_write_schema(tx.schema, incoming, schema_mode)
     if not target.equals(tx.schema):
         tx.stage_metadata(tx.metadata.replace(schema_string=schema_to_json(target)))
+        return tx.schema  # as staged: new columns carry their column-mapping ids, if mapped
     return target
+
+
+def _computed_columns(tx: "Transaction", incoming: pa.Schema, what: str) -> frozenset[str]:
+    """Generated and identity columns the data leaves out (the write computes them); refuses
+    values for GENERATED ALWAYS identity columns before anything is written."""
+    rules = rules_for(tx.schema, tx.properties, tx.protocol)
+    if rules is None:
+        return frozenset()
+    refuse_explicit_values(rules.identity, set(incoming.names), what)
+    return rules.absent_from(incoming.names)
+
+
+def _with_computed(tx: "Transaction", table: pa.Table, schema: pa.Schema, absent: frozenset[str]) -> pa.Table:
+    """Only the computed columns filled in (the rules are checked when the rows are written)."""
+    rules = rules_for(tx.schema, tx.properties, tx.protocol)
+    assert rules is not None
+    only_fill = WriteRules((), rules.generated, rules.identity)
+    filled = only_fill.apply(table, schema, absent, assigner(tx) if rules.identity else None)
+    return filled
 
 
 def stage_append(tx: "Transaction", data: Any, *, schema_mode: str | None = None, app_id: str | None = None,
@@ -43,7 +65,8 @@ def stage_append(tx: "Transaction", data: Any, *, schema_mode: str | None = None
             return False
     reader = to_reader(data)
     schema = _evolve_schema(tx, data_schema(reader), schema_mode)
-    adds = write_files(tx, conform(reader, schema), schema)
+    absent = _computed_columns(tx, reader.schema, "append")
+    adds = write_files(tx, conform(reader, schema, absent), schema, absent=absent)
     tx.stage_adds(adds)
     if app_id is not None:
         tx.stage_txn(app_id, int(app_version))
@@ -59,17 +82,21 @@ def stage_overwrite(tx: "Transaction", data: Any, *, where: str | None = None, s
     """Replace the whole table, or only the rows matching ``where`` (replaceWhere)."""
     reader = to_reader(data)
     schema = _evolve_schema(tx, data_schema(reader), schema_mode)
+    absent = _computed_columns(tx, reader.schema, "overwrite")
     params: dict[str, Any] = {"mode": "Overwrite", "partitionBy": tx.partition_columns}
     if where is None:
         _, files = tx.scan(None)
         removed = files.num_rows
         tx.stage_removes(files)
-        adds = write_files(tx, conform(reader, schema), schema)
+        adds = write_files(tx, conform(reader, schema, absent), schema, absent=absent)
         deleted_rows = None
     else:
         pred = bind_predicate(parse_predicate(where), schema)
         params["predicate"] = [str(pred)]
-        table = conform_table(reader, schema)
+        table = conform_table(reader, schema, absent)
+        if absent:  # generated columns first: replaceWhere often names one (a generated partition)
+            table = _with_computed(tx, table, schema, absent)
+            absent = frozenset()
         bad = table.num_rows - table.filter(to_arrow(pred)).num_rows
         if bad:
             raise ReplaceWhereViolationError(

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from ...errors import ZOrderError
+from ...txnlog import column_mapping
 from ...txnlog.clustering import is_clustered, join_path
 from .clustering import column_names, resolve_columns
 from .layout import Layout
@@ -30,9 +31,10 @@ if TYPE_CHECKING:
     from ..transaction import Transaction
 
 
-def plan_zorder(files: pa.Table, partition_columns: list[str]) -> pa.Table:
-    """Every file, with ``bin`` = its partition (one Z-ordered run per partition)."""
-    codes = partition_codes(files, partition_columns).astype(np.int64)
+def plan_zorder(files: pa.Table, partition_keys: list[str]) -> pa.Table:
+    """Every file, with ``bin`` = its partition (one Z-ordered run per partition); ``partition_keys``
+    are the ``partitionValues`` keys (physical names under column mapping)."""
+    codes = partition_codes(files, partition_keys).astype(np.int64)
     return files.append_column("bin", pa.array(codes, pa.int64()))
 
 
@@ -51,7 +53,7 @@ def stage_zorder(tx: "Transaction", zorder_by: Any, where: str | None = None,
     paths = resolve_columns(tx.schema, tx.properties, tx.partition_columns, names, "ZORDER BY", ZOrderError)
     target = target_file_size(tx.properties, target_size)
     pred, files = files_in_partitions(tx, where)
-    planned = plan_zorder(files, tx.partition_columns)
+    planned = plan_zorder(files, column_mapping.partition_keys(tx.metadata, tx.schema))
     logical = [join_path(p) for p in paths]
     layout = Layout(columns=tuple(paths), curve="zorder", target_size=target, provider=None,
                     recorded_columns=Layout.columns_json(logical))

@@ -1,0 +1,285 @@
+"""``deltatx.Catalog(url)``: names → catalog-managed tables, and the commit coordinator for them.
+
+::
+
+    cat = deltatx.Catalog("sqlite:///warehouse/catalog.db")   # or postgresql://user@host/db
+    accounts = cat.create_table("accounts", "/warehouse/accounts", schema)
+    with cat.transaction() as tx:                               # all tables or none
+        tx.table("accounts").update(where="id = 1", set={"balance": "balance - 10"})
+        tx.table("ledger").append(rows)
+
+A catalog-managed table's commits are ratified by the catalog (``store.py``); path-only clients
+are refused as PROTOCOL.md tells them to be, until :meth:`Catalog.release` turns it back into a
+path table.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pyarrow as pa
+
+from ..errors import CatalogTableExistsError, CatalogTableNotFoundError
+from ..tables.table import Table, create_table
+from ..txnlog.actions import Protocol, parse_commit
+from ..txnlog.features import CATALOG_MANAGED, required_protocol
+from ..txnlog.snapshot import Snapshot, load_snapshot
+from ..txnlog.store import LogStore, PreparedCommit, open_store
+from .db import Database, Ratification, open_database
+from .store import CatalogLogStore, next_ict, stamp_in_commit_timestamp
+
+ICT_ENABLED = "delta.enableInCommitTimestamps"
+ICT_VERSION = "delta.inCommitTimestampEnablementVersion"
+ICT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
+#: what create/register add to a table's configuration (features via delta.feature.*)
+CATALOG_CONFIG = {f"delta.feature.{CATALOG_MANAGED}": "supported", ICT_ENABLED: "true"}
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    """One registered table."""
+
+    name: str
+    uri: str
+    table_id: str
+
+
+class Catalog:
+    """A catalog of Delta tables whose commits it ratifies (see the module docstring)."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self._db: Database = open_database(url)
+
+    # ------------------------------------------------------------------ names
+    def _entry(self, name: str) -> CatalogEntry:
+        rows = self._db.query("SELECT id, uri FROM deltatx_tables WHERE name = ?", (name,))
+        if not rows:
+            raise CatalogTableNotFoundError(f"no table named {name!r} in catalog {self.url!r}")
+        return CatalogEntry(name, rows[0][1], rows[0][0])
+
+    def _check_new(self, name: str, uri: str) -> None:
+        if not isinstance(name, str) or not name.strip():
+            raise CatalogTableNotFoundError(f"table name must be a non-empty string, got {name!r}")
+        rows = self._db.query("SELECT name, uri FROM deltatx_tables WHERE name = ? OR uri = ?", (name, uri))
+        for other, other_uri in rows:
+            if other == name:
+                raise CatalogTableExistsError(f"catalog {self.url!r} has a table named {name!r} already ({other_uri})")
+            raise CatalogTableExistsError(f"the table at {uri!r} is registered already as {other!r}")
+
+    def list_tables(self) -> list[str]:
+        """Names of the registered tables, sorted."""
+        return [r[0] for r in self._db.query("SELECT name FROM deltatx_tables ORDER BY name")]
+
+    def entries(self) -> list[CatalogEntry]:
+        return [CatalogEntry(n, u, i) for n, u, i in self._db.query("SELECT name, uri, id FROM deltatx_tables ORDER BY name")]
+
+    def store(self, name: str) -> CatalogLogStore:
+        """The commit path of table ``name`` (its log ratified by this catalog)."""
+        entry = self._entry(name)
+        return CatalogLogStore(self, entry.table_id, open_store(entry.uri))
+
+    # ------------------------------------------------------------------ tables
+    def table(self, name: str, version: int | None = None) -> Table:
+        """The table ``name`` (latest ratified version, or ``version``); its commits go through the catalog."""
+        store = self.store(name)
+        return Table(store.inner.uri, version=version, _store=store)  # type: ignore[arg-type]
+
+    def create_table(self, name: str, uri: str, schema: pa.Schema, partition_by: list[str] | str | None = None,
+                     properties: dict[str, Any] | None = None, **kwargs: Any) -> Table:
+        """Create an empty catalog-managed table: version 0 is ratified together with the name."""
+        uri = _normal_uri(uri)
+        self._check_new(name, uri)
+        table_id = str(uuid.uuid4())
+        store = _CreatingStore(self, table_id, open_store(uri), name)
+        config = {**(properties or {}), **CATALOG_CONFIG}
+        create_table(uri, schema, partition_by=partition_by, properties=config, _store=store,  # type: ignore[arg-type]
+                     **kwargs)
+        return self.table(name)
+
+    def register(self, name: str, uri: str) -> Table:
+        """Adopt the path table at ``uri``: one path commit adds ``catalogManaged`` (with the
+        in-commit timestamps and vacuumProtocolCheck it requires), then the catalog records it.
+
+        A crash between the two leaves a table that path clients refuse; registering it again
+        adopts it without another commit."""
+        uri = _normal_uri(uri)
+        self._check_new(name, uri)
+        inner = open_store(uri)
+        snapshot = load_snapshot(inner)
+        if CATALOG_MANAGED not in (snapshot.protocol.writer_features or ()):
+            self._commit_registration(inner, snapshot)
+            snapshot = snapshot.refresh(inner)
+        last = parse_commit(inner.read_commit(snapshot.version), snapshot.version)
+        ict = int(last.commit_info.get("inCommitTimestamp") or next_ict(None))
+        table_id = str(uuid.uuid4())
+        row = Ratification(table_id, snapshot.version, None, last.txn_id or str(uuid.uuid4()), ict)
+        self._db.ratify([row], row.txn_id, int(time.time() * 1000),
+                        extra=lambda cur: _insert_table(cur, table_id, name, uri))
+        return self.table(name)
+
+    def _commit_registration(self, inner: LogStore, snapshot: Snapshot) -> None:
+        version = snapshot.version + 1
+        ict = next_ict(None)
+        config = {**snapshot.metadata.configuration, ICT_ENABLED: "true", ICT_VERSION: str(version),
+                  ICT_TIMESTAMP: str(ict)}
+        protocol = required_protocol({**config, **CATALOG_CONFIG}, snapshot.schema, current=snapshot.protocol)
+        table = Table(inner.uri, _store=_StampingStore(inner, ict), _snapshot=snapshot)  # type: ignore[arg-type]
+        tx = table.transaction()
+        tx.stage_protocol(protocol)
+        tx.stage_metadata(replace(snapshot.metadata, configuration=config))
+        tx.note_operation("SET TBLPROPERTIES", {"properties": {f"delta.feature.{CATALOG_MANAGED}": "supported",
+                                                               ICT_ENABLED: "true"}}, changes_data=False)
+        tx.commit()
+
+    def release(self, name: str) -> Table:
+        """Turn ``name`` back into a path table: a last catalog commit drops ``catalogManaged``
+        (and disables in-commit timestamps), then the name is forgotten."""
+        entry = self._entry(name)
+        table = self.table(name)
+        snap = table.snapshot
+        tx = table.transaction()
+        p = snap.protocol
+        # the features catalogManaged brought; deltalake 1.x refuses to read vacuumProtocolCheck and to
+        # write inCommitTimestamp tables, so a released table is a plain path table again
+        dropped = (CATALOG_MANAGED, "vacuumProtocolCheck", "inCommitTimestamp")  # ICT is disabled below
+        tx.stage_protocol(Protocol(p.min_reader_version, p.min_writer_version,
+                                   tuple(f for f in (p.reader_features or ()) if f not in dropped),
+                                   tuple(f for f in (p.writer_features or ()) if f not in dropped)))
+        config = {k: v for k, v in snap.metadata.configuration.items() if k not in (ICT_VERSION, ICT_TIMESTAMP)}
+        config[ICT_ENABLED] = "false"
+        tx.stage_metadata(replace(snap.metadata, configuration=config))
+        tx.note_operation("RELEASE FROM CATALOG", {}, changes_data=False)
+        tx.commit()
+        self._forget(entry)
+        return Table(entry.uri)
+
+    def drop_table(self, name: str, purge: bool = False) -> None:
+        """Forget ``name``; with ``purge`` delete its files too. Without purge the files stay a
+        catalog-managed table that path clients refuse (register it again to use it)."""
+        entry = self._entry(name)
+        self._forget(entry)
+        if purge:
+            path = open_store(entry.uri)
+            shutil.rmtree(path.root, ignore_errors=True) if os.path.isdir(path.root) else path.fs.rm(path.root, recursive=True)
+
+    def _forget(self, entry: CatalogEntry) -> None:
+        with self._db.write() as cur:
+            cur.execute("DELETE FROM deltatx_commits WHERE table_id = ?", (entry.table_id,))
+            cur.execute("DELETE FROM deltatx_tables WHERE id = ?", (entry.table_id,))
+
+    # ------------------------------------------------------------------ many tables
+    def transaction(self, *, max_attempts: int | None = None) -> "CatalogTransaction":
+        """A transaction over any number of this catalog's tables: all commit or none."""
+        from .transaction import CatalogTransaction
+
+        return CatalogTransaction(self, **({"max_attempts": max_attempts} if max_attempts else {}))
+
+    def cut(self) -> dict[str, tuple[CatalogEntry, int]]:
+        """Latest ratified version of every table, read in ONE database query (one consistent cut)."""
+        rows = self._db.query(
+            "SELECT t.name, t.uri, t.id, (SELECT MAX(c.version) FROM deltatx_commits c WHERE c.table_id = t.id) "
+            "FROM deltatx_tables t")
+        return {n: (CatalogEntry(n, u, i), int(v)) for n, u, i, v in rows if v is not None}
+
+    def snapshot(self) -> "CatalogSnapshot":
+        """Every table as of one instant of the catalog: no multi-table transaction half seen."""
+        return CatalogSnapshot(self, self.cut())
+
+    # ------------------------------------------------------------------ maintenance
+    def vacuum_staged(self, name: str, retention_hours: float = 1.0) -> list[str]:
+        """Delete staged commits that were never ratified (dead transactions) and are older than
+        ``retention_hours`` (a live transaction may be between staging and ratifying)."""
+        store = self.store(name)
+        ratified = {r[0] for r in self._db.query(
+            "SELECT staged_name FROM deltatx_commits WHERE table_id = ? AND staged_name IS NOT NULL", (store.table_id,))}
+        horizon = int(time.time() * 1000 - retention_hours * 3600 * 1000)
+        dead = [n for n, mtime in store.list_staged() if n not in ratified and mtime <= horizon]
+        for n in dead:
+            store.discard_staged(n)
+        return sorted(dead)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> "Catalog":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"deltatx.Catalog({self.url!r})"
+
+
+class CatalogSnapshot:
+    """All tables of a catalog at one cut: ``snap.table(name).to_arrow()``."""
+
+    def __init__(self, catalog: Catalog, cut: dict[str, tuple[CatalogEntry, int]]):
+        self.catalog = catalog
+        self.versions = {name: v for name, (_, v) in cut.items()}
+        self._cut = cut
+
+    def table(self, name: str) -> Table:
+        if name not in self._cut:
+            raise CatalogTableNotFoundError(f"no table named {name!r} in this snapshot of {self.catalog.url!r}")
+        entry, version = self._cut[name]
+        store = CatalogLogStore(self.catalog, entry.table_id, open_store(entry.uri))
+        return Table(entry.uri, version=version, _store=store)  # type: ignore[arg-type]
+
+
+def _insert_table(cur: Any, table_id: str, name: str, uri: str) -> None:
+    cur.execute("INSERT INTO deltatx_tables (id, name, uri, created_ms) VALUES (?, ?, ?, ?)",
+                (table_id, name, uri, int(time.time() * 1000)))
+
+
+def _normal_uri(uri: str) -> str:
+    uri = str(uri)
+    return os.path.abspath(uri) if "://" not in uri else uri
+
+
+class _CreatingStore(CatalogLogStore):
+    """Version 0 of a new table: ratified in the same database transaction that names it."""
+
+    def __init__(self, catalog: Catalog, table_id: str, inner: LogStore, name: str):
+        super().__init__(catalog, table_id, inner)
+        self.name = name
+
+    def table_exists(self) -> bool:
+        return self.inner.table_exists()
+
+    def put_commit(self, version: int, data: bytes) -> None:
+        from ..txnlog.store import VersionExistsError
+        from .db import DuplicateRowError
+
+        staged, _, ict, txn_id = self.stage(version, data)
+        row = Ratification(self.table_id, version, staged, txn_id or str(uuid.uuid4()), ict)
+        try:
+            self.catalog._db.ratify([row], row.txn_id, int(time.time() * 1000),
+                                    extra=lambda cur: _insert_table(cur, self.table_id, self.name, self.inner.uri))
+        except DuplicateRowError:
+            self.discard_staged(staged)
+            raise VersionExistsError(version) from None
+        self.publish_pending()
+
+
+class _StampingStore:
+    """A path store whose commits carry one given in-commit timestamp (the registration commit
+    enables in-commit timestamps, so it is the first that must have one)."""
+
+    #: the in-commit timestamps are this store's to stamp (Transaction leaves them alone)
+    stamps_in_commit_timestamps = True
+
+    def __init__(self, inner: LogStore, ict: int):
+        self.inner, self.ict = inner, ict
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def prepare_commit(self, data: bytes) -> PreparedCommit:
+        return self.inner.prepare_commit(stamp_in_commit_timestamp(data, self.ict)[0])

@@ -1,0 +1,153 @@
+"""``with cat.transaction() as tx``: one all-or-nothing commit over several tables.
+
+Each table keeps its own :class:`~deltatx.tables.transaction.Transaction` (read set, isolation
+level, staged actions). Commit, per attempt:
+
+1. every table is checked and rebased against its own winners since its read version (the same
+   pure conflict checker and rebase as a single-table commit: ``Transaction._rebase_onto_winners``);
+2. every table's commit is staged in its ``_delta_log/_staged_commits`` (invisible);
+3. ONE database transaction ratifies the next version of every table touched — or none, when any
+   table moved meanwhile (then the staged files are discarded and the loop goes round again);
+4. the ratified versions are published to ``_delta_log``.
+
+A crash before 3 leaves only dead staged files (vacuumed by ``Catalog.vacuum_staged``); after 3
+every table has changed, and whoever looks next publishes what is unpublished.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from .. import phases
+from ..errors import CommitRetriesExceededError, DeltaTxError
+from ..tables.transaction import BACKOFF_BASE_S, BACKOFF_CAP_S, DEFAULT_MAX_ATTEMPTS, FREE_RETRIES, CommitResult, Transaction
+from ..txnlog.actions import CommitActions
+from ..txnlog.store import VersionExistsError
+from .db import DuplicateRowError, Ratification
+from .store import CatalogLogStore
+
+if TYPE_CHECKING:
+    from .catalog import Catalog, CatalogEntry
+
+
+class CatalogTransaction:
+    """Transactions over several catalog tables, pinned at one consistent cut of the catalog."""
+
+    def __init__(self, catalog: "Catalog", *, max_attempts: int = DEFAULT_MAX_ATTEMPTS):
+        self.catalog = catalog
+        self.max_attempts = max_attempts
+        self.txn_id = str(uuid.uuid4())
+        self._cut: dict[str, tuple["CatalogEntry", int]] | None = None
+        self._txs: dict[str, Transaction] = {}
+        self._state = "open"
+
+    def table(self, name: str) -> Transaction:
+        """The transaction of table ``name``, pinned at this transaction's cut of the catalog."""
+        if self._state != "open":
+            raise DeltaTxError(f"this catalog transaction is {self._state}; start a new one")
+        tx = self._txs.get(name)
+        if tx is None:
+            if self._cut is None:
+                self._cut = self.catalog.cut()  # one instant for every table this txn reads
+            if name not in self._cut:
+                self.catalog._entry(name)  # raises CatalogTableNotFoundError
+                self._cut = {**self._cut, **self.catalog.cut()}  # created after the cut
+            table = self.catalog.table(name)
+            tx = table.transaction(read_version=self._cut[name][1], max_attempts=self.max_attempts)
+            self._txs[name] = tx
+        return tx
+
+    # ------------------------------------------------------------------ commit
+    def commit(self) -> dict[str, CommitResult]:
+        """Commit every table's staged changes at once (see the module docstring)."""
+        if self._state != "open":
+            raise DeltaTxError(f"this catalog transaction is {self._state}")
+        touched = {name: tx for name, tx in self._txs.items() if tx.has_changes()}
+        try:
+            results = self._commit(touched) if touched else {}
+        except BaseException:
+            self._state = "failed"
+            for tx in self._txs.values():
+                if not tx._may_have_landed:
+                    tx._abort_files()
+                tx._state = "failed"
+            raise
+        for name, tx in self._txs.items():
+            if name not in touched:
+                tx.abort()
+        self._state = "committed"
+        return results
+
+    def _commit(self, touched: dict[str, Transaction]) -> dict[str, CommitResult]:
+        infos = {name: tx._transaction_info() for name, tx in touched.items()}
+        versions = {name: tx.read_version + 1 for name, tx in touched.items()}
+        winners: dict[str, list[CommitActions]] = {name: [] for name in touched}
+        resolved = dict.fromkeys(touched, 0)
+        commit_infos: dict[str, dict[str, Any]] = {}
+        attempts = 0
+        while True:
+            attempts += 1
+            for name, tx in touched.items():  # each table against its own winners
+                info, nxt, _, checked = tx._rebase_onto_winners(infos[name], versions[name], winners[name])
+                infos[name], versions[name] = info, nxt
+                resolved[name] += checked
+            staged: list[tuple[CatalogLogStore, str]] = []
+            rows: list[Ratification] = []
+            try:
+                for name, tx in touched.items():
+                    info, commit_infos[name], payload = tx._encode(infos[name])
+                    infos[name] = info
+                    store: CatalogLogStore = tx.store
+                    staged_name, _, ict, _ = store.stage(versions[name], payload)
+                    staged.append((store, staged_name))
+                    rows.append(Ratification(store.table_id, versions[name], staged_name, tx.txn_id, ict))
+                phases.reached("attempt_commit", txn_id=self.txn_id, versions=dict(versions), attempt=attempts)
+                for tx in touched.values():
+                    tx._may_have_landed = True  # from here an error may hide a ratification
+                self.catalog._db.ratify(rows, self.txn_id, int(time.time() * 1000))
+                break
+            except (DuplicateRowError, VersionExistsError):
+                for tx in touched.values():
+                    tx._may_have_landed = False
+                for store, staged_name in staged:
+                    store.discard_staged(staged_name)
+                if attempts >= self.max_attempts:
+                    raise CommitRetriesExceededError(
+                        f"gave up after {attempts} attempts to commit to {sorted(touched)}; the tables kept moving",
+                        version=max(versions.values()), operation="TRANSACTION") from None
+                if attempts > FREE_RETRIES:
+                    time.sleep(random.uniform(0, min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (attempts - FREE_RETRIES - 1))))
+        phases.reached("ratified", txn_id=self.txn_id, versions=dict(versions))
+        for tx in touched.values():
+            tx.store.publish_pending()
+        phases.reached("published", txn_id=self.txn_id, versions=dict(versions))
+        results = {}
+        for name, tx in touched.items():
+            info = infos[name]
+            tx._drop_unreferenced(info.adds)
+            own = CommitActions(version=versions[name], commit_info=commit_infos[name], protocol=info.protocol,
+                                metadata=info.metadata, txns=list(info.txns), domains=list(info.domains))
+            own._adds, own._removes = info.adds, info.removes
+            results[name] = tx._finish(versions[name], attempts, info, winners[name], own=own, resolved=resolved[name])
+            tx._state = "committed"
+        return results
+
+    def abort(self) -> None:
+        if self._state == "open":
+            for tx in self._txs.values():
+                tx.abort()
+            self._state = "aborted"
+
+    def __enter__(self) -> "CatalogTransaction":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.abort()
+            return None
+        if self._state == "open":
+            self.commit()
+        return None

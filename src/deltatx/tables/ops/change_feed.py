@@ -1,0 +1,135 @@
+"""Change data feed, write side: the changed rows of DELETE/UPDATE/MERGE as ``_change_data/`` files.
+
+With ``delta.enableChangeDataFeed=true`` (PROTOCOL.md "Change Data Files", "Add CDC File") a
+commit that changes rows *inside* files carries ``cdc`` actions: Parquet files under
+``_change_data/`` (partitioned like the table) holding the changed rows plus ``_change_type``
+(``delete``, ``update_preimage``, ``update_postimage``, ``insert``). A reader of such a commit takes
+its cdc files **instead of** its adds and removes, so once a commit has cdc files every change of
+it must be in them (a MERGE's inserts too).
+
+Commits that only add files (appends, insert-only MERGEs) or only remove whole files (DELETE by
+partition) need none: readers turn their adds into inserts and removes into deletes. So:
+
+- operations call :func:`record_changes` with the rows they changed and :func:`cover` with the
+  files those rows describe (the rewritten inputs and outputs); nothing is written yet;
+- at commit, :func:`stage_change_files` writes one set of change files for the whole
+  transaction. If some of its file actions are not covered (an append and an UPDATE in one
+  transaction, a replaceWhere that drops whole files and rewrites others) their rows are read
+  back and recorded as inserts / deletes, because the reader will not look at them.
+
+Nothing here runs unless the feature is on: :func:`enabled` is checked by each operation once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ...io.reader import read_files
+from ...io.writer import WriteOptions, write_data_files
+from ...txnlog.actions import CDC_SCHEMA
+from ...txnlog.change_feed import CHANGE_TYPE
+from ...txnlog.features import writer_features
+from .. import properties as props
+
+if TYPE_CHECKING:
+    from ..transaction import Transaction
+
+CHANGE_DATA_DIR = "_change_data"
+DELETE = "delete"
+INSERT = "insert"
+UPDATE_PREIMAGE = "update_preimage"
+UPDATE_POSTIMAGE = "update_postimage"
+
+
+@dataclass
+class ChangeRecorder:
+    """What one transaction's operations changed: rows per change type, and the file paths whose
+    add/remove actions those rows already describe."""
+
+    rows: list[pa.Table] = field(default_factory=list)
+    covered: set[str] = field(default_factory=set)
+
+
+def enabled(tx: "Transaction") -> bool:
+    """The transaction must write change data: the property is on and the protocol has the feature
+    (on writer 7 a table honours the property only when it lists ``changeDataFeed``)."""
+    return props.flag(tx.properties, props.ENABLE_CHANGE_DATA_FEED, False) and \
+        "changeDataFeed" in writer_features(tx.protocol)
+
+
+def change_schema(schema: pa.Schema) -> pa.Schema:
+    """A change data file's logical schema: the table's columns plus ``_change_type``."""
+    return pa.schema(list(schema) + [pa.field(CHANGE_TYPE, pa.string())], metadata=schema.metadata)
+
+
+def _recorder(tx: "Transaction") -> ChangeRecorder:
+    if tx.changes is None:
+        tx.changes = ChangeRecorder()
+    return tx.changes
+
+
+def record_changes(tx: "Transaction", rows: pa.Table | None, change_type: str) -> None:
+    """Record ``rows`` (table columns; ``_metadata.*`` columns are dropped) as ``change_type``."""
+    if rows is None or not rows.num_rows:
+        return
+    data = rows.select([n for n in tx.schema.names if n in rows.column_names])
+    data = data.append_column(pa.field(CHANGE_TYPE, pa.string()),
+                              pa.array([change_type] * data.num_rows, pa.string()))
+    _recorder(tx).rows.append(data)
+
+
+def cover(tx: "Transaction", files: pa.Table | None) -> None:
+    """The add/remove actions of ``files`` are described by recorded change rows."""
+    if files is not None and files.num_rows:
+        _recorder(tx).covered.update(files.column("path").to_pylist())
+
+
+def _uncovered(files: pa.Table, covered: set[str]) -> pa.Table:
+    """Data-changing file actions no recorded change rows describe."""
+    if not files.num_rows:
+        return files
+    keep = pc.fill_null(files["dataChange"], True)
+    if covered:
+        keep = pc.and_(keep, pc.invert(pc.is_in(files["path"], value_set=pa.array(sorted(covered), pa.string()))))
+    return files.filter(keep)
+
+
+def stage_change_files(tx: "Transaction") -> None:
+    """Write the recorded change rows as ``_change_data/`` files and stage their ``cdc`` actions.
+
+    Called by the transaction right before it commits. Does nothing when no operation recorded
+    rows (appends, whole-file deletes, OPTIMIZE): readers use the adds and removes then.
+    """
+    recorder = tx.changes
+    if recorder is None or not recorder.rows or not enabled(tx):
+        return
+    schema, partitions = tx.schema, tx.partition_columns
+    adds, removes = tx.staged_file_actions()
+    inserted, deleted = _uncovered(adds, recorder.covered), _uncovered(removes, recorder.covered)
+    if inserted.num_rows:  # an append in the same transaction: its rows join the feed as inserts
+        record_changes(tx, read_files(tx.store, inserted, schema, partitions), INSERT)
+    if deleted.num_rows:  # whole files removed (their deletion vectors applied): deletes
+        record_changes(tx, read_files(tx.store, deleted, schema, partitions), DELETE)
+    parts = recorder.rows
+    target = change_schema(schema)
+    data = pa.concat_tables(parts, promote_options="default") if len(parts) > 1 else parts[0]
+    data = data.select(target.names).cast(target)
+    options = WriteOptions(directory=CHANGE_DATA_DIR, num_indexed_cols=0)
+    written = write_data_files(tx.store, data, target, partitions, options, data_change=False)
+    tx.stage_cdc(_cdc_actions(written))
+
+
+def _cdc_actions(written: pa.Table) -> pa.Table:
+    """``cdc`` actions for files the writer made (it returns add actions): no stats, dataChange=false."""
+    n = written.num_rows
+    return pa.table({
+        "path": written["path"],
+        "partitionValues": written["partitionValues"],
+        "size": written["size"],
+        "dataChange": pa.array([False] * n, pa.bool_()),
+        "tags": pa.nulls(n, CDC_SCHEMA.field("tags").type),
+    }, schema=CDC_SCHEMA)

@@ -1,0 +1,196 @@
+"""ALTER TABLE ADD COLUMNS / RENAME COLUMN / DROP COLUMNS: metadata-only commits.
+
+Why rename and drop need column mapping: without it a column's name *is* its name in the data
+files, so a rename would orphan every stored value and dropping a column then adding one of the
+same name would bring the old values back. Under column mapping (``delta.columnMapping.mode`` =
+``name`` or ``id``) the files use physical names that never change and are never reused
+(:mod:`deltatx.txnlog.column_mapping`), so both are schema changes in the log and nothing is
+rewritten. Adding a column needs no mapping: files written before it lack it and read it as null,
+which is why an added column must be nullable.
+
+A column is named as in a predicate: ``a`` for a top-level column, ``s.x`` for field ``x`` of
+struct ``s`` (backticks quote a name containing a dot); a top-level column literally named
+``s.x`` wins. Names match case-insensitively when they do not match exactly, as Spark resolves
+them. Every refusal raises before anything is staged.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import pyarrow as pa
+
+from ...errors import ColumnMappingError, SchemaMismatchError
+from ...txnlog.column_mapping import MODE, strip_field
+from ...txnlog.features import required_protocol
+from ...txnlog.schema import field_to_delta, normalize_schema, schema_to_json
+from ...txnlog.stats import _split_column_name
+
+if TYPE_CHECKING:
+    from ..transaction import Transaction
+
+Path = tuple[str, ...]
+
+
+# --------------------------------------------------------------------------------------------
+# Resolving names
+# --------------------------------------------------------------------------------------------
+
+
+def _index(fields: Sequence[pa.Field], name: str) -> int | None:
+    """Position of ``name`` among ``fields``: exact match, else the one case-insensitive match."""
+    for i, f in enumerate(fields):
+        if f.name == name:
+            return i
+    low = [i for i, f in enumerate(fields) if f.name.lower() == name.lower()]
+    return low[0] if len(low) == 1 else None
+
+
+def _resolve(schema: pa.Schema, name: str) -> Path:
+    """The column ``name`` names, as the exact names of the fields on its path."""
+    if not isinstance(name, str) or not name:
+        raise SchemaMismatchError(f"a column name must be a non-empty string, got {name!r}")
+    fields: Sequence[pa.Field] = list(schema)
+    top = _index(fields, name)
+    parts = (name,) if top is not None else _split_column_name(name)
+    path: list[str] = []
+    for depth, part in enumerate(parts):
+        i = _index(fields, part)
+        if i is None:
+            where = "the table" if depth == 0 else f"struct {'.'.join(path)!r}"
+            raise SchemaMismatchError(
+                f"column {name!r} does not exist: {where} has {[f.name for f in fields]}")
+        field = fields[i]
+        path.append(field.name)
+        if depth < len(parts) - 1:
+            if not pa.types.is_struct(field.type):
+                raise SchemaMismatchError(f"column {name!r}: {'.'.join(path)!r} is {field.type}, not a struct")
+            fields = list(field.type)
+    return tuple(path)
+
+
+def _edit(fields: list[pa.Field], path: Path, change: Callable[[list[pa.Field], int], list[pa.Field]]) -> list[pa.Field]:
+    """``fields`` with ``change(siblings, index)`` applied to the level holding ``path``."""
+    i = next(k for k, f in enumerate(fields) if f.name == path[0])
+    if len(path) == 1:
+        return change(fields, i)
+    f = fields[i]
+    inner = _edit(list(f.type), path[1:], change)
+    return fields[:i] + [f.with_type(pa.struct(inner))] + fields[i + 1:]
+
+
+def _siblings(schema: pa.Schema, path: Path) -> list[pa.Field]:
+    fields: Sequence[pa.Field] = list(schema)
+    for part in path[:-1]:
+        fields = list(next(f for f in fields if f.name == part).type)
+    return list(fields)
+
+
+def _dotted(path: Path) -> str:
+    return ".".join(f"`{p}`" if "." in p else p for p in path)
+
+
+def _require_mapping(tx: "Transaction", operation: str) -> None:
+    if tx.column_mapping is None:
+        raise ColumnMappingError(
+            f"{operation} needs column mapping: without it a column's name is its name in the data files, "
+            f"so old values would be lost or come back. Enable it first with "
+            f"set_properties({{'{MODE}': 'name'}}) (nothing is rewritten)"
+        )
+
+
+def _stage_schema(tx: "Transaction", fields: list[pa.Field], partition_columns: Sequence[str] | None = None) -> None:
+    """Stage the new schema (ids for new columns are assigned when staged), and the protocol it
+    needs (a ``timestamp_ntz`` column needs the ``timestampNtz`` feature)."""
+    schema = pa.schema(fields)
+    changes: dict[str, Any] = {"schema_string": schema_to_json(schema)}
+    if partition_columns is not None:
+        changes["partition_columns"] = tuple(partition_columns)
+    protocol = required_protocol(dict(tx.metadata.configuration), schema, tx.protocol)
+    tx.stage_metadata(tx.metadata.replace(**changes))
+    if protocol != tx.protocol:
+        tx.stage_protocol(protocol)
+
+
+# --------------------------------------------------------------------------------------------
+# Operations
+# --------------------------------------------------------------------------------------------
+
+
+def stage_add_columns(tx: "Transaction", fields: pa.Field | Sequence[pa.Field]) -> dict[str, Any]:
+    """Append nullable columns to the schema (top level). Any column-mapping metadata the fields
+    carry (say, copied from another table's schema) is dropped: they get this table's own ids."""
+    new = [fields] if isinstance(fields, pa.Field) else list(fields) if isinstance(fields, (list, tuple)) else None
+    if not new or not all(isinstance(f, pa.Field) for f in new):
+        raise SchemaMismatchError(f"add_columns takes a pyarrow.Field or a non-empty list of them, got {fields!r}")
+    taken = {f.name.lower() for f in tx.schema}
+    for f in new:
+        if not f.nullable:
+            raise SchemaMismatchError(
+                f"column {f.name!r} is NOT NULL, but the rows already in the table have no value for it; "
+                f"add it as nullable")
+        if not f.name:
+            raise SchemaMismatchError("a new column needs a non-empty name")
+        if f.name.lower() in taken:
+            raise SchemaMismatchError(f"column {f.name!r} already exists (names are compared case-insensitively)")
+        taken.add(f.name.lower())
+    added = list(normalize_schema(pa.schema([strip_field(f) for f in new])))
+    _stage_schema(tx, list(tx.schema) + added)
+    tx.note_operation("ADD COLUMNS", {"columns": [{"column": field_to_delta(f)} for f in added]}, {},
+                      changes_data=False)
+    return {"numColumnsAdded": len(added)}
+
+
+def stage_rename_column(tx: "Transaction", old: str, new: str) -> dict[str, Any]:
+    """Rename a column or struct field (``new`` is its new name, not a path). The physical name
+    stays, so every data file still finds its values."""
+    _require_mapping(tx, "RENAME COLUMN")
+    path = _resolve(tx.schema, old)
+    if not isinstance(new, str) or not new:
+        raise SchemaMismatchError(f"the new column name must be a non-empty string, got {new!r}")
+    clash = [f.name for f in _siblings(tx.schema, path)
+             if f.name != path[-1] and f.name.lower() == new.lower()]
+    if clash:
+        raise SchemaMismatchError(f"cannot rename {_dotted(path)!r} to {new!r}: column {clash[0]!r} exists")
+
+    def rename(siblings: list[pa.Field], i: int) -> list[pa.Field]:
+        return siblings[:i] + [siblings[i].with_name(new)] + siblings[i + 1:]
+
+    partition_columns = None
+    if len(path) == 1 and path[0] in tx.partition_columns:
+        partition_columns = [new if c == path[0] else c for c in tx.partition_columns]
+    _stage_schema(tx, _edit(list(tx.schema), path, rename), partition_columns)
+    new_path = path[:-1] + (new,)
+    tx.note_operation("RENAME COLUMN", {"oldColumnPath": _dotted(path), "newColumnPath": _dotted(new_path)}, {},
+                      changes_data=False)
+    return {}
+
+
+def stage_drop_columns(tx: "Transaction", names: str | Sequence[str]) -> dict[str, Any]:
+    """Drop columns or struct fields from the schema; their values stay in old files, unread."""
+    _require_mapping(tx, "DROP COLUMN")
+    wanted = [names] if isinstance(names, str) else list(names) if isinstance(names, (list, tuple)) else None
+    if not wanted:
+        raise SchemaMismatchError(f"drop_column takes a column name or a non-empty list of names, got {names!r}")
+    paths = list(dict.fromkeys(_resolve(tx.schema, n) for n in wanted))
+    partition = [_dotted(p) for p in paths if len(p) == 1 and p[0] in tx.partition_columns]
+    if partition:
+        raise SchemaMismatchError(
+            f"cannot drop partition column(s) {partition}: every file's location and partition values depend on "
+            f"them; rewrite the table without them instead")
+    fields = list(tx.schema)
+    for path in paths:
+        if any(path[:len(other)] == other and path != other for other in paths):
+            continue  # its parent struct goes too
+        siblings = _siblings(pa.schema(fields), path)
+        if len(path) > 1 and len(siblings) == 1:
+            raise SchemaMismatchError(
+                f"cannot drop {_dotted(path)!r}: it is the only field of struct {_dotted(path[:-1])!r}; "
+                f"drop the struct instead")
+        fields = _edit(fields, path, lambda siblings, i: siblings[:i] + siblings[i + 1:])
+    if not [f for f in fields if f.name not in tx.partition_columns]:
+        raise SchemaMismatchError("cannot drop every data column: a table needs at least one column outside "
+                                  "its partition columns")
+    _stage_schema(tx, fields)
+    tx.note_operation("DROP COLUMNS", {"columns": [_dotted(p) for p in paths]}, {}, changes_data=False)
+    return {"numColumnsDropped": len(paths)}

@@ -1,0 +1,350 @@
+"""Change data feed: what DELETE/UPDATE/MERGE write under ``_change_data/`` (copy-on-write and
+deletion vectors), what ``Table.changes()`` returns per version, its bounds and errors, and
+VACUUM of change files.
+
+Expected feeds are written out by hand as (change type, version, id, value) tuples.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute
+import pytest
+from tablefiles import age_files, data_files
+
+import deltatx
+from deltatx.errors import ChangeDataFeedError, ConcurrentModificationException, PredicateError, SchemaMismatchError
+from deltatx.tables.ops import change_feed
+from deltatx.tables.ops import vacuum as vacuum_module
+
+SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.string()), ("value", pa.float64())])
+CDF = {"delta.enableChangeDataFeed": "true"}
+CDF_DV = {**CDF, "delta.enableDeletionVectors": "true"}
+
+
+def rows(ids: list[int], part: str, value: float | None = None) -> pa.Table:
+    return pa.table({"id": ids, "part": [part] * len(ids),
+                     "value": [float(i) if value is None else value for i in ids]}, schema=SCHEMA)
+
+
+def feed(table: deltatx.Table, **kwargs: Any) -> list[tuple]:
+    """(change type, version, id, value) of every change row, sorted."""
+    out = table.changes(**kwargs)
+    return sorted(zip(out["_change_type"].to_pylist(), out["_commit_version"].to_pylist(),
+                      out["id"].to_pylist(), out["value"].to_pylist()))
+
+
+def commit_actions(uri: str, version: int) -> dict[str, list[dict]]:
+    actions: dict[str, list[dict]] = {}
+    with open(os.path.join(uri, "_delta_log", f"{version:020d}.json")) as f:
+        for line in f:
+            (kind, body), = json.loads(line).items()
+            actions.setdefault(kind, []).append(body)
+    return actions
+
+
+def change_files(uri: str) -> set[str]:
+    return {p for p in data_files(uri) if p.startswith("_change_data/")}
+
+
+@pytest.fixture(params=[CDF, CDF_DV], ids=["copy-on-write", "deletion-vectors"])
+def table(request, table_uri) -> deltatx.Table:
+    """v0 create (partitioned by part, feed on), v1 ids 1..4 in a, v2 ids 5..8 in b."""
+    t = deltatx.create_table(table_uri, SCHEMA, partition_by=["part"], properties=request.param)
+    t.append(rows([1, 2, 3, 4], "a"))
+    t.append(rows([5, 6, 7, 8], "b"))
+    return t
+
+
+# ----------------------------------------------------------------------------------- protocol
+def test_enabling_at_create_lists_the_writer_feature(table_uri):
+    t = deltatx.create_table(table_uri, SCHEMA, properties=CDF)
+    assert "changeDataFeed" in t.protocol.writer_features
+    assert t.protocol.min_writer_version == 7
+
+
+def test_enabling_later_upgrades_the_protocol_and_starts_the_feed(table_uri):
+    t = deltatx.create_table(table_uri, SCHEMA)
+    t.append(rows([1, 2], "a"))
+    t.delete("id = 1")  # v2: feed off, no change files
+    assert not change_files(table_uri)
+    result = t.set_properties(CDF)  # v3
+    assert "changeDataFeed" in (t.protocol.writer_features or ())
+    t.update("id = 2", {"value": "20.0"})  # v4
+    assert feed(t, starting_version=result.version) == [
+        ("update_postimage", 4, 2, 20.0), ("update_preimage", 4, 2, 2.0)]
+    with pytest.raises(ChangeDataFeedError) as info:
+        t.changes(starting_version=1)
+    assert info.value.version == 1 and "version 1" in str(info.value)
+
+
+def test_feed_turned_off_inside_the_range_names_that_version(table):
+    table.set_properties({"delta.enableChangeDataFeed": "false"})  # v3
+    table.set_properties(CDF)  # v4
+    with pytest.raises(ChangeDataFeedError) as info:
+        table.changes(starting_version=1, ending_version=4)
+    assert info.value.version == 3
+    assert feed(table, starting_version=4) == []
+
+
+# ----------------------------------------------------------------------------------- writes
+def test_append_writes_no_change_files_and_reads_as_inserts(table):
+    assert not change_files(table.uri)
+    assert "cdc" not in commit_actions(table.uri, 1)
+    assert feed(table, starting_version=1, ending_version=1) == [("insert", 1, i, float(i)) for i in (1, 2, 3, 4)]
+
+
+def test_delete_writes_change_rows_under_change_data(table):
+    before = data_files(table.uri)
+    table.delete("id = 2 OR id = 6")  # v3: rows inside files of both partitions
+    actions = commit_actions(table.uri, 3)
+    cdc = actions["cdc"]
+    assert sorted(c["partitionValues"]["part"] for c in cdc) == ["a", "b"]
+    for c in cdc:
+        assert c["dataChange"] is False
+        assert c["path"].startswith(f"_change_data/part={c['partitionValues']['part']}/")
+        assert os.path.getsize(os.path.join(table.uri, c["path"])) == c["size"]
+    assert {c["path"] for c in cdc} == change_files(table.uri) - change_files_in(before)
+    assert feed(table, starting_version=3) == [("delete", 3, 2, 2.0), ("delete", 3, 6, 6.0)]
+
+
+def change_files_in(paths: set[str]) -> set[str]:
+    return {p for p in paths if p.startswith("_change_data/")}
+
+
+def test_update_writes_pre_and_post_images(table):
+    table.update("id >= 4 AND id <= 5", {"value": "value * 10"})
+    assert feed(table, starting_version=3) == [
+        ("update_postimage", 3, 4, 40.0), ("update_postimage", 3, 5, 50.0),
+        ("update_preimage", 3, 4, 4.0), ("update_preimage", 3, 5, 5.0)]
+
+
+def test_update_moving_a_row_to_another_partition(table):
+    table.update("id = 1", {"part": "'b'"})
+    out = table.changes(starting_version=3)
+    got = sorted(zip(out["_change_type"].to_pylist(), out["id"].to_pylist(), out["part"].to_pylist()))
+    assert got == [("update_postimage", 1, "b"), ("update_preimage", 1, "a")]
+
+
+def test_merge_records_updates_deletes_and_inserts(table):
+    source = pa.table({"id": [2, 3, 9], "part": ["a", "a", "b"], "value": [20.0, -1.0, 90.0]}, schema=SCHEMA)
+    (table.merge(source, "t.id = s.id")
+     .when_matched_delete("s.value < 0")
+     .when_matched_update_all()
+     .when_not_matched_insert_all()
+     .when_not_matched_by_source_update({"value": "t.value + 100"}, condition="t.id = 8")
+     .execute())
+    assert "cdc" in commit_actions(table.uri, 3)
+    assert feed(table, starting_version=3) == [
+        ("delete", 3, 3, 3.0),
+        ("insert", 3, 9, 90.0),
+        ("update_postimage", 3, 2, 20.0), ("update_postimage", 3, 8, 108.0),
+        ("update_preimage", 3, 2, 2.0), ("update_preimage", 3, 8, 8.0)]
+    assert sorted(table.to_arrow()["id"].to_pylist()) == [1, 2, 4, 5, 6, 7, 8, 9]
+
+
+def test_insert_only_merge_writes_no_change_files(table):
+    source = pa.table({"id": [1, 10], "part": ["a", "b"], "value": [0.0, 10.0]}, schema=SCHEMA)
+    table.merge(source, "t.id = s.id").when_not_matched_insert_all().execute()
+    assert "cdc" not in commit_actions(table.uri, 3)
+    assert feed(table, starting_version=3) == [("insert", 3, 10, 10.0)]
+
+
+def test_delete_of_whole_partitions_skips_change_files_and_reads_removes(table):
+    table.delete("id = 1")  # v3 (a DV on the deletion-vector table)
+    table.delete("part = 'a'")  # v4: whole files go, no change files
+    assert "cdc" not in commit_actions(table.uri, 4)
+    # the row deleted at v3 is not deleted again at v4: the removed file's DV is applied
+    assert feed(table, starting_version=4) == [("delete", 4, i, float(i)) for i in (2, 3, 4)]
+
+
+def test_optimize_and_reorg_produce_no_change_rows(table):
+    table.append(rows([9, 10], "a"))  # v3: a second file in partition a
+    table.delete("id = 9")  # v4
+    assert table.optimize().version == 5  # compacts partition a
+    table.delete("id = 1")  # v6
+    table.reorg()  # v7 on the deletion-vector table: rewrites the file with a DV
+    for version in range(5, table.version + 1):
+        if version != 6:
+            assert "cdc" not in commit_actions(table.uri, version)
+    assert feed(table, starting_version=5) == [("delete", 6, 1, 1.0)]
+
+
+def test_row_tracking_table_change_rows_have_only_table_columns(table_uri):
+    t = deltatx.create_table(table_uri, SCHEMA, properties={**CDF_DV, "delta.enableRowTracking": "true"})
+    t.append(rows([1, 2, 3], "a"))
+    t.update("id = 2", {"value": "0.0"})
+    out = t.changes(starting_version=2)
+    assert out.column_names == SCHEMA.names + ["_change_type", "_commit_version", "_commit_timestamp"]
+    assert sorted(zip(out["_change_type"].to_pylist(), out["value"].to_pylist())) == [
+        ("update_postimage", 0.0), ("update_preimage", 2.0)]
+
+
+def test_merge_with_schema_evolution(table):
+    source = pa.table({"id": [1], "part": ["a"], "value": [1.5], "extra": ["x"]})
+    table.merge(source, "t.id = s.id").with_schema_evolution().when_matched_update_all().execute()
+    out = table.changes(starting_version=3)
+    assert sorted(zip(out["_change_type"].to_pylist(), out["extra"].to_pylist())) == [
+        ("update_postimage", "x"), ("update_preimage", None)]
+    before = table.changes(starting_version=1, ending_version=1)  # read with the schema at its end
+    assert "extra" not in before.column_names and before.num_rows == 4
+    everything = table.changes(starting_version=1)  # older files read with the newer schema
+    assert everything.filter(pa.compute.equal(everything["_commit_version"], 1))["extra"].null_count == 4
+
+
+# ----------------------------------------------------------------------------------- transactions
+def test_append_and_update_in_one_transaction(table):
+    with table.transaction() as tx:
+        tx.append(rows([20], "b"))
+        tx.update("id = 1", {"value": "-1.0"})
+    assert "cdc" in commit_actions(table.uri, 3)  # the reader ignores the adds: the insert is a change row
+    assert feed(table, starting_version=3) == [
+        ("insert", 3, 20, 20.0), ("update_postimage", 3, 1, -1.0), ("update_preimage", 3, 1, 1.0)]
+
+
+def test_replace_where_rewriting_part_of_the_files(table):
+    table.overwrite(rows([1, 2], "a", value=0.0), where="part = 'a' AND id <= 2")
+    assert feed(table, starting_version=3) == [
+        ("delete", 3, 1, 1.0), ("delete", 3, 2, 2.0), ("insert", 3, 1, 0.0), ("insert", 3, 2, 0.0)]
+
+
+def test_replace_where_of_a_whole_partition(table):
+    table.overwrite(rows([1], "a", value=0.0), where="part = 'a'")
+    assert "cdc" not in commit_actions(table.uri, 3)
+    assert feed(table, starting_version=3) == [("delete", 3, i, float(i)) for i in (1, 2, 3, 4)] + [
+        ("insert", 3, 1, 0.0)]
+
+
+def test_a_lost_commit_deletes_its_change_files(table):
+    tx = table.transaction()
+    tx.delete("id = 1")
+    deltatx.Table(table.uri).delete("id = 1")  # the winner: v3
+    winner_files = change_files(table.uri)
+    with pytest.raises(ConcurrentModificationException):
+        tx.commit()
+    assert deltatx.Table(table.uri).version == 3
+    assert change_files(table.uri) == winner_files
+
+
+def test_deletion_vector_pair_without_change_files_reads_only_the_new_bits(table_uri, monkeypatch):
+    """A writer that skipped change files for a DV update: remove(path, oldDV) + add(path, newDV)
+    means only the rows newly marked are deleted (not the whole file deleted and re-inserted)."""
+    t = deltatx.create_table(table_uri, SCHEMA, properties=CDF_DV)
+    t.append(rows([1, 2, 3, 4], "a"))
+    t.delete("id = 1")  # v2 with change files: DV {0}
+    monkeypatch.setattr(change_feed, "enabled", lambda tx: False)
+    t.delete("id = 3")  # v3: DV {0, 2}, no change files
+    assert "cdc" not in commit_actions(table_uri, 3)
+    assert feed(t, starting_version=2) == [("delete", 2, 1, 1.0), ("delete", 3, 3, 3.0)]
+
+
+# ----------------------------------------------------------------------------------- reads
+def test_change_columns_types_and_commit_timestamps(table):
+    table.delete("id = 5")
+    out = table.changes()
+    assert out.schema.field("_change_type").type == pa.string()
+    assert out.schema.field("_commit_version").type == pa.int64()
+    assert out.schema.field("_commit_timestamp").type == pa.timestamp("ms")
+    assert sorted(out["_commit_version"].to_pylist()) == [1] * 4 + [2] * 4 + [3]
+    history = {h["version"]: h["timestamp"] for h in table.history()}
+    stamps = out["_commit_timestamp"].cast(pa.int64()).to_pylist()
+    assert stamps == [history[v] for v in out["_commit_version"].to_pylist()]
+
+
+def test_columns_and_where(table):
+    table.update("id = 1", {"value": "100.0"})
+    out = table.changes(columns=["id"], where="_change_type = 'update_postimage' OR id = 8")
+    assert out.column_names == ["id", "_change_type", "_commit_version", "_commit_timestamp"]
+    assert sorted(zip(out["id"].to_pylist(), out["_change_type"].to_pylist())) == [
+        (1, "update_postimage"), (8, "insert")]
+    pushed = table.changes(columns=["value", "_commit_version"], where="part = 'a' AND value > 50")
+    assert pushed.column_names == ["value", "_commit_version"]
+    assert pushed.to_pylist() == [{"value": 100.0, "_commit_version": 3}]
+
+
+def test_timestamps_resolve_like_delta(table):
+    table.delete("id = 1")  # v3
+    table.delete("id = 5")  # v4
+    ts = {h["version"]: h["timestamp"] for h in table.history()}
+    assert {v for _, v, _, _ in feed(table, starting_timestamp=ts[3], ending_timestamp=ts[3])} == {3}
+    # a start between two commits is the next one; an end between two commits the previous one
+    assert {v for _, v, _, _ in feed(table, starting_timestamp=ts[2] + 1, ending_timestamp=ts[4] - 1)} == {3}
+    assert feed(table, starting_timestamp=ts[3] + 1) == [("delete", 4, 5, 5.0)]
+    with pytest.raises(ChangeDataFeedError, match="after the latest commit"):
+        table.changes(starting_timestamp=ts[4] + 1)
+
+
+def test_ending_version_past_the_latest_reads_to_the_latest(table):
+    assert {v for _, v, _, _ in feed(table, starting_version=2, ending_version=99)} == {2}
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"starting_version": 3}, "after the latest version 2"),
+    ({"starting_version": -1}, "≥ 0"),
+    ({"starting_version": "1"}, "integer"),
+    ({"starting_version": 2, "ending_version": 1}, "before starting_version"),
+    ({"starting_version": 1, "starting_timestamp": 0}, "not both"),
+])
+def test_bad_bounds_are_typed_errors_and_write_nothing(table, kwargs, match):
+    files = data_files(table.uri)
+    with pytest.raises(ChangeDataFeedError, match=match):
+        table.changes(**kwargs)
+    assert deltatx.Table(table.uri).version == 2 and data_files(table.uri) == files
+
+
+def test_bad_columns_and_where_are_typed_errors(table):
+    with pytest.raises(SchemaMismatchError, match="nope"):
+        table.changes(columns=["nope"])
+    with pytest.raises(PredicateError):
+        table.changes(where="nope = 1")
+
+
+def test_pinned_table_reads_up_to_its_version(table):
+    table.delete("id = 1")
+    old = deltatx.Table(table.uri, version=2)
+    assert {v for _, v, _, _ in feed(old)} == {1, 2}
+
+
+# ----------------------------------------------------------------------------------- vacuum
+def test_vacuum_keeps_change_files_of_retained_commits_and_drops_older_ones(table, monkeypatch):
+    table.set_properties({"delta.deletedFileRetentionDuration": "interval 1 day"})  # v3
+    table.delete("id = 2")  # v4
+    cdc = change_files(table.uri)
+    assert len(cdc) == 1
+    age_files(table.uri, 48)  # every file looks old; the commits are recent
+    table.vacuum()
+    assert change_files(table.uri) == cdc  # v4 is inside the retention: its change file stays
+    assert feed(table, starting_version=4) == [("delete", 4, 2, 2.0)]
+    now = vacuum_module.now_ms()
+    monkeypatch.setattr(vacuum_module, "now_ms", lambda: now + 3 * 24 * 3600 * 1000)
+    deleted = table.vacuum()
+    assert cdc <= set(deleted) and not change_files(table.uri)
+
+
+def test_feed_enabled_concurrently_fails_an_in_flight_dml_that_wrote_no_change_files(table_uri):
+    from deltatx.errors import MetadataChangedException, ProtocolChangedException
+
+    t = deltatx.create_table(table_uri, SCHEMA)
+    t.append(rows([1, 2], "a"))
+    tx = t.transaction()
+    tx.delete("id = 1")  # no change files: the feed is off at its read version
+    deltatx.Table(table_uri).set_properties(CDF)  # v2: the feed goes on
+    files = data_files(table_uri)
+    with pytest.raises((MetadataChangedException, ProtocolChangedException)):
+        tx.commit()
+    assert deltatx.Table(table_uri).version == 2
+    assert {p for p in data_files(table_uri) if p not in files} == set()
+
+
+def test_in_memory_table(memory_uri):
+    t = deltatx.create_table(memory_uri, SCHEMA, partition_by=["part"], properties=CDF)
+    t.append(rows([1, 2], "a"))
+    t.update("id = 2", {"value": "0.0"})
+    t.delete("part = 'a'")
+    assert feed(t, starting_version=1) == [
+        ("delete", 3, 1, 1.0), ("delete", 3, 2, 0.0), ("insert", 1, 1, 1.0), ("insert", 1, 2, 2.0),
+        ("update_postimage", 2, 2, 0.0), ("update_preimage", 2, 2, 2.0)]

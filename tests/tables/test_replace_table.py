@@ -69,7 +69,7 @@ def test_bad_definitions_write_nothing(table_uri):
     for schema, kwargs, exc in [
         (NEW, {"partition_by": ["nope"]}, SchemaMismatchError),
         (NEW, {"partition_by": ["key", "n", "day"]}, SchemaMismatchError),
-        (NEW, {"properties": {"delta.enableChangeDataFeed": "true"}}, UnsupportedFeatureError),
+        (NEW, {"properties": {"delta.feature.collations-preview": "supported"}}, UnsupportedFeatureError),
     ]:
         with pytest.raises(exc):
             _replace(table, schema, **kwargs)

@@ -296,3 +296,20 @@ def test_enabled_later_and_used_inside_one_transaction(table_uri):
         tx.append(pa.table({"c": [2**50]}))
     assert table.version == 3 and table.history(1)[0]["operation"] == "TRANSACTION"
     assert sorted(deltatx.Table(table_uri).to_arrow().column("c").to_pylist()) == [7, 2**50]
+
+
+def test_a_column_mapped_table_widens_too(table_uri):
+    """Physical names and field ids stay; the old file's column (by physical name) reads widened
+    and its statistics (keyed by physical name) still prune."""
+    schema = pa.schema([("id", pa.int64()), ("c", pa.int32())])
+    table = deltatx.create_table(table_uri, schema, properties={**WIDEN, "delta.columnMapping.mode": "name"})
+    table.append(pa.table({"id": [1], "c": pa.array([5], pa.int32())}))
+    before = table.schema.field("c").metadata
+    table.alter_column_type("c", pa.int64())
+    table = deltatx.Table(table_uri)
+    after = table.schema.field("c").metadata
+    assert {k: v for k, v in after.items() if k != b"delta.typeChanges"} == dict(before)
+    table.append(pa.table({"id": [2], "c": [2**40]}))
+    assert deltatx.Table(table_uri).to_arrow().sort_by("id").column("c").to_pylist() == [5, 2**40]
+    _, files = deltatx.Table(table_uri).transaction().scan("c > 100")
+    assert files.num_rows == 1

@@ -17,6 +17,7 @@ Hierarchy::
     ├── UnsupportedFeatureError        (reader or writer feature we do not implement)
     ├── InvalidPropertyError           (bad table property value)
     ├── SchemaMismatchError            (append/overwrite data does not fit the table)
+    │   └── TypeChangeError            (a column type change type widening does not allow)
     │   └── ColumnMappingError         (rename/drop without column mapping, a refused mode change)
     ├── PredicateError                 (SQL predicate we cannot parse or evaluate)
     ├── DataFileNotFoundError          (a file the log references is gone)
@@ -26,6 +27,7 @@ Hierarchy::
     ├── TimeTravelError                (version/timestamp outside the log)
     ├── VacuumRetentionError
     ├── AppendOnlyError
+    ├── ProtectedHistoryError          (checkpointProtection forbids a checkpoint of an old version)
     ├── ClusteringError                (CLUSTER BY a table or columns that cannot be clustered)
     │   └── ZOrderError                (OPTIMIZE ZORDER BY on a clustered table or bad columns)
     ├── UnsupportedOperationError      (a Delta API call deltatx does not implement)
@@ -116,6 +118,11 @@ class SchemaMismatchError(DeltaTxError, ValueError):
     """Data written to a table does not match its schema."""
 
 
+class TypeChangeError(SchemaMismatchError):
+    """``alter_column_type`` asked for a change Delta's type widening does not allow, or the table
+    has not enabled it (``delta.enableTypeWidening``)."""
+
+
 class ColumnMappingError(SchemaMismatchError):
     """A column operation needs column mapping, or a ``delta.columnMapping.mode`` change Delta refuses."""
 
@@ -150,6 +157,11 @@ class VacuumRetentionError(DeltaTxError, ValueError):
 
 class AppendOnlyError(DeltaTxError):
     """The table has ``delta.appendOnly=true`` and the operation would remove data."""
+
+
+class ProtectedHistoryError(DeltaTxError):
+    """The table's ``checkpointProtection`` forbids touching its history before
+    ``delta.requireCheckpointProtectionBeforeVersion`` (e.g. a checkpoint of an older version)."""
 
 
 class ClusteringError(DeltaTxError, ValueError):

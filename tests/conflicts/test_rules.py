@@ -67,10 +67,11 @@ def test_winner_protocol_is_adopted():
 
 
 def test_winner_protocol_we_cannot_write_is_refused():
-    unknown = Protocol(3, 7, reader_features=("variantType",), writer_features=("variantType",))
+    unknown = Protocol(3, 7, reader_features=("someFutureReaderFeature",),
+                       writer_features=("someFutureReaderFeature",))
     with pytest.raises(UnsupportedFeatureError) as info:
         check_commit(updating_part_1(), winner(6, "UPGRADE PROTOCOL", protocol=unknown))
-    assert info.value.feature == "variantType"
+    assert info.value.feature == "someFutureReaderFeature"
 
 
 def test_winner_removing_a_feature_conflicts():

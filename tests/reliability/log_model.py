@@ -69,9 +69,10 @@ RULES: dict[str, Rules] = {
                {"deletionTimestamp": _long, "extendedFileMetadata": _bool, "partitionValues": _str_map,
                 "size": _long, "stats": _str, "tags": _str_map, "deletionVector": _dv, "baseRowId": _long,
                 "defaultRowCommitVersion": _long}),
-    "metaData": ({"id": _str, "schemaString": _str, "partitionColumns": _str_list},
-                 {"name": _str, "description": _str, "format": _format, "configuration": _str_map,
-                  "createdTime": _long}),
+    # schemaString may be absent or null: the schema is not known yet (Delta Live Tables' version 0)
+    "metaData": ({"id": _str, "partitionColumns": _str_list},
+                 {"schemaString": _str, "name": _str, "description": _str, "format": _format,
+                  "configuration": _str_map, "createdTime": _long}),
     "protocol": ({"minReaderVersion": _long, "minWriterVersion": _long},
                  {"readerFeatures": _str_list, "writerFeatures": _str_list}),
     "txn": ({"appId": _str, "version": _long}, {"lastUpdated": _long}),
@@ -176,7 +177,7 @@ class ModelState:
                                   _tuple_or_none(body.get("writerFeatures")))
             elif kind == "metaData":
                 config = {k: v for k, v in (body.get("configuration") or {}).items() if v is not None}
-                state.metadata = (body["id"], body["schemaString"], tuple(body["partitionColumns"]), config)
+                state.metadata = (body["id"], body.get("schemaString") or "", tuple(body["partitionColumns"]), config)
             elif kind == "txn":
                 state.txns[body["appId"]] = body["version"]
             elif kind == "domainMetadata":

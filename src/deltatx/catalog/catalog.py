@@ -272,6 +272,9 @@ class _StampingStore:
     """A path store whose commits carry one given in-commit timestamp (the registration commit
     enables in-commit timestamps, so it is the first that must have one)."""
 
+    #: the in-commit timestamps are this store's to stamp (Transaction leaves them alone)
+    stamps_in_commit_timestamps = True
+
     def __init__(self, inner: LogStore, ict: int):
         self.inner, self.ict = inner, ict
 

@@ -57,6 +57,9 @@ class CatalogLogStore:
     Delegates everything but the log's commit operations to ``inner`` (the table's path store).
     """
 
+    #: the in-commit timestamps are this store's to stamp (Transaction leaves them alone)
+    stamps_in_commit_timestamps = True
+
     catalog_managed = True
 
     def __init__(self, catalog: "Catalog", table_id: str, inner: LogStore):

@@ -29,7 +29,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Callable, Iterator
 
@@ -73,6 +73,9 @@ class WriteOptions:
     #: physical columns outside the table schema (row tracking's materialized columns): written,
     #: never given statistics
     unindexed_columns: tuple[str, ...] = ()
+    #: also store the partition columns in each file, after the data columns (Iceberg
+    #: compatibility needs them there); they get no statistics
+    materialize_partition_columns: bool = False
     #: folder under the table root the files (and their partition folders) go to: '' for data
     #: files, ``_change_data`` for change data files
     directory: str = ""
@@ -197,6 +200,9 @@ class _WriteJob:
         self.schema = schema
         self.partition_columns = partition_columns
         self.data_columns = [n for n in schema.names if n not in partition_columns]
+        if options.materialize_partition_columns and partition_columns:
+            self.data_columns += partition_columns
+            options = replace(options, unindexed_columns=tuple(options.unindexed_columns) + tuple(partition_columns))
         self.file_schema = pa.schema([schema.field(n) for n in self.data_columns])
         self.options = options
         self.data_change = data_change

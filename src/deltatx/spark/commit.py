@@ -47,6 +47,7 @@ from ..tables.table import Table
 from ..tables.data import resolve_write_schema
 from ..tables.transaction import ENGINE_INFO, CommitResult, Transaction
 from ..txnlog.actions import FILE_SCHEMA, Metadata, Txn, encode_commit, parse_commit
+from ..txnlog.in_commit_timestamps import stamp_creation
 from ..txnlog.features import check_writable, required_protocol
 from ..txnlog.schema import schema_from_json, schema_to_json
 from ..txnlog.snapshot import load_snapshot
@@ -237,6 +238,7 @@ def _create_and_write(request: CommitRequest, adds: pa.Table) -> CommitResult:
     if request.user_metadata is not None:
         commit_info["userMetadata"] = request.user_metadata
     txns = [Txn(request.app_id, int(request.app_version), now_ms)] if request.app_id is not None else []
+    stamp_creation(commit_info, config)
     payload = encode_commit(commit_info, protocol=protocol, metadata=metadata, txns=txns, adds=adds)
     try:
         store.put_commit(0, payload)

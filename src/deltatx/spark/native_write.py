@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..io.paths import encode_path, unescape_partition_value
+from ..tables.defaults import default_sql
 from ..tables.transaction import CommitResult
 from ..txnlog.actions import FILE_SCHEMA
 from ..txnlog.stats import stats_from_parquet_footer
@@ -65,9 +66,13 @@ def unavailable_reason(plan: WritePlan, incoming: pa.Schema | None = None) -> st
     if plan.column_mapping_mode != "none":
         return "the table uses column mapping: files must hold physical column names and field ids"
     schema = plan.schema
+    if plan.materialize_partition_columns and plan.partition_columns:
+        return "the table is Iceberg-compatible: its files must hold the partition columns too"
     for f in schema:
         if not f.nullable:
             return f"column {f.name!r} is NOT NULL, which only the deltatx format checks while writing"
+        if default_sql(f) is not None:
+            return f"column {f.name!r} has a DEFAULT, which only the deltatx format fills in"
         if pa.types.is_timestamp(f.type) or pa.types.is_nested(f.type):
             return f"column {f.name!r} is {f.type}, which Spark's Parquet writer does not write as Delta expects"
         if f.name in plan.partition_columns and not _partition_type_ok(f.type):

@@ -43,6 +43,8 @@ from ..tables import properties as props
 from ..tables.constraints import CONSTRAINT_PREFIX, WriteRules, rules_for, rules_signature
 from ..tables.identity import refuse_explicit_values
 from ..tables.data import conform_batch, resolve_write_schema
+from ..tables.defaults import default_values
+from ..tables.iceberg_compat import materializes_partition_values
 from ..tables.table import Table
 from ..tables.transaction import CommitResult
 from ..txnlog import column_mapping
@@ -100,6 +102,7 @@ class WritePlan:
     rule_properties: tuple[tuple[str, str], ...] = ()
     protocol: Protocol | None = None
     column_mapping_mode: str = "none"  # the table's; files then use the physical names in schema_string
+    materialize_partition_columns: bool = False  # Iceberg compatibility: partition values in the files
 
     @property
     def schema(self) -> pa.Schema:
@@ -195,7 +198,8 @@ def plan_write(options: Mapping[str, str], spark_schema: Any, overwrite: bool) -
                      num_indexed_cols=num_indexed, already_applied=already,
                      rule_properties=tuple(sorted((k, v) for k, v in (table_props or {}).items()
                                                   if k.startswith(CONSTRAINT_PREFIX))),
-                     protocol=table.protocol if table is not None else None, column_mapping_mode=mode)
+                     protocol=table.protocol if table is not None else None, column_mapping_mode=mode,
+                     materialize_partition_columns=materializes_partition_values(table_props or {}))
     _check_identity(plan, incoming)
     return plan
 
@@ -230,13 +234,14 @@ def write_task(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> WrittenFil
     row_check = to_arrow(bind(parse_predicate(spec.replace_where), schema)) if spec.replace_where else None
     rules = plan.rules()
     counted = [0]
+    defaults = default_values(schema)  # allowColumnDefaults: omitted columns get their DEFAULT
 
     def conformed() -> Iterator[pa.RecordBatch]:
         for batch in batches:
             if not batch.num_rows:
                 continue
             absent = rules.absent_from(batch.schema.names) if rules is not None else frozenset()
-            batch = conform_batch(batch, schema, absent)
+            batch = conform_batch(batch, schema, absent, defaults)
             if rules is not None:  # generated columns filled in, every rule checked: before writing
                 batch = rules.apply(pa.Table.from_batches([batch]), schema, absent).combine_chunks().to_batches()[0]
             if row_check is not None:
@@ -246,7 +251,8 @@ def write_task(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> WrittenFil
 
     options = WriteOptions(num_indexed_cols=plan.num_indexed_cols,
                            column_mapping=column_mapping.for_schema({column_mapping.MODE: plan.column_mapping_mode},
-                                                                    schema))
+                                                                    schema),
+                           materialize_partition_columns=plan.materialize_partition_columns)
     if spec.max_records_per_file:
         options.target_file_rows = spec.max_records_per_file
         options.row_group_rows = min(options.row_group_rows, spec.max_records_per_file)

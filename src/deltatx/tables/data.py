@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from ..errors import SchemaMismatchError
 from ..txnlog.schema import merge_schemas, normalize_schema
+from .defaults import default_values, fill
 
 
 def to_reader(data: Any) -> pa.RecordBatchReader:
@@ -51,11 +52,13 @@ def resolve_write_schema(table_schema: pa.Schema, incoming: pa.Schema, schema_mo
     return merge_schemas(table_schema, incoming) if extra else table_schema
 
 
-def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, computed: frozenset[str] = frozenset()) -> pa.RecordBatch:
-    """Reorder, null-fill missing nullable columns, and cast safely to ``schema``.
+def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, computed: frozenset[str] = frozenset(),
+                  defaults: dict[str, pa.Scalar] | None = None) -> pa.RecordBatch:
+    """Reorder, fill missing columns (their ``defaults``, else nulls), and cast safely to ``schema``.
 
     ``computed`` columns (generated, identity) may be missing whatever their nullability: they get
-    null placeholders that the table's rules fill in (tables/constraints.py) before writing."""
+    null placeholders that the table's rules fill in (tables/constraints.py) before writing.
+    ``defaults`` (column defaults, tables/defaults.py) fill the columns the data leaves out."""
     arrays = []
     names = batch.schema.names
     for field in schema:
@@ -69,6 +72,8 @@ def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, computed: frozenset[
                         f"column {field.name!r} is {col.type} in the data but {field.type} in the table "
                         f"and cannot be converted safely ({exc})"
                     ) from None
+        elif defaults and (filled := fill(field, defaults, batch.num_rows)) is not None:
+            col = filled
         else:
             if not field.nullable and field.name not in computed:
                 raise SchemaMismatchError(f"the data lacks non-nullable column {field.name!r}")
@@ -84,10 +89,11 @@ def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, computed: frozenset[
 
 def conform(reader: pa.RecordBatchReader, schema: pa.Schema, computed: frozenset[str] = frozenset()) -> pa.RecordBatchReader:
     """Lazily conform a stream of batches (errors surface when the writer pulls them)."""
+    defaults = default_values(schema)  # evaluated once per write (current_timestamp() included)
 
     def batches() -> Iterator[pa.RecordBatch]:
         for batch in reader:
-            yield conform_batch(batch, schema, computed)
+            yield conform_batch(batch, schema, computed, defaults)
 
     return pa.RecordBatchReader.from_batches(schema, batches())
 
@@ -95,5 +101,6 @@ def conform(reader: pa.RecordBatchReader, schema: pa.Schema, computed: frozenset
 def conform_table(data: Any, schema: pa.Schema, computed: frozenset[str] = frozenset()) -> pa.Table:
     """Eagerly conform (used where the rows must be inspected before writing)."""
     reader = to_reader(data)
-    batches = [conform_batch(b, schema, computed) for b in reader]
+    defaults = default_values(schema)
+    batches = [conform_batch(b, schema, computed, defaults) for b in reader]
     return pa.Table.from_batches(batches, schema=schema)

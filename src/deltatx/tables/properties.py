@@ -77,6 +77,8 @@ _VALIDATORS = {
     ENABLE_CHANGE_DATA_FEED: _bool,
     "delta.enableDeletionVectors": _bool,
     "delta.enableRowTracking": _bool,
+    "delta.enableInCommitTimestamps": _bool,
+    "delta.enableTypeWidening": _bool,
     column_mapping.MODE: column_mapping.validate_mode,
     column_mapping.MAX_COLUMN_ID: _internal,
 }

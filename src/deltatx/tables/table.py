@@ -18,14 +18,18 @@ import pyarrow as pa
 from ..errors import DeltaTxError, PostCommitHookWarning, SchemaMismatchError, TableAlreadyExistsError
 from ..txnlog.actions import Metadata, encode_commit
 from ..txnlog.checkpoint import checkpoint_interval, write_checkpoint
+from ..txnlog.checkpoint_protection import check_checkpoint_allowed
 from ..txnlog import column_mapping, row_tracking
 from ..txnlog.features import check_path_access, check_writable, required_protocol
 from ..txnlog.history import read_history, to_timestamp_ms
+from ..txnlog.in_commit_timestamps import stamp_creation
 from ..txnlog.schema import normalize_schema, schema_to_json
 from ..txnlog.snapshot import Snapshot, load_snapshot
 from ..txnlog.snapshot_cache import SNAPSHOTS
 from ..txnlog.store import LogStore, VersionExistsError, open_store
+from . import iceberg_compat
 from . import properties as props
+from .defaults import validate_defaults
 from .transaction import ENGINE_INFO, CommitResult, Transaction
 
 
@@ -281,6 +285,11 @@ class Table:
             self._run(None, backfill.stage_backfill)
         return self._run(None, lambda tx: tx.set_properties(properties))
 
+    def alter_column_type(self, column: str, new_type: Any) -> CommitResult:
+        """ALTER COLUMN ... TYPE: widen a column (``delta.enableTypeWidening=true`` needed). Only
+        the protocol's widenings are accepted; old data files are read as the wider type."""
+        return self._run(None, lambda tx: tx.alter_column_type(column, new_type))
+
     def add_constraint(self, name: str, sql: str) -> CommitResult:
         """Add a CHECK constraint (``delta.constraints.<name>``) after checking every existing
         row; raises ConstraintViolationError (nothing committed) if some row breaks it."""
@@ -312,7 +321,10 @@ class Table:
         return self._run(None, lambda tx: tx.restore(version=version, timestamp=timestamp))
 
     def checkpoint(self) -> None:
-        """Write a checkpoint of the current version now."""
+        """Write a checkpoint of this Table's version now (refused for a version the table's
+        checkpointProtection guards)."""
+        latest = load_snapshot(self._store) if self._pinned else self._snapshot.catch_up(self._store)
+        check_checkpoint_allowed(latest.protocol, latest.properties, self._snapshot.version)
         write_checkpoint(self._store, self._snapshot)
 
     def __repr__(self) -> str:
@@ -340,6 +352,7 @@ def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | No
     if not isinstance(schema, pa.Schema):
         raise SchemaMismatchError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
     schema = normalize_schema(schema)
+    validate_defaults(schema)
     missing = [c for c in partition_by if c not in schema.names]
     if missing:
         raise SchemaMismatchError(f"partition column(s) {missing} are not in the schema {schema.names}")
@@ -374,6 +387,7 @@ def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | No
     metadata = column_mapping.prepare_metadata(None, metadata)  # ids and physical names, if mapped
     protocol = required_protocol(config, schema)
     check_writable(protocol, metadata)
+    iceberg_compat.validate(metadata, protocol, schema=schema)
     from ..isolation import table_isolation_level
 
     commit_info = {
@@ -392,6 +406,7 @@ def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | No
         "engineInfo": ENGINE_INFO,
         "txnId": str(uuid.uuid4()),
     }
+    stamp_creation(commit_info, config)
     try:
         store.put_commit(0, encode_commit(commit_info, protocol=protocol, metadata=metadata, domains=domains))
     except VersionExistsError:

@@ -45,8 +45,10 @@ from ..txnlog.actions import (
 )
 from ..txnlog import column_mapping, row_tracking
 from ..txnlog.features import check_path_access, check_writable
+from ..txnlog.in_commit_timestamps import CommitClock
 from ..txnlog.snapshot import Snapshot
 from ..txnlog.store import VersionExistsError
+from . import iceberg_compat
 from . import properties as props
 from .identity import rebase_identity
 from .row_level import RowLevelRecorder, load_winner_rows, write_pending_dvs
@@ -106,6 +108,7 @@ class Transaction:
                  user_metadata: str | None = None):
         check_writable(snapshot.protocol, snapshot.metadata)
         check_path_access(snapshot.protocol, table._store, table.uri)
+        iceberg_compat.validate(snapshot.metadata, snapshot.protocol)  # O(1) unless Iceberg-compatible
         self.table = table
         self.snapshot = snapshot
         self.read_version = snapshot.version
@@ -133,6 +136,7 @@ class Transaction:
         self._identity = None  # identity.IdentityAllocator once it hands out identity values
         self._state = "open"
         self._may_have_landed = False  # once true, an error must not delete this txn's data files
+        self._clock: CommitClock | None = None  # in-commit timestamps across commit attempts
         phases.reached("begin", txn_id=self.txn_id, version=self.read_version, table=table.uri)
 
     # ------------------------------------------------------------------ what the txn sees
@@ -322,10 +326,16 @@ class Transaction:
             self._metadata = metadata
         else:
             self._metadata = self._schema = None
+        self._check_table_rules()
 
     def stage_protocol(self, protocol: Protocol) -> None:
         self._ensure_open()
         self._protocol = protocol if protocol != self.snapshot.protocol else None
+        self._check_table_rules()
+
+    def _check_table_rules(self) -> None:
+        """Rules some features put on every metadata/protocol change (O(1) while they are off)."""
+        iceberg_compat.validate(self.metadata, self.protocol, previous=self.snapshot.metadata, schema=self._schema)
 
     def stage_domain(self, domain: DomainMetadata) -> None:
         """Stage a ``domainMetadata`` action (the last one staged per domain wins)."""
@@ -406,6 +416,12 @@ class Transaction:
         if not purge:
             raise ValueError("reorg() only supports purge=True (REORG ... APPLY (PURGE))")
         return stage_optimize(self, where=where, purge_only=True)
+
+    def alter_column_type(self, column: str, new_type: Any) -> dict[str, Any]:
+        """Widen ``column`` to ``new_type`` (type widening; metadata only, old files read widened)."""
+        from .ops.alter_type import stage_alter_column_type
+
+        return stage_alter_column_type(self, column, new_type)
 
     def add_columns(self, fields: pa.Field | list[pa.Field]) -> dict[str, Any]:
         from .ops.columns import stage_add_columns
@@ -597,14 +613,16 @@ class Transaction:
         winners: list[CommitActions] = []
         prepared = None
         prepared_for: TransactionInfo | None = None
+        clock = self._clock = CommitClock(store, self.snapshot)
         try:
             while True:
                 attempts += 1
-                if prepared is None or prepared_for is not info:
-                    # The bytes name no version: re-encode only when a rebase changed the actions.
+                if prepared is None or prepared_for is not info or clock.stale:
+                    # The bytes name no version: re-encode only when a rebase changed the actions
+                    # (or moved the in-commit timestamp).
                     if prepared is not None:
                         prepared.close()
-                    info, commit_info, payload = self._encode(info)
+                    info, commit_info, payload = self._encode(info, version)
                     prepared, prepared_for = store.prepare_commit(payload), info
                 phases.reached("attempt_commit", txn_id=self.txn_id, version=version, attempt=attempts)
                 try:
@@ -650,12 +668,19 @@ class Transaction:
         own._adds, own._removes = info.adds, info.removes
         return self._finish(version, attempts, info, winners, own=own, resolved=resolved)
 
-    def _encode(self, info: TransactionInfo) -> tuple[TransactionInfo, dict[str, Any], bytes]:
-        """The commit bytes for ``info`` (after writing the DVs a rebase left pending).
+    def _encode(self, info: TransactionInfo, version: int | None = None
+                ) -> tuple[TransactionInfo, dict[str, Any], bytes]:
+        """The commit bytes for ``info`` (after writing the DVs a rebase left pending), with the
+        in-commit timestamp of an attempt at ``version`` when in-commit timestamps are on.
 
-        Shared by the single-table loop and the catalog's multi-table commit."""
+        Shared by the single-table loop and the catalog's multi-table commit (whose catalog
+        stamps the timestamps itself)."""
         info = self._write_rebased_dvs(info)
         commit_info = self._commit_info(info)
+        if version is not None and self._clock is not None:
+            commit_info, metadata = self._clock.stamp(commit_info, version, info.read_metadata, info.metadata)
+            if metadata is not info.metadata:
+                info = info.replace(metadata=metadata)
         payload = encode_commit(
             commit_info,
             protocol=info.protocol,
@@ -692,6 +717,8 @@ class Transaction:
                 check_path_access(winner.protocol, store, self.table.uri)
             loaded = load_winner_rows(store, load_request(info.row_level, winner, info.adds), self.properties)
             info = check_commit(info, winner, loaded)
+            if self._clock is not None:
+                self._clock.observe(winner)
             winners.append(winner)
             checked += 1
             latest += 1

@@ -219,7 +219,9 @@ class Metadata:
         fmt = d.get("format") or {}
         return cls(
             id=d["id"],
-            schema_string=d["schemaString"],
+            # Databricks' Delta Live Tables create tables whose first metaData has no schema yet
+            # (a later commit supplies it): an absent or null schemaString is an empty schema.
+            schema_string=d.get("schemaString") or "",
             partition_columns=tuple(d.get("partitionColumns") or ()),
             configuration={str(k): str(v) for k, v in (d.get("configuration") or {}).items() if v is not None},
             name=d.get("name"),
@@ -279,7 +281,7 @@ class DomainMetadata:
 _REQUIRED = {
     "add": ("path", "partitionValues", "size", "modificationTime", "dataChange"),
     "remove": ("path", "dataChange"),
-    "metaData": ("id", "schemaString", "partitionColumns"),
+    "metaData": ("id", "partitionColumns"),
     "protocol": ("minReaderVersion", "minWriterVersion"),
     "txn": ("appId", "version"),
     "domainMetadata": ("domain",),

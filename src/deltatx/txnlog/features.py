@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from ..errors import UnsupportedFeatureError
 from .actions import Metadata, Protocol
-from .schema import schema_from_json
+from .schema import schema_from_json, uses_variant
 
 #: Reader features deltatx implements: reading such a table gives the right rows.
 SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
@@ -35,16 +35,23 @@ SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
         "columnMapping",  # txnlog/column_mapping.py maps physical (or field-id) columns to logical names
         "deletionVectors",  # io/deletion_vectors.py drops the rows a file's DV deletes
         "timestampNtz",  # a column type; the schema module maps it to timestamp without zone
+        "typeWidening",  # io/reader.py casts old files to the widened type; type_widening.py checks
+        "typeWidening-preview",  # the same feature under its preview name (older Delta writers)
         "v2Checkpoint",  # checkpoint.py reads UUID-named checkpoints and sidecars
         "vacuumProtocolCheck",  # only asks VACUUM to check the writer protocol (check_writable)
         "catalogManaged",  # deltatx.catalog: readers take the latest ratified version from the catalog
+        "variantType",  # variant columns read as their Parquet struct<value, metadata> of binaries
+        "variantType-preview",
+        "variantShredding",  # only while no variant column exists: see _DORMANT_READER_FEATURES
     }
 )
 
 #: Writer features deltatx implements in full (all their writer rules are followed).
 SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
     {
+        "allowColumnDefaults",  # tables/defaults.py fills omitted columns with CURRENT_DEFAULT
         "appendOnly",  # the transaction refuses data-changing removes when delta.appendOnly=true
+        "checkpointProtection",  # checkpoint_protection.py; deltatx never cleans up the log
         "clustering",  # tables/ops/clustering.py: delta.clustering domain, stats, liquid OPTIMIZE
         "changeDataFeed",  # DML writes _change_data/ files and cdc actions (tables/ops/change_feed.py)
         "checkConstraints",  # tables/constraints.py checks delta.constraints.* on every row written
@@ -52,12 +59,23 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
         "deletionVectors",  # DML marks rows in DVs (io/deletion_vector_writer.py) when enabled
         "domainMetadata",  # replayed, checkpointed, conflict-checked per domain
         "generatedColumns",  # tables/constraints.py computes absent ones, checks given ones (<=>)
+        # tables/iceberg_compat.py checks the rules when a transaction starts and on every
+        # metadata/protocol change; the writer stores partition values in the files; V2 with
+        # array/map columns is refused (nested field ids)
+        "icebergCompatV1",
+        "icebergCompatV2",
         "identityColumns",  # tables/identity.py assigns values, moves the high-water marks, rebases
+        "inCommitTimestamp",  # in_commit_timestamps.py stamps commitInfo (first) on every commit
         "invariants",  # delta.invariants field metadata, enforced with the CHECK constraints
         "rowTracking",  # tables/row_tracking.py assigns and preserves row ids; the checker rebases them
         "timestampNtz",
+        "typeWidening",  # tables/ops/alter_type.py: only the protocol's widenings, recorded per field
+        "typeWidening-preview",
         "v2Checkpoint",  # write_checkpoint adds checkpointMetadata when the table lists it
         "vacuumProtocolCheck",
+        # its rules govern how variant columns are written; deltatx writes none (variantType stays
+        # unsupported for writers, so a table with a variant column is refused before any write)
+        "variantShredding",
         "catalogManaged",  # commits are staged and ratified by deltatx.catalog (path writers refused)
     }
 )
@@ -69,8 +87,7 @@ FEATURE_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "catalogManaged": ("inCommitTimestamp", "vacuumProtocolCheck"),  # PROTOCOL.md: required with it
 }
 
-#: The catalog's commit path stamps in-commit timestamps, so on a catalog-managed table (writable
-#: only through deltatx.catalog) the inCommitTimestamp feature's rules are followed.
+#: catalog-managed tables are written only through deltatx.catalog (path writers are refused)
 CATALOG_MANAGED = "catalogManaged"
 
 #: Legacy protocol versions and the features they imply (PROTOCOL.md, "Table Features").
@@ -88,7 +105,8 @@ _LEGACY_READER_FEATURES: dict[int, tuple[str, ...]] = {1: (), 2: ("columnMapping
 #: Features that are reader *and* writer features (a reader feature must also be a writer feature).
 _READER_WRITER_FEATURES = frozenset(
     {"columnMapping", "deletionVectors", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck",
-     "typeWidening", "typeWidening-preview", "variantType", "variantType-preview", "catalogManaged",
+     "typeWidening", "typeWidening-preview", "variantType", "variantType-preview", "variantShredding",
+     "catalogManaged",
      "catalogOwned-preview"}
 )
 
@@ -145,6 +163,16 @@ _IN_USE: dict[str, Callable[[Metadata], bool]] = {
     "inCommitTimestamp": lambda m: _true(m.configuration, "delta.enableInCommitTimestamps"),
     "icebergCompatV1": lambda m: _true(m.configuration, "delta.enableIcebergCompatV1"),
     "icebergCompatV2": lambda m: _true(m.configuration, "delta.enableIcebergCompatV2"),
+    # deltatx reads variant columns but never writes them: a table that lists the feature (delta-rs
+    # lists it on every deletion-vector table) is writable until it has a variant column
+    "variantType": lambda m: uses_variant(m.schema_string),
+    "variantType-preview": lambda m: uses_variant(m.schema_string),
+}
+
+#: Reader features deltatx can honour only while they are dormant: shredded variant values are not
+#: reassembled, so a table that may hold them (variantShredding and a variant column) is refused.
+_DORMANT_READER_FEATURES: dict[str, Callable[[Metadata], bool]] = {
+    "variantShredding": lambda m: uses_variant(m.schema_string),
 }
 
 #: Writer features whose rules bind only while in use: a table listing them stays writable until
@@ -189,15 +217,23 @@ def writer_features(protocol: Protocol) -> tuple[str, ...]:
 def check_readable(protocol: Protocol, metadata: Metadata | None = None) -> None:
     """Raise UnsupportedFeatureError(kind="reader") unless deltatx can read the table correctly.
 
-    Legacy reader version 2 means column mapping, which deltatx reads (``metadata`` is accepted
-    for callers that have it; no reader rule depends on it any more).
+    Legacy reader version 2 means column mapping, which deltatx reads. With ``metadata``, the
+    features readable only while dormant (variantShredding) and recorded type changes are checked.
     """
     version = protocol.min_reader_version
     if version > 3 or version < 1:
         raise _unsupported("reader", f"readerVersion{version}", "unknown reader protocol version")
-    for feature in reader_features(protocol):
+    features = reader_features(protocol)
+    for feature in features:
         if feature not in SUPPORTED_READER_FEATURES:
             raise _unsupported("reader", feature, "it changes how rows must be read")
+        in_use = _DORMANT_READER_FEATURES.get(feature)
+        if in_use is not None and metadata is not None and in_use(metadata):
+            raise _unsupported("reader", feature, "deltatx does not reassemble shredded variant values")
+    if metadata is not None and ("typeWidening" in features or "typeWidening-preview" in features):
+        from .type_widening import check_type_changes
+
+        check_type_changes(metadata)
 
 
 def check_writable(protocol: Protocol, metadata: Metadata) -> None:
@@ -212,8 +248,6 @@ def check_writable(protocol: Protocol, metadata: Metadata) -> None:
         raise _unsupported("writer", f"writerVersion{version}", "unknown writer protocol version")
     for feature in writer_features(protocol):
         if feature in SUPPORTED_WRITER_FEATURES:
-            continue
-        if feature == "inCommitTimestamp" and CATALOG_MANAGED in (protocol.writer_features or ()):
             continue
         if feature in DORMANT_OK_WRITER_FEATURES and not feature_in_use(feature, metadata):
             continue
@@ -237,41 +271,22 @@ def check_path_access(protocol: Protocol, store: object, uri: str) -> None:
 # What a table needs
 # --------------------------------------------------------------------------------------------
 
-_REFUSED_PROPERTIES = {
-    "delta.enableInCommitTimestamps": "inCommitTimestamp",
-    "delta.enableIcebergCompatV1": "icebergCompatV1",
-    "delta.enableIcebergCompatV2": "icebergCompatV2",
-}
-
-_REFUSED_FIELD_METADATA = {
-    "CURRENT_DEFAULT": "allowColumnDefaults",
-}
-
 #: field-metadata keys that put a writer feature in use (the table layer enforces them)
 _FIELD_METADATA_FEATURES = {
     "delta.invariants": "invariants",
     "delta.generationExpression": "generatedColumns",
+    "CURRENT_DEFAULT": "allowColumnDefaults",
 }
 
 
 def _needed_features(configuration: dict[str, str], schema: pa.Schema) -> list[str]:
     """Named features the configuration and schema need; raises for the ones we cannot write."""
     needed: list[str] = []
-    catalog_managed = configuration.get(f"delta.feature.{CATALOG_MANAGED}", "").strip().lower() in (
-        "supported", "enabled")
-    for key, feature in _REFUSED_PROPERTIES.items():
-        if feature == "inCommitTimestamp" and catalog_managed:
-            continue  # stamped by the catalog's commit path
-        if _true(configuration, key):
-            raise _unsupported("writer", feature, f"{key}=true is not supported by deltatx writers")
     if _uses_column_mapping(configuration):
         needed.append("columnMapping")
     if any(k.startswith("delta.constraints.") for k in configuration):
         needed.append("checkConstraints")
     for key in _field_metadata_keys(schema):
-        feature = _REFUSED_FIELD_METADATA.get(key)
-        if feature:
-            raise _unsupported("writer", feature, f"column metadata {key!r} is not supported by deltatx writers")
         feature = _FIELD_METADATA_FEATURES.get(key) or ("identityColumns" if key.startswith("delta.identity.") else None)
         if feature and feature not in needed:
             needed.append(feature)
@@ -281,6 +296,13 @@ def _needed_features(configuration: dict[str, str], schema: pa.Schema) -> list[s
         needed.append("changeDataFeed")
     if _true(configuration, "delta.enableRowTracking"):
         needed += ["domainMetadata", "rowTracking"]
+    if _true(configuration, "delta.enableInCommitTimestamps"):
+        needed.append("inCommitTimestamp")
+    if _true(configuration, "delta.enableTypeWidening"):
+        needed.append("typeWidening")
+    for version in (1, 2):
+        if _true(configuration, f"delta.enableIcebergCompatV{version}"):
+            needed.append(f"icebergCompatV{version}")
     if _has_type(schema, lambda t: pa.types.is_timestamp(t) and t.tz is None):
         needed.append("timestampNtz")
     if configuration.get("delta.checkpointPolicy", "classic").strip().lower() == "v2":
@@ -310,6 +332,8 @@ def required_protocol(
     reader = max(base.min_reader_version, 1)
     writer = max(base.min_writer_version, 2)
     needed = _needed_features(configuration, schema)
+    if "typeWidening-preview" in writer_features(base):  # the preview name serves the same rules
+        needed = [f for f in needed if f != "typeWidening"]
     reader_needed = [f for f in needed if f in _READER_WRITER_FEATURES]
     have_readers = set(reader_features(base))
     have_writers = set(writer_features(base))

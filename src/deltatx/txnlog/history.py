@@ -138,8 +138,18 @@ def version_at_timestamp(store: LogStore, listing: Sequence[LogFile], timestamp_
     if not commits:
         raise TimeTravelError(f"table {store.uri!r} has no retained commits to time travel to")
     timeline = CommitTimeline(store, commits, ict_from)
-    index = bisect.bisect_right(timeline, timestamp_ms) - 1
-    if index < 0:
+    lo, hi = 0, len(commits)
+    first_ict = bisect.bisect_left(timeline.versions, ict_from) if ict_from is not None else hi
+    if 0 < first_ict < hi:
+        # PROTOCOL.md: at or after the enablement timestamp only versions from the enablement
+        # version count, before it only the earlier ones (file times and in-commit timestamps
+        # are different clocks, so one bisect over both could land on the wrong side).
+        if timestamp_ms >= timeline[first_ict]:
+            lo = first_ict
+        else:
+            hi = first_ict
+    index = bisect.bisect_right(timeline, timestamp_ms, lo, hi) - 1
+    if index < lo:
         raise TimeTravelError(
             f"timestamp {timestamp_ms} is before the earliest retained commit of {store.uri!r} "
             f"(version {commits[0].version} at {timeline[0]}); history before it was cleaned up or "

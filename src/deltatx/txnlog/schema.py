@@ -32,8 +32,39 @@ _PRIMITIVE_TO_ARROW: dict[str, pa.DataType] = {
 
 _DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
 
+#: How a ``variant`` column reads: the struct of two binaries its unshredded Parquet form is
+#: (PROTOCOL.md, "Variant data in Parquet"). deltatx reads it as stored and writes no variants.
+VARIANT_STORAGE = pa.struct([pa.field("value", pa.binary(), False), pa.field("metadata", pa.binary(), False)])
+
+
+def is_variant_storage(t: pa.DataType) -> bool:
+    """Whether a column read as ``t`` is a variant column (its stats count it as one leaf)."""
+    return t.equals(VARIANT_STORAGE)
+
+
+def uses_variant(schema_string: str) -> bool:
+    """Whether a ``schemaString`` has a ``variant`` column anywhere (nested ones too)."""
+    if "variant" not in schema_string:
+        return False
+    try:
+        return _mentions_variant(orjson.loads(schema_string))
+    except orjson.JSONDecodeError:
+        return False
+
+
+def _mentions_variant(node: Any) -> bool:
+    if node == "variant":
+        return True
+    if isinstance(node, dict):
+        return any(_mentions_variant(node.get(k)) for k in ("type", "elementType", "keyType", "valueType", "fields"))
+    if isinstance(node, list):
+        return any(_mentions_variant(v) for v in node)
+    return False
+
 
 def _type_from_delta(t: Any) -> pa.DataType:
+    if t == "variant" or (isinstance(t, dict) and t.get("type") == "variant"):
+        return VARIANT_STORAGE
     if isinstance(t, str):
         if t in _PRIMITIVE_TO_ARROW:
             return _PRIMITIVE_TO_ARROW[t]
@@ -54,6 +85,16 @@ def _type_from_delta(t: Any) -> pa.DataType:
     raise InvalidTableError(f"unsupported Delta type {t!r} in the table schema")
 
 
+def type_from_delta(t: Any) -> pa.DataType:
+    """The arrow type of a Delta type (a name such as ``"decimal(10,2)"``, or a nested dict)."""
+    return _type_from_delta(t)
+
+
+def type_to_delta(t: pa.DataType) -> Any:
+    """The Delta type of an arrow type: a name for primitives, a dict for nested types."""
+    return _type_to_delta(t)
+
+
 def field_from_delta(f: dict[str, Any]) -> pa.Field:
     md = f.get("metadata") or {}
     meta = {k: orjson.dumps(v) for k, v in md.items()} if md else None
@@ -61,7 +102,13 @@ def field_from_delta(f: dict[str, Any]) -> pa.Field:
 
 
 def schema_from_json(schema_string: str) -> pa.Schema:
-    """Parse a ``schemaString`` into an arrow schema (field metadata kept as JSON bytes)."""
+    """Parse a ``schemaString`` into an arrow schema (field metadata kept as JSON bytes).
+
+    An empty string is the empty schema: the metaData of a table whose schema is not known yet
+    (Delta Live Tables write such a version 0, then the schema in a later commit).
+    """
+    if not schema_string:
+        return pa.schema([])
     try:
         doc = orjson.loads(schema_string)
     except orjson.JSONDecodeError as exc:
@@ -116,14 +163,24 @@ def _type_to_delta(t: pa.DataType) -> Any:
     raise SchemaMismatchError(f"arrow type {t} has no Delta equivalent")
 
 
+#: column metadata whose value is SQL text: kept as a string even when it looks like JSON ("42")
+_SQL_TEXT_METADATA = ("CURRENT_DEFAULT",)
+
+
 def field_to_delta(f: pa.Field) -> dict[str, Any]:
     md = {}
     if f.metadata:
         for k, v in f.metadata.items():
+            key = k.decode()
             try:
-                md[k.decode()] = orjson.loads(v)
+                value = orjson.loads(v)
             except orjson.JSONDecodeError:
-                continue  # arrow-private metadata (e.g. pandas) is not Delta's
+                if key not in _SQL_TEXT_METADATA:
+                    continue  # arrow-private metadata (e.g. pandas) is not Delta's
+                value = v.decode()
+            if key in _SQL_TEXT_METADATA and not isinstance(value, str):
+                value = v.decode()
+            md[key] = value
     return {"name": f.name, "type": _type_to_delta(f.type), "nullable": f.nullable, "metadata": md}
 
 

@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from .schema import is_variant_storage
 from .column_mapping import physical_name
 
 #: Characters of a string kept in min/max statistics (``delta.dataSkippingStringPrefixLength``).
@@ -378,7 +379,7 @@ def _counts_type(fields: Iterable[pa.Field], *, for_json: bool) -> pa.StructType
     out = []
     for f in fields:
         name = _physical_name(f) if for_json else f.name
-        if pa.types.is_struct(f.type):
+        if pa.types.is_struct(f.type) and not is_variant_storage(f.type):  # a variant counts as a leaf
             out.append(pa.field(name, _counts_type(list(f.type), for_json=for_json)))
         else:
             out.append(pa.field(name, pa.int64()))

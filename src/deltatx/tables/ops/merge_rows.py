@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
+from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -56,6 +56,7 @@ from .rewrite import write_files
 from . import change_feed
 from ..constraints import rules_for
 from ..identity import assigner
+from ..defaults import default_sql, default_values, fill
 
 if TYPE_CHECKING:
     from ..transaction import Transaction
@@ -582,11 +583,18 @@ class MergeExecutor:
         self.assigned_identity = True
         return assign(self.identity[field.name], n)
 
-    @staticmethod
-    def _null_column(field: pa.Field, n: int, clause: BoundClause) -> pa.Array:
+    def _null_column(self, field: pa.Field, n: int, clause: BoundClause) -> pa.Array:
+        """A column the INSERT clause does not assign: its default (allowColumnDefaults), else NULL."""
+        filled = fill(field, self._defaults, n) if default_sql(field) is not None else None
+        if filled is not None:
+            return filled
         if not field.nullable and n:
             raise SchemaMismatchError(f"MERGE insert gives no value for NOT NULL column {field.name!r}")
         return pa.nulls(n, field.type)
+
+    @cached_property
+    def _defaults(self) -> dict[str, pa.Scalar]:
+        return default_values(self.schema)
 
     # ---- staging -------------------------------------------------------------------------------
     def _record_reads(self, files: pa.Table, parts: list[pa.Table], counts: np.ndarray, codes: np.ndarray,

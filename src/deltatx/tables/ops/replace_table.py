@@ -20,6 +20,7 @@ from ...txnlog.actions import Metadata
 from ...txnlog.features import check_writable, required_protocol
 from ...txnlog.schema import normalize_schema, schema_to_json
 from .. import properties as props
+from ..defaults import validate_defaults
 
 if TYPE_CHECKING:
     from ..transaction import Transaction
@@ -43,6 +44,7 @@ def stage_replace_table(tx: "Transaction", schema: pa.Schema, partition_by: list
     """Stage the replacement of ``tx``'s table by an empty one defined by the arguments."""
     partition_by = list(partition_by or [])
     schema = normalize_schema(schema)
+    validate_defaults(schema)
     check_partitioning(schema, partition_by)
     config = row_tracking.with_materialized_names(props.validate_properties(properties or {}))
     metadata = Metadata(id=Metadata.new_id(), schema_string=schema_to_json(schema),

@@ -22,6 +22,7 @@ from .. import identity
 from .. import properties as props
 from . import change_feed
 from ..constraints import enforce, rules_for
+from ..iceberg_compat import materializes_partition_values
 from .merge_on_read import (
     drop_metadata,
     mark_changed,
@@ -48,6 +49,7 @@ def options_for(properties: dict[str, str]) -> WriteOptions:
     """The write options a table's properties ask for (which columns get statistics...)."""
     opts = WriteOptions()
     opts.num_indexed_cols = props.int_property(properties, props.NUM_INDEXED_COLS, opts.num_indexed_cols)
+    opts.materialize_partition_columns = materializes_partition_values(properties)
     return opts
 
 

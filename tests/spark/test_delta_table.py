@@ -25,6 +25,7 @@ from deltatx.errors import (
     ArgumentTypeError,
     DeltaTxError,
     InvalidArgumentError,
+    InvalidConstraintError,
     LocationNotEmptyError,
     PredicateError,
     ProtocolDowngradeError,
@@ -603,9 +604,9 @@ def test_builder_refusals_write_nothing(spark, tmp_path):
     path = str(tmp_path / "t")
     refused(path, UnsupportedOperationError, lambda: DeltaTable.create(spark).addColumn("a", "int").execute(),
             "location")
-    refused(path, UnsupportedFeatureError,  # generated columns: a writer feature deltatx does not implement
+    refused(path, InvalidConstraintError,  # a generation expression naming no column of the table
             lambda: DeltaTable.create(spark).location(path).addColumn("a", "int")
-            .addColumn("b", "int", generatedAlwaysAs="a + 10").execute(), "generatedColumns")
+            .addColumn("b", "int", generatedAlwaysAs="nope + 10").execute())
     refused(path, SchemaMismatchError, lambda: DeltaTable.create(spark).location(path).execute(), "no columns")
     refused(path, SchemaMismatchError,
             lambda: DeltaTable.create(spark).location(path).addColumn("a", "int").partitionedBy("b").execute())
@@ -818,3 +819,13 @@ def test_merge_aliases_default_without_colliding():
     assert _merge_aliases("s", "t") == ("s", "t")
     assert _merge_aliases(None, "source") == ("src", "source")  # a target aliased "source"
     assert _merge_aliases("target", None) == ("target", "tgt")
+
+
+def test_builder_generated_column_is_computed_on_write(spark, tmp_path):
+    path = str(tmp_path / "t")
+    DeltaTable.create(spark).location(path).addColumn("a", "bigint") \
+        .addColumn("b", "bigint", generatedAlwaysAs="a + 10").execute()
+    table = deltatx.Table(path)
+    assert "generatedColumns" in (table.protocol.writer_features or ())
+    table.append(pa.table({"a": [1, 2]}))
+    assert sorted(table.to_arrow().to_pylist(), key=lambda r: r["a"]) == [{"a": 1, "b": 11}, {"a": 2, "b": 12}]

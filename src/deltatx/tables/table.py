@@ -372,6 +372,10 @@ def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | No
         from .column_rules import define_column_rules
 
         schema, config = define_column_rules(schema, config, partition_by, generated_columns, identity_columns)
+    else:  # rules a schema carries already (a Spark builder's generatedAlwaysAs): bound now, not at a write
+        from .constraints import rules_for
+
+        rules_for(schema, config)
     domains: tuple = ()
     clustered_by: list[str] | None = None
     if cluster_by is not None:

@@ -108,6 +108,7 @@ def stream_read_spec(raw_options: Mapping[str, str]) -> StreamReadSpec:
         if name in o:
             raise InvalidPropertyError(
                 f"option {name} does not apply to a streaming read: use startingVersion or startingTimestamp")
+    flag(o, "readChangeFeed")  # checked here; source.py picks the change-feed reader on it
     version: int | str | None = None
     raw_version = o.get("startingversion")
     if raw_version is not None and raw_version.strip() != "":

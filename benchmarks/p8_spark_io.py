@@ -39,6 +39,8 @@ WRITE_TARGET = 1.3
 READ_TARGET = 1.5
 SCHEMA = "id bigint, part int, value double, name string"
 WARM_UP_ROUNDS = 3
+#: the DV table deletes the rows with ``id % 100`` equal to this (1% of the rows, in every file)
+DV_DELETED_REMAINDER = 7
 
 
 def _source(spark, rows: int):
@@ -137,6 +139,7 @@ def run(quick: bool = False) -> BenchResult:
     source = _source(spark, rows)
     write_dtx, write_pq, write_floor, write_native = [], [], [], []
     read_dtx, read_pq, read_dtx_columns, read_native, read_empty, read_pyarrow = [], [], [], [], [], []
+    read_dv, read_dv_native = [], []  # the deletion-vector table (format, deltatx.spark.read)
     commit_tail: list[float] = []
     facts: dict[str, dict] = {}
     with scratch_dir("p8") as root:
@@ -196,6 +199,20 @@ def run(quick: bool = False) -> BenchResult:
             t, answers["pyarrow_source"] = time_call(lambda: _aggregate(
                 spark.read.format("p8_pyarrow_source").load(dtx_uri)))
             read_pyarrow.append(t)
+        # a deletion-vector table: the same rows, ~1% deleted through deltatx (DVs on every file)
+        dv_uri = str(root / "dtx-dv")
+        shutil.copytree(dtx_uri, dv_uri)
+        dv_table = deltatx.Table(dv_uri)
+        dv_table.set_properties({"delta.enableDeletionVectors": "true"})
+        dv_table.delete(f"id % 100 = {DV_DELETED_REMAINDER}")
+        facts["dv_files_with_dvs"] = sum(d is not None for d in dv_table.files().column("deletionVector").to_pylist())
+        answers["parquet_minus_deleted"] = _aggregate(
+            spark.read.parquet(pq_uri).where(f"id % 100 != {DV_DELETED_REMAINDER}"))
+        for _ in range(reps):
+            t, answers["dv_deltatx"] = time_call(lambda: _aggregate(spark.read.format("deltatx").load(dv_uri)))
+            read_dv.append(t)
+            t, answers["dv_deltatx_native"] = time_call(lambda: _aggregate(dspark.read(spark, dv_uri)))
+            read_dv_native.append(t)
         table = deltatx.Table(dtx_uri)
         facts["deltatx"] = {**deltalake_facts(dtx_uri), "deltatx_version": table.version,
                             "files": table.files().num_rows}
@@ -234,6 +251,11 @@ def run(quick: bool = False) -> BenchResult:
             "read_deltatx_native_samples_s": read_native,
             "read_deltatx_native_median_s": median(read_native),
             "write_ratio": write_ratio, "read_ratio": read_ratio, "read_native_ratio": native_ratio,
+            "read_dv_deltatx_samples_s": read_dv, "read_dv_deltatx_median_s": median(read_dv),
+            "read_dv_deltatx_native_samples_s": read_dv_native,
+            "read_dv_deltatx_native_median_s": median(read_dv_native),
+            "read_dv_ratio": median(read_dv) / median(read_pq),
+            "read_dv_native_ratio": median(read_dv_native) / median(read_pq),
             "python_data_source_floors": floors,
             "write_counting_sink_samples_s": write_floor,
             "read_empty_source_samples_s": read_empty, "read_pyarrow_source_samples_s": read_pyarrow,
@@ -269,6 +291,15 @@ def run(quick: bool = False) -> BenchResult:
                      native_ratio <= READ_TARGET,
                      f"{median(read_native):.2f} s vs {median(read_pq):.2f} s = {native_ratio:.2f}× "
                      f"(target ≤ {READ_TARGET:g}×)")
+    result.check("DV table: same answer as Parquet less the deleted rows", facts["answers"]["parquet_minus_deleted"],
+                 facts["answers"]["dv_deltatx"])
+    result.check("DV table read via deltatx.spark.read: the same answer", facts["answers"]["parquet_minus_deleted"],
+                 facts["answers"]["dv_deltatx_native"])
+    dv_ratio, dv_native_ratio = median(read_dv) / median(read_pq), median(read_dv_native) / median(read_pq)
+    result.criterion("read of a DV table (1% deleted) vs Spark Parquet of the full rows", dv_ratio <= READ_TARGET,
+                     f"{median(read_dv):.2f} s vs {median(read_pq):.2f} s = {dv_ratio:.2f}× "
+                     f"(target ≤ {READ_TARGET:g}×; deltatx.spark.read falls back to the format when files "
+                     f"have DVs: {median(read_dv_native):.2f} s = {dv_native_ratio:.2f}×)")
     return result
 
 

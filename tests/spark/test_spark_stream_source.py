@@ -296,7 +296,7 @@ def test_stream_options_parse_like_deltas():
     ({"maxFilesPerTrigger": "0"}, InvalidPropertyError, "maxFilesPerTrigger"),
     ({"maxBytesPerTrigger": "lots"}, InvalidPropertyError, "maxBytesPerTrigger"),
     ({"versionAsOf": "1"}, InvalidPropertyError, "startingVersion"),
-    ({"readChangeFeed": "true"}, InvalidPropertyError, "readChangeFeed"),
+    ({"readChangeFeed": "perhaps"}, InvalidPropertyError, "readChangeFeed"),
     ({"skipChangeCommits": "maybe"}, InvalidPropertyError, "skipChangeCommits"),
     ({"startingTimestamp": "yesterday"}, TimeTravelError, "ISO 8601"),
 ])

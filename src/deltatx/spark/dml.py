@@ -28,6 +28,11 @@ ids) into ``tx.row_level``, so the commit resolves a concurrent writer of other 
 file row by row. On row-tracking tables the tasks read ``_metadata.row_id`` along, so rewritten
 rows keep their ids (the core's ``physical``), and the commit assigns ids to the new files.
 
+Change data feed. On a table with ``delta.enableChangeDataFeed=true`` the core code in each task
+records the rows it changed and the task writes them as its own ``_change_data/`` files; the
+driver stages the returned ``cdc`` actions in the one commit (deleted if it fails), so the feed
+holds what the core's own DELETE / UPDATE / MERGE would have written.
+
 MERGE. The source DataFrame is collected once as Arrow (one Spark job) and shipped to the tasks
 inside the task closure, which PySpark broadcasts when it is large: the source must fit in the
 driver's and each executor's memory, as with a broadcast join. The target, which is what grows,
@@ -67,7 +72,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import DeltaTxError, IdentityColumnError, UnsupportedFeatureError
+from ..errors import DeltaTxError, IdentityColumnError
 from ..expr import bind, parse_predicate
 from ..tables.constraints import rules_for
 from ..tables.identity import check_no_update
@@ -78,7 +83,7 @@ from ..tables.ops.rewrite import is_partition_only
 from ..tables.ops.update import bind_assignments
 from ..tables.table import Table
 from ..tables.transaction import CommitResult, Transaction
-from ..txnlog.actions import FILE_SCHEMA
+from ..txnlog.actions import CDC_SCHEMA, FILE_SCHEMA
 from ..txnlog.store import MemoryLogStore
 from .job_files import JobFiles
 from .dml_tasks import (
@@ -122,6 +127,7 @@ class JobOutcome:
     matched_source: np.ndarray  # MERGE: union of the source rows for which ON held
     readds: pa.Table           # merge-on-read: committed files re-added with their new DV
     row_level: pa.Table        # merge-on-read: the rows read and changed per file (ROW_LEVEL_SCHEMA)
+    cdc: pa.Table              # change data feed: cdc actions of the change files the tasks wrote
 
 
 class SparkTable:
@@ -167,7 +173,6 @@ class SparkTable:
             if pred is None or is_partition_only(pred, tx.partition_columns):
                 tx.delete(condition)  # whole files go unread: the core operation, on the driver
                 return tx.commit()
-            _refuse_change_feed(tx, "DELETE")
             _, files = tx.scan(pred)
             metrics = dict.fromkeys(_DELETE_METRICS, 0)
             if files.num_rows:
@@ -193,7 +198,6 @@ class SparkTable:
         try:
             pred = bind(parse_predicate(condition), tx.schema) if condition is not None else None
             assigned = bind_assignments(set, tx.schema)  # bad columns / expressions fail here, before any job
-            _refuse_change_feed(tx, "UPDATE")
             rules = rules_for(tx.schema, tx.properties, tx.protocol)
             if rules is not None:
                 check_no_update(rules.identity, frozenset(assigned), "UPDATE")
@@ -222,7 +226,6 @@ class SparkTable:
         started = time.perf_counter()
         tx = self._begin(None)
         try:
-            _refuse_change_feed(tx, "MERGE")
             source = _as_arrow(source)
             if schema_evolution:  # staged first: tasks read and write with the widened schema
                 source = as_source_table(source)
@@ -239,12 +242,14 @@ class SparkTable:
             files = planner.candidate_files(planner.eligible_source())  # tx.scan(): records the read
             metrics = dict(planner.metrics)
             matched = np.zeros(plan.source.num_rows, dtype=bool)
+            target_changes = False  # the target tasks wrote change files (change data feed)
             if files is not None and files.num_rows:
                 task = self._task(MERGE_TARGET, tx, files, plan=replace(plan, not_matched=[]))
                 outcome = self._run_job(tx, task, files.num_rows, f"deltatx MERGE {self.uri} (target files)")
                 self._stage_changes(tx, files, outcome)
                 _add_metrics(metrics, outcome.metrics, skip=_MERGE_DRIVER_METRICS)
                 matched[outcome.matched_source] = True
+                target_changes = outcome.cdc.num_rows > 0
             metrics["numTargetFilesAfterSkipping"] = files.num_rows if files is not None else 0
             scanned = time.perf_counter()
             if plan.not_matched and not matched.all():
@@ -252,7 +257,7 @@ class SparkTable:
                 tasks = min(self._task_cap(), math.ceil(unmatched.num_rows / INSERT_ROWS_PER_TASK))
                 insert_plan = replace(plan, source=unmatched, matched=[], by_source=[])
                 task = self._task(MERGE_INSERT, tx, FILE_SCHEMA.empty_table(), plan=insert_plan,
-                                  rows_per_task=math.ceil(unmatched.num_rows / tasks))
+                                  rows_per_task=math.ceil(unmatched.num_rows / tasks), cdc_inserts=target_changes)
                 outcome = self._run_job(tx, task, tasks, f"deltatx MERGE {self.uri} (inserts)")
                 _add_metrics(metrics, outcome.metrics, skip=_MERGE_DRIVER_METRICS)
             now = time.perf_counter()
@@ -303,8 +308,11 @@ class SparkTable:
             dv_files = pc.list_flatten(results.column("dv_files")).to_pylist() if results.num_rows else []
             for dv_file in dv_files:  # ... and these, if the commit never lands
                 tx.note_dv_file(dv_file)
-            job.close(store, keep=_decoded(adds.column("path")) + dv_files)  # deletes unused duplicate attempts
-            return _outcome(results)
+            outcome = _outcome(results)
+            tx.stage_cdc(outcome.cdc)  # change data files: deleted by tx.abort() too
+            keep = _decoded(adds.column("path")) + dv_files + _decoded(outcome.cdc.column("path"))
+            job.close(store, keep=keep)  # deletes unused duplicate attempts
+            return outcome
         except BaseException as exc:
             try:
                 job.close(store)
@@ -328,19 +336,6 @@ class SparkTable:
             tx.stage_removes(files.filter(pc.is_in(files.column("path"), value_set=outcome.removed)))
         tx.stage_adds(outcome.readds, written=False)
         record_row_level(tx, files, outcome.row_level)
-
-
-def _refuse_change_feed(tx: Transaction, operation: str) -> None:
-    """The tasks' change rows do not reach the driver yet, so a Spark DML on a change-data-feed
-    table would commit without change files and readers would see copied rows as deleted and
-    re-inserted: refused, before any job, in favour of the core operation (which writes them)."""
-    from ..tables.ops import change_feed
-
-    if change_feed.enabled(tx):
-        raise UnsupportedFeatureError(
-            f"Spark {operation} does not write change data files yet, and {tx.table.uri!r} has "
-            f"delta.enableChangeDataFeed=true; run it with deltatx.Table (it writes them)",
-            feature="changeDataFeed", kind="writer")
 
 
 class SparkMergeBuilder(MergeBuilder):
@@ -391,7 +386,8 @@ def _outcome(results: pa.Table) -> JobOutcome:
     matched_rows = np.asarray(matched.to_numpy(zero_copy_only=False), dtype=np.int64) if len(matched) else np.empty(0, np.int64)
     return JobOutcome(removed=removed, metrics=metrics, matched_source=matched_rows,
                       readds=_tables(results.column("readds"), FILE_SCHEMA),
-                      row_level=_tables(results.column("row_level"), ROW_LEVEL_SCHEMA))
+                      row_level=_tables(results.column("row_level"), ROW_LEVEL_SCHEMA),
+                      cdc=_tables(results.column("cdc"), CDC_SCHEMA))
 
 
 def _decoded(paths: pa.ChunkedArray | pa.Array) -> list[str]:

@@ -30,6 +30,14 @@ it read and changed in every file (:func:`row_level_table`), which the driver re
 ``Transaction.row_level`` (:func:`record_row_level`) so that a concurrent writer of other rows
 of the same file is resolved row by row, exactly as for the core's own DML.
 
+Change data feed (``delta.enableChangeDataFeed``): the core code records the rows it changed
+into the task's ``changes`` (as into a Transaction's); the task writes them as its own
+``_change_data/`` files with the core's writer (:func:`~deltatx.tables.ops.change_feed.
+write_change_files`) and returns their ``cdc`` actions, which the driver stages in its one commit.
+They are deleted with the task's data files when the job or the commit fails. A MERGE's insert
+tasks cannot see whether the target tasks changed rows, so the driver tells them
+(``cdc_inserts``): once the commit has change files its inserts must be in them too.
+
 A task that fails deletes the files it already wrote and re-raises; a deltatx error crosses
 Spark's Python-exception text as a marked JSON payload (:func:`encode_error`) that the driver
 turns back into the typed exception.
@@ -51,6 +59,8 @@ from .. import errors
 from ..errors import DeltaTxError
 from ..expr import Expr, bind, parse_predicate
 from ..io.paths import decode_path
+from ..tables.ops import change_feed
+from ..tables.ops.change_feed import ChangeRecorder, write_change_files
 from ..tables.ops.merge import MergePlan
 from ..tables.ops.merge_rows import MergeExecutor
 from ..tables.row_level import RowLevelRecorder
@@ -72,10 +82,11 @@ RESULT_SCHEMA = pa.schema([
     ("row_level", pa.binary()),                  # Arrow IPC of ROW_LEVEL_SCHEMA: rows read/changed
     ("metrics", pa.map_(pa.string(), pa.int64())),
     ("matched_source", pa.list_(pa.int64())),    # MERGE: source rows for which ON held somewhere
+    ("cdc", pa.binary()),                        # Arrow IPC of the cdc actions of its change files
 ])
 #: the same, as the DDL string mapInArrow wants
 RESULT_DDL = ("removed array<string>, adds binary, readds binary, dv_files array<string>, row_level binary, "
-              "metrics map<string,bigint>, matched_source array<bigint>")
+              "metrics map<string,bigint>, matched_source array<bigint>, cdc binary")
 
 #: one row per file a merge-on-read task read: its ``FileRows`` (conflicts.row_level) less what
 #: the driver knows from the add action itself (DV descriptor, row count); bitmaps as pyroaring's
@@ -157,6 +168,8 @@ class TaskTransaction:
         self.dv_files: list[str] = []
         self.row_level = RowLevelRecorder()
         self.metrics: dict[str, Any] = {}
+        self.changes: ChangeRecorder | None = None  # change-feed rows the core code recorded
+        self.cdc: pa.Table | None = None  # cdc actions of the change files written from them
 
     @functools.cached_property
     def column_mapping(self) -> "column_mapping.ColumnMapping | None":
@@ -188,15 +201,21 @@ class TaskTransaction:
         if relative:
             self.dv_files.append(relative)
 
+    def write_change_files(self) -> None:
+        """Write the recorded change rows as this task's ``_change_data/`` files (core writer)."""
+        if self.changes is not None and self.changes.rows:
+            self.cdc = write_change_files(self.store, self.schema, self.partition_columns, self.changes.rows)
+
     def written_paths(self) -> list[str]:
-        """Decoded relative paths of every data file and DV file this task wrote."""
-        return [decode_path(p) for a in self.adds for p in a.column("path").to_pylist()] + self.dv_files
+        """Decoded relative paths of every data, DV and change data file this task wrote."""
+        tables = self.adds + ([self.cdc] if self.cdc is not None else [])
+        return [decode_path(p) for a in tables for p in a.column("path").to_pylist()] + self.dv_files
 
     def delete_written(self) -> None:
         paths = self.written_paths()
         if paths:
             self.store.delete_files(paths)
-        self.adds, self.dv_files = [], []
+        self.adds, self.dv_files, self.cdc = [], [], None
 
 
 def row_level_table(recorder: RowLevelRecorder) -> pa.Table | None:
@@ -244,6 +263,11 @@ class _TaskMerge(MergeExecutor):
     """
 
     matched_source: np.ndarray = np.empty(0, np.int64)
+    inserted: pa.Table | None = None  # the rows its not-matched clauses inserted
+
+    def _inserts(self, ps: np.ndarray) -> pa.Table | None:
+        self.inserted = super()._inserts(ps)
+        return self.inserted
 
     def match_pairs(self, target: pa.Table, eligible: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         pt, ps = super().match_pairs(target, eligible)
@@ -278,6 +302,7 @@ class DmlTask:
     assignments: dict[str, str] = field(default_factory=dict)
     plan: MergePlan | None = None
     rows_per_task: int = 0
+    cdc_inserts: bool = False  # MERGE_INSERT: record the inserted rows as change rows
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ids = [b.column(0).to_numpy() for b in batches if b.num_rows]
@@ -289,6 +314,7 @@ class DmlTask:
         tx = TaskTransaction(store, self.schema, self.partition_columns, self.properties, self.protocol, files)
         try:
             matched = self._run(tx, index)
+            tx.write_change_files()
             row_level = row_level_table(tx.row_level)
             result = pa.record_batch([
                 pa.array([tx.removed], RESULT_SCHEMA.field("removed").type),
@@ -299,6 +325,7 @@ class DmlTask:
                 pa.array([[(k, int(v)) for k, v in tx.metrics.items() if isinstance(v, int)]],
                          RESULT_SCHEMA.field("metrics").type),
                 pa.array([matched.tolist()], RESULT_SCHEMA.field("matched_source").type),
+                pa.array([to_ipc(tx.cdc) if tx.cdc is not None else None], pa.binary()),
             ], schema=RESULT_SCHEMA)
         except DeltaTxError as exc:
             tx.delete_written()
@@ -333,7 +360,10 @@ class DmlTask:
             rows = np.concatenate([np.arange(i * self.rows_per_task, (i + 1) * self.rows_per_task) for i in index])
             rows = rows[rows < plan.source.num_rows]
             source = plan.source.take(pa.array(rows, pa.int64()))
-            _TaskMerge(tx, replace(plan, source=source)).run()
+            merge = _TaskMerge(tx, replace(plan, source=source))
+            merge.run()
+            if self.cdc_inserts:  # the target tasks wrote change files: the inserts join them
+                change_feed.record_changes(tx, merge.inserted, change_feed.INSERT)
         else:
             raise ValueError(f"unknown DML task kind {self.kind!r}")
         return np.empty(0, np.int64)

@@ -11,6 +11,8 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource
 
+from .change_feed import ChangeFeedReader, change_feed_spec, resolve_and_pin, wants_change_feed
+from .change_stream import ChangeFeedStreamReader
 from .options import PINNED_VERSION_OPTION, arrow_schema_to_spark, read_spec
 from .reader import DeltaTxReader, open_table, select_columns, with_row_tracking_metadata
 from .stream_source import DeltaTxStreamReader, stream_read_spec
@@ -36,6 +38,8 @@ class DeltaTxDataSource(DataSource):
         every scan of the DataFrame (or temporary view), and caches the planned read of a relation
         (Spark 4.3), so all scans of one ``load()`` read the same version, as a snapshot.
         """
+        if wants_change_feed(self.options):  # readChangeFeed: the range is pinned instead
+            return resolve_and_pin(self.options)
         spec = read_spec(self.options)
         table = open_table(spec)
         self.options[PINNED_VERSION_OPTION] = str(table.version)
@@ -44,7 +48,9 @@ class DeltaTxDataSource(DataSource):
             schema = with_row_tracking_metadata(schema, table)
         return arrow_schema_to_spark(schema)
 
-    def reader(self, schema: Any) -> DeltaTxReader:
+    def reader(self, schema: Any) -> DeltaTxReader | ChangeFeedReader:
+        if wants_change_feed(self.options):
+            return ChangeFeedReader(change_feed_spec(self.options), schema)
         return DeltaTxReader(read_spec(self.options), schema)
 
     def writer(self, schema: Any, overwrite: bool) -> DeltaTxWriter:
@@ -53,5 +59,7 @@ class DeltaTxDataSource(DataSource):
     def streamWriter(self, schema: Any, overwrite: bool) -> DeltaTxStreamWriter:
         return DeltaTxStreamWriter(plan_stream(self.options, schema, overwrite))
 
-    def streamReader(self, schema: Any) -> DeltaTxStreamReader:
+    def streamReader(self, schema: Any) -> DeltaTxStreamReader | ChangeFeedStreamReader:
+        if wants_change_feed(self.options):
+            return ChangeFeedStreamReader(stream_read_spec(self.options), schema)
         return DeltaTxStreamReader(stream_read_spec(self.options), schema)

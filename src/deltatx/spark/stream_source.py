@@ -18,7 +18,8 @@ Options (Delta's names; any spelling, Spark lower-cases keys):
 - ``skipChangeCommits``: skip commits that remove data (DELETE, UPDATE, MERGE, overwrite);
 - ``ignoreDeletes``: go past commits that only remove whole files or partitions;
 - ``ignoreChanges`` (deprecated in Delta): deliver the rewritten files of changing commits;
-- ``columns``, ``storage.*``, ``maxPartitionBytes`` etc. as for batch reads.
+- ``columns``, ``storage.*``, ``maxPartitionBytes`` etc. as for batch reads;
+- ``readChangeFeed``: stream the change data feed instead (:mod:`deltatx.spark.change_stream`).
 
 Exactly once: the offsets live in Spark's checkpoint; a restarted query continues after the last
 committed offset and re-plans an uncommitted batch to the very same files (the log is immutable,
@@ -108,10 +109,7 @@ def stream_read_spec(raw_options: Mapping[str, str]) -> StreamReadSpec:
         if name in o:
             raise InvalidPropertyError(
                 f"option {name} does not apply to a streaming read: use startingVersion or startingTimestamp")
-    if flag(o, "readChangeFeed"):
-        raise InvalidPropertyError(
-            "option readChangeFeed is not supported by this deltatx build's streaming source: it streams "
-            "the table's appended rows only")
+    flag(o, "readChangeFeed")  # checked here; source.py picks the change-feed reader on it
     version: int | str | None = None
     raw_version = o.get("startingversion")
     if raw_version is not None and raw_version.strip() != "":

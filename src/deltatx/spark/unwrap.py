@@ -51,7 +51,7 @@ def typed_error(exc: BaseException) -> errors.DeltaTxError | None:
     message = last.group(2).strip()
     if issubclass(cls, errors.ConcurrentModificationException):
         return _concurrent(cls, message)
-    if issubclass(cls, errors.StreamingSourceError):  # its message names the version at fault first
+    if issubclass(cls, (errors.StreamingSourceError, errors.ChangeDataFeedError)):  # version named first
         found = _VERSION.search(message)
         return cls(message, version=int(found.group(1)) if found else None)
     try:

@@ -263,3 +263,16 @@ def change_files_since(store: "LogStore", snapshot: "Snapshot", cutoff_ms: int) 
         if b'"cdc"' in data:  # most commits have none: no need to parse them
             paths += [row["path"] for row in parse_commit(data, f.version).cdc_rows]
     return paths
+
+
+def snapshot_as_inserts(snapshot: "Snapshot", timestamp_ms: int) -> ChangePlan:
+    """A plan whose changes are every row of ``snapshot``, as inserts of its version: what a
+    change-feed stream without a starting version delivers first (Delta's initial snapshot)."""
+    files = snapshot.files
+    column = pa.array([snapshot.version] * files.num_rows, pa.int64())
+    inserted = files.append_column(_VERSION_FIELD, column).select(_ADD_PLAN_SCHEMA.names).cast(_ADD_PLAN_SCHEMA)
+    return ChangePlan(
+        start=snapshot.version, end=snapshot.version, schema=snapshot.schema,
+        partition_columns=list(snapshot.partition_columns), timestamps_ms=[timestamp_ms],
+        cdc_files=_CDC_PLAN_SCHEMA.empty_table(), inserted_files=inserted,
+        deleted_files=_REMOVE_PLAN_SCHEMA.empty_table(), dv_pairs=_PAIR_PLAN_SCHEMA.empty_table())

@@ -36,6 +36,7 @@ from ...txnlog.features import writer_features
 from .. import properties as props
 
 if TYPE_CHECKING:
+    from ...txnlog.store import LogStore
     from ..transaction import Transaction
 
 CHANGE_DATA_DIR = "_change_data"
@@ -114,13 +115,22 @@ def stage_change_files(tx: "Transaction") -> None:
         record_changes(tx, read_files(tx.store, inserted, schema, partitions), INSERT)
     if deleted.num_rows:  # whole files removed (their deletion vectors applied): deletes
         record_changes(tx, read_files(tx.store, deleted, schema, partitions), DELETE)
-    parts = recorder.rows
+    tx.stage_cdc(write_change_files(tx.store, schema, partitions, recorder.rows))
+
+
+def write_change_files(store: "LogStore", schema: pa.Schema, partition_columns: list[str],
+                       parts: list[pa.Table]) -> pa.Table:
+    """Write recorded change rows (table columns + ``_change_type``) as ``_change_data/`` files
+    and return their ``cdc`` actions (not staged: a Spark DML task writes its own share of the
+    change files with this and hands the actions to the driver's one commit)."""
     target = change_schema(schema)
+    if not parts:
+        return CDC_SCHEMA.empty_table()
     data = pa.concat_tables(parts, promote_options="default") if len(parts) > 1 else parts[0]
     data = data.select(target.names).cast(target)
     options = WriteOptions(directory=CHANGE_DATA_DIR, num_indexed_cols=0)
-    written = write_data_files(tx.store, data, target, partitions, options, data_change=False)
-    tx.stage_cdc(_cdc_actions(written))
+    written = write_data_files(store, data, target, partition_columns, options, data_change=False)
+    return _cdc_actions(written)
 
 
 def _cdc_actions(written: pa.Table) -> pa.Table:

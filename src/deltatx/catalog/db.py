@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 
 from ..errors import CatalogURLError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: deltatx_tables.maintenance (maintenance gating)
 
 
 class DuplicateRowError(Exception):
@@ -44,7 +44,7 @@ def _ddl(serial: str) -> list[str]:
     return [
         "CREATE TABLE IF NOT EXISTS deltatx_schema_version (version INTEGER NOT NULL)",
         "CREATE TABLE IF NOT EXISTS deltatx_tables (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, "
-        "uri TEXT NOT NULL, created_ms BIGINT NOT NULL)",
+        "uri TEXT NOT NULL, created_ms BIGINT NOT NULL, maintenance TEXT NOT NULL DEFAULT 'allowed')",
         # one row per catalog transaction: the global order the bank2 checker walks
         f"CREATE TABLE IF NOT EXISTS deltatx_catalog_commits (seq {serial}, txn_id TEXT NOT NULL, "
         "committed_ms BIGINT NOT NULL)",
@@ -141,6 +141,9 @@ class Database:
             rows = cur.execute("SELECT version FROM deltatx_schema_version").fetchall()
             if not rows:
                 cur.execute("INSERT INTO deltatx_schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+            elif rows[0][0] == 1:  # version 1 catalogs: every table keeps maintenance allowed
+                cur.execute("ALTER TABLE deltatx_tables ADD COLUMN maintenance TEXT NOT NULL DEFAULT 'allowed'")
+                cur.execute("UPDATE deltatx_schema_version SET version = ?", (SCHEMA_VERSION,))
             elif rows[0][0] > SCHEMA_VERSION:
                 raise CatalogURLError(f"catalog {self.url!r} has schema version {rows[0][0]}; this deltatx "
                                       f"knows up to {SCHEMA_VERSION}: upgrade deltatx")

@@ -115,4 +115,8 @@ def test_cli_bank2_needs_a_catalog(capsys, tmp_path):
     code = main(["stress", str(tmp_path / "bank"), "--workload", "bank2", "--ops", "1"])
     assert code not in (EXIT_OK, EXIT_ANOMALY)
     assert "--catalog" in capsys.readouterr().err
-    assert not os.path.exists(tmp_path / "bank")
+    code = main(["stress", str(tmp_path / "bank"), "--workload", "bank", "--catalog", "sqlite:///x.db"])
+    assert code not in (EXIT_OK, EXIT_ANOMALY) and "only used by --workload bank2" in capsys.readouterr().err
+    code = main(["stress", str(tmp_path / "bank"), "--workload", "bank2", "--catalog", "mysql://nope"])
+    assert code not in (EXIT_OK, EXIT_ANOMALY) and "CatalogURLError" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "bank") and not os.path.exists("x.db")

@@ -28,6 +28,8 @@ BENCHMARKS: dict[str, str] = {
     "P11": "benchmarks.p11_row_level_updates",
     "P12": "benchmarks.p12_change_feed",
     "P13": "benchmarks.p13_constrained_append",
+    "P14": "benchmarks.p14_catalog_appends",
+    "P15": "benchmarks.p15_catalog_transfers",
 }
 
 

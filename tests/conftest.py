@@ -90,3 +90,24 @@ def spark():
     yield session
     session.stop()
 
+
+
+# ------------------------------------------------------------------ catalog (SQLite and PostgreSQL)
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL server for the session (deltatx.harness.pgserver); never a mock."""
+    from deltatx.harness import pgserver
+
+    server = pgserver.start()  # fails with a clear message when PostgreSQL cannot be started
+    yield server
+    pgserver.stop(server)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def catalog_url(request, tmp_path) -> str:
+    """Every catalog test runs against SQLite AND PostgreSQL (a fresh database per test)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/catalog.db"
+    return request.getfixturevalue("postgres_server").new_database()

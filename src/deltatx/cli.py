@@ -14,6 +14,8 @@ is :func:`deltatx.harness.run_stress`. Subcommands::
     deltatx stress URI [--processes N] [--ops N] [--workload mixed|bank|append]
                        [--isolation Serializable|WriteSerializable] [--duration S] [--seed N]
                        [--row-level]   (deletion vectors + row tracking; adds the row_ids checker)
+    deltatx stress DIR --workload bank2 --catalog URL   (two catalog tables under DIR, transfers
+                       between them in catalog transactions; checked at every catalog commit)
 
 Every subcommand takes ``--json`` and ``--storage-option k=v`` (repeatable). Exit codes:
 0 success; 1 the stress run found an anomaly; 2 a usage error, a bad URI, a missing table or
@@ -37,7 +39,7 @@ EXIT_OK = 0
 EXIT_ANOMALY = 1
 EXIT_USAGE = 2
 
-WORKLOADS = ("mixed", "bank", "append")
+WORKLOADS = ("mixed", "bank", "append", "bank2")
 ISOLATION_LEVELS = ("Serializable", "WriteSerializable")
 
 
@@ -126,6 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--row-level", action="store_true",
                    help="create the table with deletion vectors and row tracking (row-level concurrency; "
                         "the row_ids checker runs too)")
+    p.add_argument("--catalog", default=None, metavar="URL",
+                   help="catalog URL (sqlite:///path/catalog.db or postgresql://...); required by --workload "
+                        "bank2, whose two tables are created under URI")
     return parser
 
 
@@ -400,6 +405,8 @@ def cmd_stress(args: argparse.Namespace) -> int:
         raise CliError(f"the stress harness is not available ({exc})") from None
     from .txnlog.store import open_store
 
+    if args.workload == "bank2" or args.catalog is not None:
+        return _stress_bank2(args)
     with _uri_errors(args.uri):  # before any process starts
         open_store(args.uri, dict(args.storage_option) or None)
     callback, context = _stress_progress(not args.json)
@@ -431,6 +438,39 @@ def cmd_stress(args: argparse.Namespace) -> int:
     for anomaly in report.anomalies:
         console.print(f"[red]anomaly[/red] [{anomaly.checker}] {anomaly.message}", markup=True)
     return EXIT_ANOMALY if failed else EXIT_OK
+
+
+def _stress_bank2(args: argparse.Namespace) -> int:
+    """``--workload bank2 --catalog URL``: two catalog tables, transfers across them."""
+    if args.workload != "bank2":
+        raise CliError(f"--catalog is only used by --workload bank2 (got --workload {args.workload})")
+    if args.catalog is None:
+        raise CliError("--workload bank2 needs --catalog URL (sqlite:///path/catalog.db or postgresql://...)")
+    if "://" in args.uri:
+        raise CliError(f"--workload bank2 creates its tables under a local directory, got {args.uri!r}")
+    from .catalog.db import open_database
+    from .harness.bank2 import run_bank2
+
+    open_database(args.catalog).close()  # a bad URL fails here, before any process starts
+    callback, context = _stress_progress(not args.json)
+    with context:
+        report = run_bank2(args.catalog, args.uri, processes=args.processes, ops=args.ops, seed=args.seed,
+                           progress=callback)
+    if args.json:
+        _print_json(report.to_dict())
+        return EXIT_OK if report.ok else EXIT_ANOMALY
+    console = _console()
+    console.print(_kv_table(f"Stress bank2 {args.uri} (catalog {args.catalog})", [
+        ("processes × ops", f"{args.processes} × {args.ops}"),
+        ("commits", report.commits),
+        ("commits/s", f"{report.commits_per_s:.1f}"),
+        ("catalog commits", report.catalog_commits),
+        ("anomalies", len(report.anomalies)),
+        ("result", "OK" if report.ok else "ANOMALIES FOUND"),
+    ]))
+    for anomaly in report.anomalies:
+        console.print(f"[red]anomaly[/red] [{anomaly.checker}] {anomaly.message}", markup=True)
+    return EXIT_OK if report.ok else EXIT_ANOMALY
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

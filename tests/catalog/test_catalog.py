@@ -11,6 +11,7 @@ import pytest
 
 import deltatx
 from deltatx import phases
+from deltatx.catalog.db import SCHEMA_VERSION
 from deltatx.errors import (
     CatalogManagedTableError,
     CatalogTableExistsError,
@@ -224,5 +225,5 @@ def test_drop_table(cat, tmp_path):
 def test_schema_is_versioned_and_created_once(catalog_url):
     c1 = deltatx.Catalog(catalog_url)
     c2 = deltatx.Catalog(catalog_url)
-    assert c1._db.query("SELECT version FROM deltatx_schema_version") == [(1,)]
+    assert c1._db.query("SELECT version FROM deltatx_schema_version") == [(SCHEMA_VERSION,)]
     c1.close(), c2.close()

@@ -86,8 +86,12 @@ class Catalog:
 
     # ------------------------------------------------------------------ tables
     def table(self, name: str, version: int | None = None) -> Table:
-        """The table ``name`` (latest ratified version, or ``version``); its commits go through the catalog."""
+        """The table ``name`` (latest ratified version, or ``version``); its commits go through the catalog.
+
+        Only the latest-version handle may run maintenance (VACUUM, OPTIMIZE), and only while the
+        catalog's policy allows it (:mod:`deltatx.catalog.maintenance`)."""
         store = self.store(name)
+        store.maintenance = version is None
         return Table(store.inner.uri, version=version, _store=store)  # type: ignore[arg-type]
 
     def create_table(self, name: str, uri: str, schema: pa.Schema, partition_by: list[str] | str | None = None,
@@ -192,10 +196,39 @@ class Catalog:
         return CatalogSnapshot(self, self.cut())
 
     # ------------------------------------------------------------------ maintenance
+    def set_maintenance(self, name: str, allowed: bool) -> None:
+        """Allow or refuse maintenance (VACUUM, OPTIMIZE, staged-commit cleanup) of ``name``."""
+        from .maintenance import ALLOWED, REFUSED
+
+        entry = self._entry(name)
+        with self._db.write() as cur:
+            cur.execute("UPDATE deltatx_tables SET maintenance = ? WHERE id = ?",
+                        (ALLOWED if allowed else REFUSED, entry.table_id))
+
+    def maintenance_allowed(self, name: str) -> bool:
+        """The catalog's maintenance policy of ``name``."""
+        from .maintenance import ALLOWED
+
+        entry = self._entry(name)
+        rows = self._db.query("SELECT maintenance FROM deltatx_tables WHERE id = ?", (entry.table_id,))
+        return bool(rows) and rows[0][0] == ALLOWED
+
+    def _check_maintenance_policy(self, table_id: str, operation: str) -> None:
+        from .maintenance import ALLOWED, refuse_policy
+
+        rows = self._db.query("SELECT name, maintenance FROM deltatx_tables WHERE id = ?", (table_id,))
+        if not rows:
+            raise refuse_policy(operation, f"<dropped table {table_id}>", self.url)
+        if rows[0][1] != ALLOWED:
+            raise refuse_policy(operation, rows[0][0], self.url)
+
     def vacuum_staged(self, name: str, retention_hours: float = 1.0) -> list[str]:
         """Delete staged commits that were never ratified (dead transactions) and are older than
-        ``retention_hours`` (a live transaction may be between staging and ratifying)."""
+        ``retention_hours`` (a live transaction may be between staging and ratifying). Log
+        cleanup: runs only where the catalog's maintenance policy allows it."""
         store = self.store(name)
+        store.maintenance = True  # the catalog's own route; the policy still decides
+        store.check_maintenance("STAGED COMMIT CLEANUP")
         ratified = {r[0] for r in self._db.query(
             "SELECT staged_name FROM deltatx_commits WHERE table_id = ? AND staged_name IS NOT NULL", (store.table_id,))}
         horizon = int(time.time() * 1000 - retention_hours * 3600 * 1000)

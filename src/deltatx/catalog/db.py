@@ -21,7 +21,12 @@ from urllib.parse import urlparse
 
 from ..errors import CatalogURLError
 
-SCHEMA_VERSION = 1
+try:  # the SQLite writers' queue (POSIX); elsewhere SQLite's own busy handler alone
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+SCHEMA_VERSION = 2  # 2: deltatx_tables.maintenance (maintenance gating)
 
 
 class DuplicateRowError(Exception):
@@ -44,7 +49,7 @@ def _ddl(serial: str) -> list[str]:
     return [
         "CREATE TABLE IF NOT EXISTS deltatx_schema_version (version INTEGER NOT NULL)",
         "CREATE TABLE IF NOT EXISTS deltatx_tables (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, "
-        "uri TEXT NOT NULL, created_ms BIGINT NOT NULL)",
+        "uri TEXT NOT NULL, created_ms BIGINT NOT NULL, maintenance TEXT NOT NULL DEFAULT 'allowed')",
         # one row per catalog transaction: the global order the bank2 checker walks
         f"CREATE TABLE IF NOT EXISTS deltatx_catalog_commits (seq {serial}, txn_id TEXT NOT NULL, "
         "committed_ms BIGINT NOT NULL)",
@@ -141,6 +146,9 @@ class Database:
             rows = cur.execute("SELECT version FROM deltatx_schema_version").fetchall()
             if not rows:
                 cur.execute("INSERT INTO deltatx_schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+            elif rows[0][0] == 1:  # version 1 catalogs: every table keeps maintenance allowed
+                cur.execute("ALTER TABLE deltatx_tables ADD COLUMN maintenance TEXT NOT NULL DEFAULT 'allowed'")
+                cur.execute("UPDATE deltatx_schema_version SET version = ?", (SCHEMA_VERSION,))
             elif rows[0][0] > SCHEMA_VERSION:
                 raise CatalogURLError(f"catalog {self.url!r} has schema version {rows[0][0]}; this deltatx "
                                       f"knows up to {SCHEMA_VERSION}: upgrade deltatx")
@@ -162,7 +170,9 @@ class Database:
             if extra is not None:
                 extra(cur)
             seq = cur.insert_returning_seq(catalog_txn_id, now_ms)
-            for r in rows:
+            # one lock order for everyone: two catalog transactions inserting (a, n), (b, m) in
+            # opposite orders deadlock on PostgreSQL's unique index (found by the bank2 harness)
+            for r in sorted(rows, key=lambda r: (r.table_id, r.version)):
                 prev = cur.execute(
                     "SELECT version, ict FROM deltatx_commits WHERE table_id = ? ORDER BY version DESC LIMIT 1",
                     (r.table_id,)).fetchall()
@@ -221,6 +231,7 @@ class SQLiteDatabase(Database):
         parent = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(parent):
             raise CatalogURLError(f"catalog {self.url!r}: directory {parent!r} does not exist")
+        self._lock_fd = os.open(self.path + ".writelock", os.O_RDWR | os.O_CREAT, 0o644) if fcntl else None
         conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 60000")
         conn.execute("PRAGMA journal_mode = WAL")
@@ -234,6 +245,35 @@ class SQLiteDatabase(Database):
     def _rollback(self, conn: Any) -> None:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
+
+    @contextmanager
+    def write(self) -> Iterator[Any]:
+        """Writers queue on an flock of ``<db>.writelock`` before ``BEGIN IMMEDIATE``.
+
+        Why: SQLite's busy handler polls a held lock with sleeps growing to 100 ms, so under 8
+        contending processes a waiter sleeps long past the holder's sub-millisecond commit, its
+        read version goes stale, and it loses race after race (P14 saw commits give up after 100
+        attempts). The kernel wakes an flock waiter as soon as the lock is released."""
+        with self._lock:
+            self._conn_for_process()  # (re)opens the lock file in a forked child too
+            fd = self._lock_fd
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                with super().write() as cur:
+                    yield cur
+            finally:
+                if fd is not None:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        super().close()
+        if getattr(self, "_lock_fd", None) is not None:
+            try:
+                os.close(self._lock_fd)
+            except OSError:
+                pass
+            self._lock_fd = None
 
     def _serial(self) -> str:
         return "INTEGER PRIMARY KEY AUTOINCREMENT"
@@ -273,7 +313,8 @@ class PostgresDatabase(Database):
     def _is_duplicate(self, exc: BaseException) -> bool:
         import psycopg
 
-        return isinstance(exc, psycopg.errors.UniqueViolation)
+        # a deadlock victim was rolled back whole: nothing ratified, so it lost the race like a duplicate
+        return isinstance(exc, (psycopg.errors.UniqueViolation, psycopg.errors.DeadlockDetected))
 
     def _sql(self, sql: str) -> str:
         return sql.replace("?", "%s")

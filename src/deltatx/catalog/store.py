@@ -62,11 +62,21 @@ class CatalogLogStore:
 
     catalog_managed = True
 
-    def __init__(self, catalog: "Catalog", table_id: str, inner: LogStore):
+    def __init__(self, catalog: "Catalog", table_id: str, inner: LogStore, *, maintenance: bool = False):
         self.catalog = catalog
         self.table_id = table_id
         self.inner = inner
         self.staged_root = f"{inner.log_root}/{STAGED_DIR}"
+        #: the maintenance route: True only for the handle of ``cat.table(name)`` (catalog/maintenance.py)
+        self.maintenance = maintenance
+
+    def check_maintenance(self, operation: str) -> None:
+        """Raise CatalogMaintenanceError unless this route AND the catalog's policy allow ``operation``."""
+        from .maintenance import refuse_route
+
+        if not self.maintenance:
+            raise refuse_route(operation, self.inner.uri)
+        self.catalog._check_maintenance_policy(self.table_id, operation)
 
     def __getattr__(self, name: str) -> Any:  # data files, fs, roots... are the path store's
         return getattr(self.inner, name)

@@ -13,6 +13,8 @@ Usable from pytest and from the ``deltatx`` command line:
 - **Checkers** (:mod:`.checkers`): no lost commit, Serializable / WriteSerializable by serial
   replay, the bank invariant at every version.
 - **Faults** (:mod:`.faults`): deliberately broken commit paths that every checker must catch.
+- **bank2** (:mod:`.bank2`): transfers between two catalog tables in catalog transactions, checked
+  at every catalog commit, with process kills at the catalog phases (staged, ratified, published).
 
 Example::
 
@@ -21,6 +23,7 @@ Example::
     assert report.ok, report.anomalies
 """
 
+from .bank2 import Bank2Report, check_bank2, run_bank2
 from .checkers import CHECKERS, Anomaly, check_history
 from .errors import HarnessError, InterleavingTimeout
 from .history import OpRecord, execute, read_history
@@ -50,7 +53,7 @@ from .stress import StressReport, run_stress
 from .workloads import WORKLOADS, prepare_table
 
 __all__ = [
-    "Anomaly", "Append", "CHECKERS", "DEFAULT_PHASES", "Delete", "HarnessError", "Interleaving",
+    "Anomaly", "Append", "Bank2Report", "check_bank2", "run_bank2", "CHECKERS", "DEFAULT_PHASES", "Delete", "HarnessError", "Interleaving",
     "InterleavingResult", "InterleavingTimeout", "Merge", "OpRecord", "Operation", "Optimize", "Read",
     "Scenario", "ScenarioResult", "SetProperties", "StressReport", "Transfer", "Update", "WORKLOADS",
     "all_orders", "builtin_scenarios", "check_history", "execute", "operation_from_dict", "prepare_table",

@@ -17,6 +17,9 @@ fault                     what breaks                                         ca
 ``forget_row_ids``        rewritten rows (UPDATE, MERGE, OPTIMIZE) lose       row_ids
                           their materialized row id (a surviving row's id
                           changes)
+``ratify_one_table``      a multi-table catalog commit ratifies only the      bank2
+                          first table (the others' staged commits are left
+                          unratified, yet the transaction reports success)
 ========================  ==================================================  =================
 
 Each is a context manager (in-process use) and has an ``install_*`` function with no arguments
@@ -145,6 +148,18 @@ def install_forget_row_ids() -> Callable[[], None]:
     return undo
 
 
+def install_ratify_one_table() -> Callable[[], None]:
+    """The catalog ratifies only the first table of a multi-table commit. Returns an undo."""
+    from ..catalog import db
+
+    original = db.Database.ratify
+
+    def ratify_first(self: Any, rows: Any, catalog_txn_id: str, now_ms: int, extra: Any = None) -> int:
+        return original(self, list(rows)[:1], catalog_txn_id, now_ms, extra)
+
+    return _patch(db.Database, "ratify", ratify_first)
+
+
 @contextmanager
 def _installed(install: Callable[[], Callable[[], None]]) -> Iterator[None]:
     undo = install()
@@ -177,3 +192,8 @@ def reuse_row_ids():
 def forget_row_ids():
     """Context manager form of :func:`install_forget_row_ids`."""
     return _installed(install_forget_row_ids)
+
+
+def ratify_one_table():
+    """Context manager form of :func:`install_ratify_one_table`."""
+    return _installed(install_ratify_one_table)

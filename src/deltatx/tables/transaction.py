@@ -381,6 +381,9 @@ class Transaction:
                  zorder_by: list[str] | None = None, full: bool = False) -> dict[str, Any]:
         """OPTIMIZE: bin-packing; on a clustered table, incremental clustering (``full`` re-clusters
         every file); with ``zorder_by``, Delta's OPTIMIZE ZORDER BY (unclustered tables only)."""
+        from ..catalog.maintenance import check_maintenance
+
+        check_maintenance(self.store, "OPTIMIZE")  # a catalog-managed table: only where the catalog allows
         from .ops.clustering import is_clustered_table, stage_cluster
         from .ops.optimize import stage_optimize
         from .ops.zorder import stage_zorder

@@ -54,6 +54,9 @@ def vacuum(table: "Table", retention_hours: float | None = None, dry_run: bool =
 
     Returns the deleted (or deletable) paths relative to the table root, sorted.
     """
+    from ...catalog.maintenance import check_maintenance
+
+    check_maintenance(table._store, "VACUUM")  # a catalog-managed table: only where the catalog allows
     if table._pinned:
         raise DeltaTxError(
             f"this Table was opened at version {table.version} for time travel; VACUUM needs the latest "

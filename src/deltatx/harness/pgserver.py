@@ -1,4 +1,7 @@
-"""A real PostgreSQL server for the test session (never a mock).
+"""A throwaway PostgreSQL server on 127.0.0.1 for catalog tests, stress runs and benchmarks.
+
+Why here and not in tests/: the benchmarks (P14, P15) and ``deltatx stress --workload bank2``
+runs need a real server too, outside pytest. Never a mock.
 
 initdb into a temporary directory owned by the ``postgres`` OS user (PostgreSQL refuses to run
 as root), ``pg_ctl start`` on a free 127.0.0.1 port, stopped after the session.

@@ -1,0 +1,119 @@
+"""P14 — 8 OS processes × 100 blind 1-row appends to one table: through the SQLite coordinator,
+through the PostgreSQL coordinator, and on the plain file-system path, in the same run.
+
+Why: a catalog moves the put-if-absent from storage into a database row (table id, version). On
+the file-system path every lost race costs a temp file, a failed link and a re-list of the log;
+through a catalog the loser learns from one indexed query before it writes anything. Target: each
+coordinator ≥ 2× the file-system path's commits/s, 0 failures, every version exact. deltalake runs
+the same appends on a path table as the peer (it has no catalog coordinator).
+
+The PostgreSQL server is a throwaway one on 127.0.0.1 (:mod:`deltatx.harness.pgserver`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import deltatx
+from deltalake import DeltaTable, write_deltalake
+
+from .common import BenchResult, scratch_dir
+from .procs import OpCounter, combine, run_workers
+from .workloads import SMALL_SCHEMA, deltalake_facts, small_row
+
+ID = "P14"
+TITLE = "concurrent blind appends through a catalog coordinator (processes)"
+TARGET_RATIO_VS_FILESYSTEM = 2.0
+ID_STRIDE = 1_000_000
+
+
+def appender(index: int, barrier, uri: str, catalog_url: str | None, n: int) -> dict[str, Any]:
+    """One writer: the table by path (``catalog_url`` None) or by name through the catalog."""
+    catalog = deltatx.Catalog(catalog_url) if catalog_url else None
+    table = catalog.table("t") if catalog else deltatx.Table(uri)
+    rows = [small_row(index * ID_STRIDE + i) for i in range(n)]
+    counter = OpCounter(index)
+    barrier.wait()
+    counter.begin()
+    for row in rows:
+        try:
+            result = table.append(row)
+            counter.commits += 1
+            counter.internal_retries += result.attempts - 1
+        except Exception as exc:
+            counter.failure(exc)
+    counter.finish()
+    if catalog:
+        catalog.close()
+    return counter.report()
+
+
+def deltalake_appender(index: int, barrier, uri: str, n: int) -> dict[str, Any]:
+    dt = DeltaTable(uri)
+    rows = [small_row(index * ID_STRIDE + i) for i in range(n)]
+    counter = OpCounter(index)
+    barrier.wait()
+    counter.begin()
+    for row in rows:
+        try:
+            write_deltalake(dt, row, mode="append")
+            counter.commits += 1
+        except Exception as exc:
+            counter.failure(exc)
+    counter.finish()
+    return counter.report()
+
+
+def run(quick: bool = False) -> BenchResult:
+    from deltatx.harness import pgserver
+
+    processes, n = (2, 10) if quick else (8, 100)
+    total = processes * n
+    server = pgserver.start()
+    try:
+        with scratch_dir("p14") as root:
+            fs_uri, dl_uri = str(root / "fs"), str(root / "deltalake")
+            deltatx.create_table(fs_uri, SMALL_SCHEMA)
+            DeltaTable.create(dl_uri, schema=SMALL_SCHEMA)
+            urls = {"sqlite": f"sqlite:///{root}/catalog.db", "postgresql": server.new_database()}
+            for backend, url in urls.items():
+                with deltatx.Catalog(url) as cat:
+                    cat.create_table("t", str(root / backend), SMALL_SCHEMA)
+            runs = {"filesystem": combine(run_workers(appender, processes, (fs_uri, None, n)))}
+            for backend, url in urls.items():
+                runs[backend] = combine(run_workers(appender, processes, ("", url, n)))
+            dl = combine(run_workers(deltalake_appender, processes, (dl_uri, n)))
+
+            result = BenchResult(
+                id=ID, title=TITLE, metric="commits per second (SQLite coordinator)", unit="commits/s",
+                higher_is_better=True, deltatx=runs["sqlite"]["commits_per_s"], deltalake=dl["commits_per_s"],
+                target=f"each coordinator ≥ {TARGET_RATIO_VS_FILESYSTEM:g}× the file-system path, 0 failures",
+                quick=quick,
+                parameters={"processes": processes, "appends_per_process": n, "rows_per_append": 1,
+                            "paths": ["filesystem", "sqlite", "postgresql"], "postgresql": "local server, fsync=off",
+                            "start": "multiprocessing barrier (spawn)"},
+                details={**runs, "deltalake": dl},
+                deltalake_baseline_notes="deltalake appends to a path table (it has no catalog coordinator)",
+            )
+            result.check("filesystem final version", total, deltatx.Table(fs_uri).version)
+            for backend, url in urls.items():
+                with deltatx.Catalog(url) as cat:
+                    table = cat.table("t")
+                    result.check(f"{backend} final version", total, table.version)
+                    result.check(f"{backend} rows", total, table.to_arrow().num_rows)
+            for name, r in runs.items():
+                result.check(f"{name} failures", 0, r["failures"])
+            dl_facts = deltalake_facts(dl_uri)
+            result.check("deltalake rows = its successful commits", dl["commits"], dl_facts["rows"])
+    finally:
+        pgserver.stop(server)
+    fs_rate = runs["filesystem"]["commits_per_s"] or 0.0
+    for backend in ("sqlite", "postgresql"):
+        rate = runs[backend]["commits_per_s"] or 0.0
+        ratio = rate / fs_rate if fs_rate else 0.0
+        result.details[f"{backend}_vs_filesystem"] = ratio
+        result.criterion(f"{backend} ≥ {TARGET_RATIO_VS_FILESYSTEM:g}× filesystem", ratio >= TARGET_RATIO_VS_FILESYSTEM,
+                         f"{rate:.0f} vs {fs_rate:.0f} commits/s = {ratio:.2f}×")
+    result.criterion("no failures", all(r["failures"] == 0 for r in runs.values()),
+                     ", ".join(f"{k}: {r['failures']}" for k, r in runs.items()))
+    return result

@@ -83,9 +83,11 @@ def commit_token(store: LogStore, version: int) -> Hashable | None:
     """
     name = commit_name(version)
     path = f"{store.log_root}/{name}"
-    if isinstance(store, MemoryLogStore):
+    files = getattr(store.fs, "store", None) if isinstance(store, MemoryLogStore) else None
+    if files is not None:
         # straight to the in-process dict: fsspec's info() scans every memory file for dirs
-        held = store.fs.store.get(path)
+        # (a wrapped memory filesystem, e.g. a fault injector, goes through info() below)
+        held = files.get(path)
         return None if held is None else (held.size, getattr(held, "created", None))
     try:
         if isinstance(store, LocalLogStore):

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from deltalake import DeltaTable
+
 import deltatx
-from deltalake import DeltaTable, write_deltalake
 
 from .common import BenchResult, scratch_dir
+from .p4_concurrent_appends import deltalake_appender  # the same peer workload as P4
 from .procs import OpCounter, combine, run_workers
 from .workloads import SMALL_SCHEMA, deltalake_facts, small_row
 
@@ -45,22 +47,6 @@ def appender(index: int, barrier, uri: str, catalog_url: str | None, n: int) -> 
     counter.finish()
     if catalog:
         catalog.close()
-    return counter.report()
-
-
-def deltalake_appender(index: int, barrier, uri: str, n: int) -> dict[str, Any]:
-    dt = DeltaTable(uri)
-    rows = [small_row(index * ID_STRIDE + i) for i in range(n)]
-    counter = OpCounter(index)
-    barrier.wait()
-    counter.begin()
-    for row in rows:
-        try:
-            write_deltalake(dt, row, mode="append")
-            counter.commits += 1
-        except Exception as exc:
-            counter.failure(exc)
-    counter.finish()
     return counter.report()
 
 

@@ -27,7 +27,6 @@ TABLES = ("checking", "savings")
 SCHEMA = pa.schema([("balance", pa.int64()), ("account", pa.int64())])
 ACCOUNTS = 64
 OPENING = 1_000
-TARGET_TRANSFERS_PER_S = 20.0
 
 
 def _balance(tx: Any, account: int) -> int:
@@ -90,7 +89,7 @@ def run(quick: bool = False) -> BenchResult:
             result = BenchResult(
                 id=ID, title=TITLE, metric="transfers per second (SQLite coordinator)", unit="transfers/s",
                 higher_is_better=True, deltatx=runs["sqlite"]["commits_per_s"], deltalake=None,
-                target=f"≥ {TARGET_TRANSFERS_PER_S:g} transfers/s on each backend, total unchanged, 0 failures",
+                target="no target in the issue: transfers/s reported; total unchanged, 0 failures",
                 quick=quick,
                 parameters={"processes": processes, "transfers_per_process": n, "accounts_per_table": ACCOUNTS,
                             "tables": list(TABLES), "partitioned_by": "account", "benchmark_retries": MAX_OP_ATTEMPTS},
@@ -107,10 +106,6 @@ def run(quick: bool = False) -> BenchResult:
                 result.check(f"{backend} failures", 0, runs[backend]["failures"])
     finally:
         pgserver.stop(server)
-    for backend, r in runs.items():
-        rate = r["commits_per_s"] or 0.0
-        result.criterion(f"{backend} throughput", rate >= TARGET_TRANSFERS_PER_S,
-                         f"{rate:.1f} transfers/s, {r['conflicts_total']} conflicts retried")
     result.criterion("no failures", all(r["failures"] == 0 for r in runs.values()),
                      ", ".join(f"{k}: {r['failures']}" for k, r in runs.items()))
     return result

@@ -285,12 +285,9 @@ def _run_writers(report: Bank2Report, catalog_url: str, worker_init: str | None,
         report.elapsed_s = max(ended - started, 1e-9)
         return failures
     finally:
-        for p in procs:
-            p.join(timeout=30)
-            if p.is_alive():
-                p.kill()
-                p.join(timeout=5)
-        events.close()
+        from .stress import stop_workers
+
+        stop_workers(procs, events)
 
 
 # --------------------------------------------------------------------------------------------

@@ -281,12 +281,17 @@ def _run_writers(specs: list[WriterSpec], progress: Progress | None, timeout_s: 
                 failures.append(f"writer w{index} crashed: {payload}")
         return max(ended - started, 1e-9), failures
     finally:
-        for p in procs:
-            p.join(timeout=30)
-            if p.is_alive():
-                p.kill()
-                p.join(timeout=5)
-        events.close()
+        stop_workers(procs, events)
+
+
+def stop_workers(procs: list[Any], events: Any) -> None:
+    """Join every worker (killing one that hangs) and close their event queue."""
+    for p in procs:
+        p.join(timeout=30)
+        if p.is_alive():
+            p.kill()
+            p.join(timeout=5)
+    events.close()
 
 
 def _await_start(barrier: Any, procs: list[Any], timeout_s: float) -> bool:

@@ -331,3 +331,16 @@ def test_parse_timestamps_formats():
     assert naive == [dt.datetime(2024, 1, 1, 10)]
     with pytest.raises(pa.ArrowInvalid):
         parse_timestamps(pa.array(["yesterday"]), pa.timestamp("us", tz="UTC"))
+
+
+def test_stats_layout_follows_physical_names_of_schemas_that_compare_equal():
+    """pa.Schema equality ignores field metadata, where column mapping keeps physical names: the
+    cached stats layout must still follow each schema's own names."""
+    from deltatx.txnlog.stats import stats_schema
+
+    plain = pa.schema([("id", pa.int64())])
+    mapped = pa.schema([pa.field("id", pa.int64(), metadata={"delta.columnMapping.physicalName": "col-7"})])
+    assert plain == mapped
+    assert stats_schema(plain, for_json=True).field("minValues").type.field(0).name == "id"
+    assert stats_schema(mapped, for_json=True).field("minValues").type.field(0).name == "col-7"
+    assert stats_schema(mapped).field("minValues").type.field(0).name == "id"

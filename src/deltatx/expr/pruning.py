@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 from ..io.reader import partition_column
 from ..txnlog.stats import _physical_name, parse_stats
 from .bind import bind
+from .pruning_few import MAX_FILES as MAX_FEW_FILES, files_matching_few
 from .model import FLIPPED, NEGATED, And, Column, Comparison, Expr, Func, In, IsNull, Like, Literal, Not, Or
 from .rows import evaluate
 from .values import plain_type
@@ -475,6 +476,10 @@ def files_matching(
     (unless ``use_stats`` is false), conservatively.
     """
     bound = _bound(expr, schema)
+    if use_stats and files.num_rows <= MAX_FEW_FILES:
+        few = files_matching_few(bound, files, schema, partition_columns)
+        if few is not None:
+            return pa.array(few, pa.bool_())
     ctx = _Files(files, schema, partition_columns, use_stats)
     if ctx.n == 0:
         return pa.array([], pa.bool_())

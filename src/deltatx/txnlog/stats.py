@@ -388,6 +388,21 @@ def _counts_type(fields: Iterable[pa.Field], *, for_json: bool) -> pa.StructType
 
 def stats_schema(schema: pa.Schema, *, for_json: bool = False) -> pa.Schema:
     """The struct layout :func:`parse_stats` returns for a table schema (fields = top level)."""
+    # Built once per table schema (every conflict check and scan parses stats with it). Keyed by
+    # the serialized schema: pa.Schema equality ignores field metadata, where physical names live.
+    key = (schema.serialize().to_pybytes(), for_json)
+    found = _STATS_SCHEMAS.get(key)
+    if found is None:
+        if len(_STATS_SCHEMAS) >= 64:
+            _STATS_SCHEMAS.clear()
+        found = _STATS_SCHEMAS[key] = _build_stats_schema(schema, for_json=for_json)
+    return found
+
+
+_STATS_SCHEMAS: dict[tuple[bytes, bool], pa.Schema] = {}
+
+
+def _build_stats_schema(schema: pa.Schema, *, for_json: bool) -> pa.Schema:
     return pa.schema(
         [
             ("numRecords", pa.int64()),
@@ -496,7 +511,8 @@ def _read_few(stats: pa.Array, json_schema: pa.Schema) -> pa.Table | None:
     """Few stats strings through orjson into the JSON schema's struct; None when any string is
     not plain JSON of the expected shape (the Arrow reader then decides, tolerantly)."""
     try:
-        docs = [orjson.loads(s) for s in stats.to_pylist()]
+        # a null or empty string is "no statistics", like "{}"
+        docs = [orjson.loads(s) if s else {} for s in stats.to_pylist()]
         if not all(type(d) is dict for d in docs):
             return None
         return pa.Table.from_pylist([{k: d.get(k) for k in json_schema.names} for d in docs], schema=json_schema)
@@ -548,19 +564,25 @@ def parse_stats(stats: pa.Array | pa.ChunkedArray, schema: pa.Schema) -> pa.Stru
         stats = pc.cast(stats, pa.string())
     if len(stats) == 0:
         return pa.array([], pa.struct(list(target)))
+    float_keys = _float_keys(json_schema.field("minValues").type)
+    table = _read_few(stats, json_schema) if len(stats) <= _FEW_STATS and not float_keys else None
+    if table is None:
+        table = _read_many(stats, json_schema, float_keys)
+    columns = []
+    for i, field in enumerate(target):
+        col = table.column(i).combine_chunks()
+        columns.append(_finish(col, field.type))
+    return pa.StructArray.from_arrays(columns, fields=list(target))
+
+
+def _read_many(stats: pa.Array, json_schema: pa.Schema, float_keys: set[str]) -> pa.Table:
+    """Arrow's JSON reader over all strings (quoted NaN/Infinity float bounds made bare first)."""
     cleaned = pc.fill_null(stats, "{}")
     cleaned = pc.if_else(pc.equal(cleaned, ""), "{}", cleaned)
-    float_keys = _float_keys(json_schema.field("minValues").type)
     if float_keys:
         # Spark writes a NaN/infinite bound as a quoted "NaN"/"Infinity"; the JSON reader takes
         # the bare tokens for float fields (and _finish turns NaN into an unknown bound)
         keys = "|".join(re.escape(orjson.dumps(k).decode()) for k in sorted(float_keys))
         cleaned = pc.replace_substring_regex(cleaned, f'({keys}):\\s*"(-?Infinity|NaN)"', r"\1:\2")
     table = _read_few(cleaned, json_schema) if len(cleaned) <= _FEW_STATS else None
-    if table is None:
-        table = _read_tolerant(cleaned, json_schema)
-    columns = []
-    for i, field in enumerate(target):
-        col = table.column(i).combine_chunks()
-        columns.append(_finish(col, field.type))
-    return pa.StructArray.from_arrays(columns, fields=list(target))
+    return table if table is not None else _read_tolerant(cleaned, json_schema)

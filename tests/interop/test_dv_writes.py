@@ -124,9 +124,9 @@ def test_every_reader_sees_dvs_after_vacuum(table_uri, monkeypatch):
     from deltatx.tables.ops import vacuum as vacuum_module
 
     table = deltatx.create_table(table_uri, SCHEMA, properties=DV)
-    table.append(_rows(0, 400))
+    table.append(_rows(0, 6000))  # 600 scattered rows per delete: DV files, not inline
     model = Model()
-    model.append(_rows(0, 400))
+    model.append(_rows(0, 6000))
     for k in range(3):  # three DV files, each superseded by the next union
         deltatx.Table(table_uri).delete(f"id % 10 = {k}")
         model.delete(lambda t, k=k: pc.equal(pc.remainder(t["id"], 10), k))

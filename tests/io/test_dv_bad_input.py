@@ -16,9 +16,9 @@ SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64())])
 
 
 def _table(uri: str) -> str:
-    """One 600-row file whose DV (every 3rd row) lives in a ``u`` file; returns that file's name."""
+    """One 6000-row file whose DV (every 3rd row: too big to inline) lives in a ``u`` file; returns that file's name."""
     table = deltatx.create_table(uri, SCHEMA, properties={"delta.enableDeletionVectors": "true"})
-    table.append(pa.table({"id": list(range(600)), "v": [0] * 600}, schema=SCHEMA))
+    table.append(pa.table({"id": list(range(6000)), "v": [0] * 6000}, schema=SCHEMA))
     deltatx.Table(uri).delete("id % 3 = 0")
     [name] = [n for n in os.listdir(uri) if n.startswith("deletion_vector_")]
     return name
@@ -87,7 +87,7 @@ def _rewrite_last_commit_dv(uri: str, change) -> None:
 
 
 @pytest.mark.parametrize("field, value, message", [
-    ("cardinality", 7, "holds 200 rows, its descriptor says 7"),
+    ("cardinality", 7, "holds 2000 rows, its descriptor says 7"),
     ("sizeInBytes", 12, "the file says"),
     ("storageType", "x", "unknown storageType"),
 ])
@@ -106,7 +106,7 @@ def test_a_descriptor_that_disagrees_with_its_dv_is_refused(table_uri, field, va
 def test_a_winners_corrupt_dv_refuses_the_losers_commit_and_cleans_up(table_uri):
     """The DVs a row-level rebase needs are loaded before the checker; a bad one stops the commit."""
     table = deltatx.create_table(table_uri, SCHEMA, properties={"delta.enableDeletionVectors": "true"})
-    table.append(pa.table({"id": list(range(600)), "v": [0] * 600}, schema=SCHEMA))
+    table.append(pa.table({"id": list(range(6000)), "v": [0] * 6000}, schema=SCHEMA))
     loser = deltatx.Table(table_uri).transaction()
     loser.update("id = 1", set={"v": "1"})  # writes one new data file (the updated row)
     deltatx.Table(table_uri).delete("id % 3 = 0")  # the winner: a DV in a file

@@ -87,15 +87,15 @@ def test_a_file_whose_rows_are_all_deleted_is_removed_outright(table_uri):
 
 
 def test_several_dvs_of_one_commit_share_one_file(table_uri):
-    table = make(table_uri, DV, files=3, rows=200)
-    result = table.delete("id % 3 = 0")  # big bitmaps: stored in a file, not inline
+    table = make(table_uri, DV, files=3, rows=2000)
+    result = table.delete("id % 3 = 0")  # big bitmaps (667 scattered rows each): stored in a file, not inline
     adds = [line["add"] for line in commit_lines(table_uri, result.version) if "add" in line]
     dvs = [a["deletionVector"] for a in adds]
     assert {d["storageType"] for d in dvs} == {"u"}
     assert len({d["pathOrInlineDv"] for d in dvs}) == 1 and len({d["offset"] for d in dvs}) == 3
     assert len([n for n in os.listdir(table_uri) if n.startswith("deletion_vector_")]) == 1
     assert sorted(deltatx.Table(table_uri).to_arrow().column("id").to_pylist()) == \
-        [i for i in range(600) if i % 3]
+        [i for i in range(6000) if i % 3]
 
 
 def test_update_and_merge_write_only_the_changed_rows(table_uri):
@@ -185,8 +185,8 @@ def test_bad_property_value_is_refused_and_nothing_is_written(table_uri):
 def test_optimize_purges_heavily_deleted_files_and_vacuum_drops_unused_dv_files(table_uri, monkeypatch):
     from deltatx.tables.ops import vacuum as vacuum_module
 
-    table = make(table_uri, DV, files=1, rows=300)
-    table.delete("id % 2 = 0")  # half the rows: a DV file
+    table = make(table_uri, DV, files=1, rows=3000)
+    table.delete("id % 2 = 0")  # half the rows, scattered: too big to inline, a DV file
     [dv_file] = [n for n in os.listdir(table_uri) if n.startswith("deletion_vector_")]
     result = deltatx.Table(table_uri).optimize()  # one file alone, but its DV deletes > 5 % of it
     assert result.metrics["numDeletionVectorsRemoved"] == 1
@@ -194,7 +194,7 @@ def test_optimize_purges_heavily_deleted_files_and_vacuum_drops_unused_dv_files(
     monkeypatch.setattr(vacuum_module, "now_ms", lambda: 4_000_000_000_000)
     deleted = deltatx.Table(table_uri).vacuum(retention_hours=0, enforce_retention_duration=False)
     assert dv_file in deleted and not os.path.exists(os.path.join(table_uri, dv_file))
-    assert sorted(deltatx.Table(table_uri).to_arrow().column("id").to_pylist()) == list(range(1, 300, 2))
+    assert sorted(deltatx.Table(table_uri).to_arrow().column("id").to_pylist()) == list(range(1, 3000, 2))
 
 
 def test_reorg_purge_rewrites_exactly_the_files_with_dvs(table_uri):

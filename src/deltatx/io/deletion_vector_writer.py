@@ -8,7 +8,7 @@ turns bitmaps into descriptors:
   1681511377 (little-endian), then pyroaring's ``BitMap64`` portable serialization (bucket count,
   then per bucket a 32-bit key and a 32-bit Roaring bitmap) — the layout delta-kernel, Spark and
   deltatx's reader decode;
-- a tiny bitmap (at most :data:`INLINE_MAX_BYTES`) is stored inline (``storageType='i'``, Z85 in
+- a small bitmap (at most :data:`INLINE_MAX_BYTES`) is stored inline (``storageType='i'``, Z85 in
   ``pathOrInlineDv``), saving a file and a read;
 - the others of one commit share one ``deletion_vector_<uuid>.bin`` file at the table root
   (``storageType='u'``, the UUID Z85-encoded): a format byte (1), then per bitmap its size
@@ -34,9 +34,13 @@ from .deletion_vectors import _Z85, PORTABLE_MAGIC, deleted_rows, dv_file_relati
 if TYPE_CHECKING:
     from ..txnlog.store import LogStore
 
-#: Bitmaps up to this many bytes are stored inline in the log (Delta's own writers keep inline DVs
-#: for tiny bitmaps too; a few dozen bytes in a commit line beat a file per commit).
-INLINE_MAX_BYTES = 64
+#: Bitmaps up to this many bytes (a few hundred scattered rows, any number of row ranges) are
+#: stored inline in the log. Up to this size a Z85 string in the commit line costs less than a DV
+#: file: no file to create and later vacuum, no extra GET for every reader, and a writer that
+#: rebases onto a concurrent DV (row-level concurrency) re-encodes a string instead of writing
+#: and deleting a file per attempt. Every reader (Spark, delta-kernel, DuckDB, deltalake) reads
+#: inline DVs of any size; larger bitmaps go to a shared ``u`` file.
+INLINE_MAX_BYTES = 1024
 
 #: The format byte that starts every DV file.
 DV_FILE_FORMAT_VERSION = 1

@@ -19,7 +19,6 @@ read watermark.
 
 from __future__ import annotations
 
-import re
 import uuid
 
 import numpy as np
@@ -29,6 +28,7 @@ import pyarrow.compute as pc
 
 from ..errors import DeltaTxError
 from .actions import DomainMetadata, Protocol
+from .stats import record_counts
 
 ROW_TRACKING_DOMAIN = "delta.rowTracking"
 ENABLE_ROW_TRACKING = "delta.enableRowTracking"
@@ -96,12 +96,11 @@ def physical_records(files: pa.Table) -> np.ndarray:
     """``numRecords`` of each file (physical rows: a DV does not lower it); required for ids."""
     if not files.num_rows:
         return np.empty(0, np.int64)
-    found = pc.extract_regex(pc.fill_null(files["stats"], ""), r'"numRecords":(?P<n>\d+)')
-    nums = pc.struct_field(found, "n")
-    if nums.null_count:
-        first = files["path"][pc.index(pc.is_null(nums), True).as_py()].as_py()
+    counts = record_counts(files["stats"])
+    if counts.null_count:
+        first = files["path"][pc.index(pc.is_null(counts), True).as_py()].as_py()
         raise DeltaTxError(f"cannot assign row ids to {first!r}: its add action has no numRecords statistic")
-    return pc.cast(nums, pa.int64()).to_numpy(zero_copy_only=False)
+    return counts.to_numpy(zero_copy_only=False)
 
 
 def assign_row_ids(adds: pa.Table, read_hwm: int, start_hwm: int, version: int,
@@ -136,7 +135,6 @@ def assign_row_ids(adds: pa.Table, read_hwm: int, start_hwm: int, version: int,
 
 #: a commit's handful of adds is stamped in Python: a dozen compute calls cost more than that
 _FEW_ADDS = 16
-_NUM_RECORDS = re.compile(r'"numRecords":(\d+)')
 
 
 def _assign_few(adds: pa.Table, read_hwm: int, start_hwm: int, version: int,
@@ -148,14 +146,14 @@ def _assign_few(adds: pa.Table, read_hwm: int, start_hwm: int, version: int,
     hwm = start_hwm
     assigned = False
     new_bases = []
+    counts: list[int | None] | None = None
     for i, (b, path) in enumerate(zip(bases, paths)):
         if (b is None or b > read_hwm) and path not in kept:
-            stats = adds.column("stats")[i].as_py() or ""
-            found = _NUM_RECORDS.search(stats)
-            if found is None:
+            counts = counts if counts is not None else record_counts(adds.column("stats")).to_pylist()
+            if counts[i] is None:
                 raise DeltaTxError(f"cannot assign row ids to {adds.column('path')[i].as_py()!r}: its add "
                                    f"action has no numRecords statistic")
-            b, hwm, assigned = hwm + 1, hwm + int(found.group(1)), True
+            b, hwm, assigned = hwm + 1, hwm + counts[i], True
         new_bases.append(b)
     out = adds
     if assigned:

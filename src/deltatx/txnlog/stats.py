@@ -339,6 +339,24 @@ def stats_from_parquet_footer(
     return _stats_json(metadata.num_rows, min_values, max_values, null_count)
 
 
+_NUM_RECORDS = re.compile(r'"numRecords":\s*(\d+)')
+#: up to this many strings are searched in Python: Arrow compiles the pattern on every call
+_FEW_COUNTS = 16
+
+
+def record_counts(stats: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """``numRecords`` of each stats JSON string (int64; null where a string has none).
+
+    A regex, not a JSON parse: the count is all that row tracking, DML metrics and layouts need.
+    """
+    if len(stats) <= _FEW_COUNTS:
+        found = [_NUM_RECORDS.search(v) if v else None for v in stats.to_pylist()]
+        return pa.array([int(m.group(1)) if m else None for m in found], pa.int64())
+    matched = pc.extract_regex(pc.fill_null(stats, ""), r'"numRecords":\s*(?P<n>\d+)')
+    counts = pc.cast(pc.struct_field(matched, "n"), pa.int64())
+    return counts.combine_chunks() if isinstance(counts, pa.ChunkedArray) else counts
+
+
 # --------------------------------------------------------------------------------------------
 # Reading: many stats JSON strings -> typed struct columns
 # --------------------------------------------------------------------------------------------

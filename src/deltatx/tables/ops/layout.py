@@ -32,6 +32,7 @@ from ...io.curves import curve_sort, cut_points
 from ...io.paths import decode_path
 from ...io.writer import WriteOptions, write_data_files
 from ...txnlog.actions import FILE_SCHEMA
+from ...txnlog.stats import record_counts
 
 if TYPE_CHECKING:
     from ...txnlog.store import LogStore
@@ -56,10 +57,10 @@ def column_at(data: pa.Table, path: Sequence[str]) -> pa.ChunkedArray:
 
 def physical_rows(files: pa.Table) -> int | None:
     """Total ``numRecords`` of the files, or None when a file has no such statistic."""
-    found = pc.struct_field(pc.extract_regex(pc.fill_null(files["stats"], ""), r'"numRecords":(?P<n>\d+)'), "n")
+    found = record_counts(files["stats"])
     if found.null_count:
         return None
-    return int(pc.sum(pc.cast(found, pa.int64())).as_py() or 0)
+    return int(pc.sum(found).as_py() or 0)
 
 
 @dataclass(frozen=True)

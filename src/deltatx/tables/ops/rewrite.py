@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from ...expr import Expr, matches, references_only, to_arrow
 from ...io.reader import read_files
+from ...txnlog.stats import record_counts
 from ...io.row_metadata import ROW_COMMIT_VERSION, ROW_INDEX
 from ...io.writer import WriteOptions, write_data_files
 from .. import identity
@@ -80,9 +81,7 @@ def num_records(files: pa.Table) -> int:
     0), less the rows their deletion vectors delete (``numRecords`` counts those too)."""
     if not files.num_rows:
         return 0
-    found = pc.extract_regex(files["stats"], r'"numRecords":(?P<n>\d+)')
-    nums = pc.cast(pc.struct_field(found, "n"), pa.int64())
-    total = pc.sum(nums).as_py() or 0
+    total = pc.sum(record_counts(files["stats"])).as_py() or 0
     if "deletionVector" in files.column_names and files.column("deletionVector").null_count < files.num_rows:
         total -= pc.sum(pc.struct_field(files.column("deletionVector"), "cardinality")).as_py() or 0
     return total

@@ -2,9 +2,9 @@
 one commit by the driver, the core's results and row-level conflicts.
 
 Every comparison runs the Spark operation on one copy of a table and the core ``deltatx.Table``
-operation on another copy of the same files. Files hold 500 rows, so that a DV deleting every
-third row is too big to be inline and lands in a ``deletion_vector_*.bin`` file (what a failure
-must clean up). Interleavings with a concurrent core writer are made with transaction objects
+operation on another copy of the same files. Files hold 500 rows, and the tables keep only DVs
+of at most 64 bytes inline, so that a DV deleting every third row lands in a
+``deletion_vector_*.bin`` file (what a failure must clean up). Interleavings with a concurrent core writer are made with transaction objects
 (staged first, committed before or after the Spark DML) and a phase observer on the driver,
 never with sleeps. The shared session-scoped ``spark`` fixture is the only SparkSession.
 """
@@ -39,6 +39,7 @@ def dv_properties(row_tracking: bool = False, level: str = "WriteSerializable", 
     props = {"delta.isolationLevel": level}
     if dvs:
         props["delta.enableDeletionVectors"] = "true"
+        props["deltatx.deletionVectors.inlineMaxBytes"] = "64"  # bigger bitmaps go to DV files
     if row_tracking:
         props["delta.enableRowTracking"] = "true"
     return props

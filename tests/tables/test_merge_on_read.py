@@ -266,3 +266,36 @@ def test_an_aborted_transaction_deletes_its_appended_file_after_a_dv_delete(tabl
     tx.delete(where="id = 101")
     tx.abort()
     assert set(data_files(table_uri)) == before
+
+
+def _dv_storage(uri: str, version: int) -> list[str]:
+    return [line["add"]["deletionVector"]["storageType"] for line in commit_lines(uri, version)
+            if "add" in line and line["add"].get("deletionVector")]
+
+
+def test_small_dvs_are_inline_up_to_one_kib_by_default(table_uri):
+    table = make(table_uri, DV, files=1, rows=3000)
+    first = table.delete("id % 10 = 0")  # 300 scattered rows: ~600 bytes
+    assert _dv_storage(table_uri, first.version) == ["i"]
+    assert not [n for n in os.listdir(table_uri) if n.startswith("deletion_vector_")]
+    second = deltatx.Table(table_uri).delete("id % 10 = 1")  # 600 rows in the union: over 1 KiB
+    assert _dv_storage(table_uri, second.version) == ["u"]
+    assert sorted(deltatx.Table(table_uri).to_arrow().column("id").to_pylist()) == \
+        [i for i in range(3000) if i % 10 not in (0, 1)]
+
+
+@pytest.mark.parametrize("limit, storage", [("0", "u"), ("64", "u"), ("4096", "i")])
+def test_the_inline_limit_is_a_table_property(table_uri, limit, storage):
+    table = make(table_uri, {**DV, "deltatx.deletionVectors.inlineMaxBytes": limit}, files=1, rows=3000)
+    result = table.delete("id % 5 = 0")  # 600 scattered rows: ~1.2 KB
+    assert _dv_storage(table_uri, result.version) == [storage]
+    assert deltatx.Table(table_uri).to_arrow().num_rows == 2400
+
+
+@pytest.mark.parametrize("bad", ["-1", "lots", "1.5"])
+def test_a_bad_inline_limit_is_refused_and_writes_nothing(table_uri, bad):
+    table = make(table_uri, DV, files=1)
+    version = table.version
+    with pytest.raises(InvalidPropertyError, match="inlineMaxBytes"):
+        table.set_properties({"deltatx.deletionVectors.inlineMaxBytes": bad})
+    assert deltatx.Table(table_uri).version == version

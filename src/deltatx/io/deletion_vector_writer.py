@@ -80,8 +80,9 @@ class DeletionVectorFile:
     when the commit is abandoned.
     """
 
-    def __init__(self, store: "LogStore"):
+    def __init__(self, store: "LogStore", inline_max_bytes: int = INLINE_MAX_BYTES):
         self.store = store
+        self.inline_max_bytes = inline_max_bytes
         self._uuid = uuid.uuid4()
         self._blob = bytearray([DV_FILE_FORMAT_VERSION])
         self.written: str | None = None
@@ -91,9 +92,9 @@ class DeletionVectorFile:
         return f"deletion_vector_{self._uuid}.bin"
 
     def add(self, rows: BitMap64) -> dict[str, Any]:
-        """A descriptor for ``rows`` (inline when tiny, else a slot in this commit's file)."""
+        """A descriptor for ``rows`` (inline when small, else a slot in this commit's file)."""
         payload = serialize_bitmap(rows)
-        if len(payload) <= INLINE_MAX_BYTES:
+        if len(payload) <= self.inline_max_bytes:
             return {"storageType": "i", "pathOrInlineDv": z85_encode(payload), "offset": None,
                     "sizeInBytes": len(payload), "cardinality": len(rows)}
         offset = len(self._blob)
@@ -112,9 +113,10 @@ class DeletionVectorFile:
         self.written = self.relative_path
 
 
-def write_bitmaps(store: "LogStore", bitmaps: Iterable[BitMap64]) -> tuple[list[dict[str, Any]], str | None]:
+def write_bitmaps(store: "LogStore", bitmaps: Iterable[BitMap64], inline_max_bytes: int = INLINE_MAX_BYTES
+                  ) -> tuple[list[dict[str, Any]], str | None]:
     """Descriptors for several bitmaps sharing one DV file; returns (descriptors, file written or None)."""
-    out = DeletionVectorFile(store)
+    out = DeletionVectorFile(store, inline_max_bytes)
     descriptors = [out.add(b) for b in bitmaps]
     out.write()
     return descriptors, out.written

@@ -24,6 +24,8 @@ TARGET_FILE_SIZE = "delta.targetFileSize"
 ENABLE_DELETION_VECTORS = "delta.enableDeletionVectors"
 ENABLE_ROW_TRACKING = "delta.enableRowTracking"
 ENABLE_CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
+#: bitmaps up to this many bytes are stored inline in the log (io.deletion_vector_writer)
+DV_INLINE_MAX_BYTES = "deltatx.deletionVectors.inlineMaxBytes"
 
 def parse_interval_hours(value: str, key: str = "interval") -> float:
     """``"interval 7 days"`` → 168.0 (the log layer owns the parsing; months/years are refused)."""
@@ -67,6 +69,7 @@ _VALIDATORS = {
     APPEND_ONLY: _bool,
     AUTO_COMPACT: _bool,
     USE_STATS: _bool,
+    DV_INLINE_MAX_BYTES: _int_at_least(0),
     AUTO_COMPACT_MIN_FILES: _positive_int,
     NUM_INDEXED_COLS: _int_at_least(-1),
     TARGET_FILE_SIZE: _positive_int,
@@ -110,6 +113,13 @@ def flag(properties: dict[str, str], key: str, default: bool) -> bool:
 def int_property(properties: dict[str, str], key: str, default: int) -> int:
     v = properties.get(key)
     return default if v is None else int(v)
+
+
+def dv_inline_max_bytes(properties: dict[str, str]) -> int:
+    """How big a deletion vector may be and still be stored inline in the log."""
+    from ..io.deletion_vector_writer import INLINE_MAX_BYTES
+
+    return int_property(properties, DV_INLINE_MAX_BYTES, INLINE_MAX_BYTES)
 
 
 def deleted_file_retention_hours(properties: dict[str, str]) -> float:

@@ -162,7 +162,8 @@ def with_deletion_vectors(adds: pa.Table, descriptors: Mapping[str, dict[str, An
     return adds.set_column(adds.schema.get_field_index("stats"), "stats", pa.array(new_stats, pa.string()))
 
 
-def write_pending_dvs(store: "LogStore", adds: pa.Table, state: RowLevelState | None) -> tuple[pa.Table, RowLevelState | None, str | None]:
+def write_pending_dvs(store: "LogStore", adds: pa.Table, state: RowLevelState | None, inline_max_bytes: int
+                      ) -> tuple[pa.Table, RowLevelState | None, str | None]:
     """Write the bitmaps the checker rebased (one DV file) and attach them to their adds.
 
     ``pending`` holds the *whole* DV each add must carry (a later rebase unions into it), so
@@ -181,7 +182,7 @@ def write_pending_dvs(store: "LogStore", adds: pa.Table, state: RowLevelState | 
     empty = [path for path, bitmap in changed.items() if len(bitmap) >= counts[path]]
     if empty:
         adds = adds.filter(pc.invert(pc.is_in(adds["path"], value_set=pa.array(sorted(empty), pa.string()))))
-    out = DeletionVectorFile(store)
+    out = DeletionVectorFile(store, inline_max_bytes)
     descriptors = {path: out.add(bitmap) for path, bitmap in sorted(changed.items()) if path not in empty}
     out.write()
     written = {**state.written, **{path: bitmap.copy() for path, bitmap in changed.items()}}

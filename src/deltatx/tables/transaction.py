@@ -748,7 +748,8 @@ class Transaction:
         """Write the DVs a row-level rebase left as bitmaps; the commit then names them."""
         if info.row_level is None or not info.row_level.pending:
             return info
-        adds, state, written = write_pending_dvs(self.store, info.adds, info.row_level)
+        adds, state, written = write_pending_dvs(self.store, info.adds, info.row_level,
+                                                 props.dv_inline_max_bytes(self.properties))
         self.note_dv_file(written)
         return info.replace(adds=adds, row_level=state)
 

@@ -134,7 +134,7 @@ def _base_deleted(tx: "Transaction", descriptor: dict[str, Any] | None, path: st
 def stage_changed_rows(tx: "Transaction", files: pa.Table, changed: list[np.ndarray]) -> dict[str, int]:
     """Mark ``changed[i]`` (physical positions) deleted in file ``i`` of ``files``: stage
     remove(old DV) + add(new DV), or a plain remove when no row is left. One DV file for all."""
-    out = DeletionVectorFile(tx.store)
+    out = DeletionVectorFile(tx.store, props.dv_inline_max_bytes(tx.properties))
     readd: list[int] = []
     descriptors: list[dict[str, Any]] = []
     metrics = {"numDeletionVectorsAdded": 0, "numDeletionVectorsUpdated": 0, "numDeletionVectorsRemoved": 0,

@@ -172,11 +172,26 @@ def candidate_added_files(txn: TransactionInfo, winner: CommitActions) -> pa.Tab
         # update) holds no new rows, nor does a file added with dataChange=false (a compaction
         # moves rows this transaction saw where they were). Delta counts both; Databricks'
         # row-level concurrency does not.
-        new = pc.fill_null(adds["dataChange"], True)
-        if winner.removes.num_rows:
-            new = pc.and_(new, pc.invert(pc.is_in(adds["path"], value_set=winner.removes["path"].combine_chunks())))
-        adds = adds.filter(new)
+        adds = _new_rows_only(adds, winner.removes)
     return adds if adds.num_rows else None
+
+
+#: up to this many adds are sorted in Python: a winner's few files cost less than the kernels' setup
+_FEW_FILES = 16
+
+
+def _new_rows_only(adds: pa.Table, removes: pa.Table) -> pa.Table:
+    """The adds that bring rows: dataChange not false and not a re-add of a file the same commit
+    removed (its DV changed, its rows did not)."""
+    if adds.num_rows <= _FEW_FILES and removes.num_rows <= _FEW_FILES:
+        removed = set(removes.column("path").to_pylist())
+        keep = [change is not False and path not in removed
+                for path, change in zip(adds.column("path").to_pylist(), adds.column("dataChange").to_pylist())]
+        return adds if all(keep) else adds.filter(pa.array(keep, pa.bool_()))
+    new = pc.fill_null(adds["dataChange"], True)
+    if removes.num_rows:
+        new = pc.and_(new, pc.invert(pc.is_in(adds["path"], value_set=removes["path"].combine_chunks())))
+    return adds.filter(new)
 
 
 @lru_cache(maxsize=64)
@@ -309,6 +324,9 @@ def _unresolved_removes(txn: TransactionInfo, winner: CommitActions) -> pa.Table
     settled = txn.row_level.resolved_for(winner.version) if txn.row_level is not None else frozenset()
     if not settled or removes.num_rows == 0:
         return removes
+    if removes.num_rows <= _FEW_FILES:
+        keep = [path not in settled for path in removes.column("path").to_pylist()]
+        return removes.filter(pa.array(keep, pa.bool_())) if not all(keep) else removes
     return removes.filter(pc.invert(pc.is_in(removes["path"], value_set=pa.array(sorted(settled)))))
 
 

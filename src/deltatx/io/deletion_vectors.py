@@ -44,22 +44,31 @@ _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?
 _Z85_VALUE = {c: i for i, c in enumerate(_Z85)}
 
 
+_Z85_TABLE = np.full(256, 255, dtype=np.uint8)
+_Z85_TABLE[np.frombuffer(_Z85.encode(), dtype=np.uint8)] = np.arange(85, dtype=np.uint8)
+_Z85_WEIGHTS = np.array([85 ** 4, 85 ** 3, 85 ** 2, 85, 1], dtype=np.uint64)
+
+
 def z85_decode(text: str) -> bytes:
-    """Z85 (ZeroMQ RFC 32): every 5 characters are 4 bytes, big-endian base 85."""
+    """Z85 (ZeroMQ RFC 32): every 5 characters are 4 bytes, big-endian base 85.
+
+    Vectorized: an inline DV of a few hundred rows is a kilobyte of text, decoded by every
+    conflict check that meets it."""
     if len(text) % 5:
         raise ValueError(f"Z85 text must be a multiple of 5 characters long, not {len(text)}")
-    out = bytearray()
-    for i in range(0, len(text), 5):
-        value = 0
-        for ch in text[i:i + 5]:
-            digit = _Z85_VALUE.get(ch)
-            if digit is None:
-                raise ValueError(f"{ch!r} is not a Z85 character")
-            value = value * 85 + digit
-        if value > 0xFFFFFFFF:
-            raise ValueError(f"Z85 group {text[i:i + 5]!r} is out of range")
-        out += value.to_bytes(4, "big")
-    return bytes(out)
+    try:
+        raw = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+    except UnicodeEncodeError:
+        raise ValueError("Z85 text holds a character outside ASCII") from None
+    digits = _Z85_TABLE[raw]
+    if (digits == 255).any():
+        bad = text[int(np.argmax(digits == 255))]
+        raise ValueError(f"{bad!r} is not a Z85 character")
+    values = digits.reshape(-1, 5).astype(np.uint64) @ _Z85_WEIGHTS
+    if (values > 0xFFFFFFFF).any():
+        i = int(np.argmax(values > 0xFFFFFFFF)) * 5
+        raise ValueError(f"Z85 group {text[i:i + 5]!r} is out of range")
+    return values.astype(">u4").tobytes()
 
 
 def dv_file_relative_path(path_or_inline: str) -> str:

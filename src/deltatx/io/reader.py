@@ -450,7 +450,9 @@ class _ScanPlan:
                 if groups is None:
                     raw, positions = pf.read(columns=read), None
                 else:
-                    raw = pf.read_row_groups(groups, columns=read)
+                    # one group (a point change): decode on this thread; handing a single group
+                    # to Arrow's pool only adds hand-offs, worst with many writer processes per core
+                    raw = pf.read_row_groups(groups, columns=read, use_threads=len(groups) > 1)
                     positions = None if prune is not None else _group_positions(pf_metadata, groups)
                 file_rows = pf_metadata.num_rows
             if by_id is not None:

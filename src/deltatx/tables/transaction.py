@@ -45,6 +45,7 @@ from ..txnlog.actions import (
 )
 from ..txnlog import column_mapping, row_tracking
 from ..txnlog.features import check_path_access, check_writable
+from ..txnlog.replay import without_paths
 from ..txnlog.in_commit_timestamps import CommitClock
 from ..txnlog.snapshot import Snapshot
 from ..txnlog.store import VersionExistsError
@@ -252,7 +253,7 @@ class Transaction:
                 self._written.update(adds.column("path").to_pylist())
             self._adds.append(adds)
             if not written:  # a re-added file replaces the row this transaction saw for it
-                self._files = self._files.filter(pc.invert(pc.is_in(self._files["path"], value_set=adds["path"])))
+                self._files = without_paths(self._files, adds["path"])
             self._files = pa.concat_tables([self._files, adds])
             phases.reached("data_files_written", txn_id=self.txn_id, version=self.read_version,
                            files=adds)
@@ -293,7 +294,7 @@ class Transaction:
             files = theirs
         if files.num_rows:
             self._removes.append(removes_for(files, int(time.time() * 1000), data_change))
-        self._files = self._files.filter(pc.invert(pc.is_in(self._files["path"], value_set=paths)))
+        self._files = without_paths(self._files, paths)
 
     def _own_added_paths(self) -> pa.Table | None:
         return pa.concat_tables(self._adds) if self._adds else None

@@ -38,14 +38,7 @@ def files_matching_few(bound: Expr, files: pa.Table, schema: pa.Schema,
     to ``schema``) is TRUE? None when the predicate is outside this module's subset."""
     if files.num_rows > MAX_FILES or "stats" not in files.column_names:
         return None
-    # Keyed by the serialized schema: pa.Schema equality ignores field metadata (physical names).
-    key = (bound, schema.serialize().to_pybytes(), tuple(c.lower() for c in partition_columns))
-    try:
-        plan = _PLANS[key] if key in _PLANS else _PLANS.setdefault(key, _plan(bound, schema, key[2]))
-    except TypeError:  # an unhashable literal: not a point change
-        return None
-    if len(_PLANS) > _MAX_PLANS:
-        _PLANS.clear()
+    plan = _plan_for(bound, schema, partition_columns)
     if plan is None:
         return None
     columns = _columns(bound, schema)
@@ -54,6 +47,31 @@ def files_matching_few(bound: Expr, files: pa.Table, schema: pa.Schema,
     except _Unusual:
         return None
     return [plan(doc) for doc in docs]
+
+
+def groups_matching(bound: Expr, schema: pa.Schema, bounds: list[dict[str, Any]]) -> list[bool] | None:
+    """The same question for a Parquet file's row groups: ``bounds`` holds one stats-shaped dict
+    per group (``minValues`` / ``maxValues`` by column name, from the footer), ``schema`` is the
+    file's. None when the predicate is outside the subset."""
+    plan = _plan_for(bound, schema, ())
+    return None if plan is None else [plan(doc) for doc in bounds]
+
+
+def _plan_for(bound: Expr, schema: pa.Schema, partition_columns: Sequence[str]) -> "Plan | None":
+    # Keyed by the serialized schema: pa.Schema equality ignores field metadata (physical names).
+    key = (bound, schema.serialize().to_pybytes(), tuple(c.lower() for c in partition_columns))
+    try:
+        found = _PLANS.get(key, _MISSING)
+        if found is _MISSING:
+            if len(_PLANS) >= _MAX_PLANS:
+                _PLANS.clear()
+            found = _PLANS[key] = _plan(bound, schema, key[2])
+    except TypeError:  # an unhashable literal: not a point change
+        return None
+    return found  # type: ignore[return-value]
+
+
+_MISSING = object()
 
 
 class _Unusual(Exception):

@@ -622,11 +622,13 @@ class Transaction:
                 attempts += 1
                 if prepared is None or prepared_for is not info or clock.stale:
                     # The bytes name no version: re-encode only when a rebase changed the actions
-                    # (or moved the in-commit timestamp).
-                    if prepared is not None:
-                        prepared.close()
+                    # (or moved the in-commit timestamp). The old bytes are closed after the new
+                    # ones are prepared: a catalog's commit lock passes from one to the other.
+                    previous = prepared
                     info, commit_info, payload = self._encode(info, version)
                     prepared, prepared_for = store.prepare_commit(payload), info
+                    if previous is not None:
+                        previous.close()
                 phases.reached("attempt_commit", txn_id=self.txn_id, version=version, attempt=attempts)
                 try:
                     prepared.put(version)

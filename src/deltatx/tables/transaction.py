@@ -39,6 +39,7 @@ from ..txnlog.actions import (
     Metadata,
     Protocol,
     Txn,
+    empty_table,
     encode_commit,
     removes_for,
     parse_commit,
@@ -472,10 +473,10 @@ class Transaction:
 
     def _staged_adds(self) -> pa.Table:
         adds = [a for a in self._adds if a.num_rows]
-        return pa.concat_tables(adds) if adds else FILE_SCHEMA.empty_table()
+        return pa.concat_tables(adds) if adds else empty_table(FILE_SCHEMA)
 
     def _staged_removes(self) -> pa.Table:
-        return pa.concat_tables(self._removes) if self._removes else REMOVE_SCHEMA.empty_table()
+        return pa.concat_tables(self._removes) if self._removes else empty_table(REMOVE_SCHEMA)
 
     def _operation(self) -> tuple[str, dict[str, Any], dict[str, Any], bool]:
         if not self._ops:

@@ -282,6 +282,27 @@ class Database:
         self.current_lease = CommitLease(self, cur, commits)
         return self.current_lease
 
+    def offer(self, table_id: str, version: int, make_row: Callable[[RatifiedCommit | None], Ratification],
+              known: RatifiedCommit | None, now_ms: int) -> tuple[Ratification | None, "CommitLease"]:
+        """One offer of ``version``, in one database transaction under the table's commit lock:
+        if the latest ratified version is ``version - 1``, ratify ``make_row(latest)``.
+
+        Returns (the row ratified, or None when the table had moved on) and a view of what was
+        ratified from ``version - 1`` on — the winners, bytes included — for the loser's rebase.
+        The lock is held for a few statements only, never across the caller's work. ``known``
+        is the caller's best knowledge of version ``version - 1`` (PostgreSQL stamps from it so as
+        to send everything in one round trip)."""
+        lease = self.lease({table_id: version - 1})
+        try:
+            latest = lease.latest(table_id)
+            if latest is None or latest.version != version - 1:
+                return None, lease
+            row = make_row(latest)
+            lease.ratify([row], row.txn_id, now_ms)
+            return row, lease
+        finally:
+            lease.release()
+
     def ratify(self, rows: Sequence[Ratification], catalog_txn_id: str, now_ms: int,
                extra: Any = None, *, lease: "CommitLease | None" = None) -> int:
         """Ratify every row in ONE transaction, or none.
@@ -336,11 +357,6 @@ class Database:
 
 _INSERT_COMMIT = ("INSERT INTO deltatx_commits (table_id, version, staged_name, txn_id, ict, catalog_seq, content) "
                   "VALUES (?, ?, ?, ?, ?, ?, ?)")
-#: PostgreSQL: the catalog sequence number the same pipeline just drew (the session's lastval)
-_INSERT_COMMIT_LASTVAL = ("INSERT INTO deltatx_commits (table_id, version, staged_name, txn_id, ict, content, catalog_seq) "
-                          "VALUES (?, ?, ?, ?, ?, ?, lastval())")
-
-
 def _ratified(row: Sequence[Any]) -> RatifiedCommit:
     content = row[3]
     return RatifiedCommit(int(row[0]), int(row[1]), row[2], None if content is None else bytes(content))
@@ -355,12 +371,17 @@ class CommitLease:
     a process that dies in between holds nothing (its connection's transaction rolls back).
     """
 
-    def __init__(self, db: Database, cur: "_Cursor", commits: dict[str, list[RatifiedCommit]]):
+    def __init__(self, db: Database, cur: "_Cursor | None", commits: dict[str, list[RatifiedCommit]]):
         self.db = db
         self._cur = cur
         self.commits = commits
         self.owner = threading.get_ident()
-        self.open = True
+        self.open = cur is not None
+
+    @classmethod
+    def view(cls, db: Database, commits: dict[str, list[RatifiedCommit]]) -> "CommitLease":
+        """What an offer read, with no lock held (a rebase reads its winners from it)."""
+        return cls(db, None, commits)
 
     def latest(self, table_id: str) -> RatifiedCommit | None:
         """The table's latest ratified version (None: the catalog does not know the table)."""
@@ -516,10 +537,13 @@ class SQLiteDatabase(Database):
 class PostgresDatabase(Database):
     """PostgreSQL through psycopg 3: writers on many machines share one catalog.
 
-    A commit is two round trips: (lock the tables' rows, read what was ratified since) and
-    (insert the ratification, COMMIT), each sent as one pipeline.
-    Statements are prepared by psycopg after a few uses; autocommit is off (every write is one
-    transaction)."""
+    One round trip per offer: the server-side function ``deltatx_offer`` takes the table's row
+    lock, checks that the offered version is next, ratifies it and returns what was ratified since
+    — one statement, its own transaction. Reads are single statements too. The connection is in
+    autocommit mode so that a one-statement transaction costs one round trip (psycopg would send
+    BEGIN and COMMIT separately otherwise); multi-statement writes (create, register, a lock kept
+    across a rebase, multi-table commits) run in explicit BEGIN … COMMIT. psycopg prepares a
+    statement on the server after a few executions."""
 
     dialect = "postgresql"
 
@@ -529,7 +553,7 @@ class PostgresDatabase(Database):
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise CatalogURLError("a postgresql:// catalog needs psycopg 3: pip install 'psycopg[binary]>=3.2'") from exc
         try:
-            return psycopg.connect(self.url, autocommit=False)
+            return psycopg.connect(self.url, autocommit=True)
         except psycopg.OperationalError as exc:
             raise CatalogURLError(f"cannot connect to catalog {self.url!r}: {exc}") from exc
 
@@ -540,7 +564,7 @@ class PostgresDatabase(Database):
         return "BYTEA"
 
     def _begin(self, cur: Any) -> None:
-        pass  # psycopg opens a transaction on the first statement
+        cur.execute("BEGIN")
 
     def _is_duplicate(self, exc: BaseException) -> bool:
         import psycopg
@@ -555,41 +579,95 @@ class PostgresDatabase(Database):
         # CREATE TABLE IF NOT EXISTS races in PostgreSQL: first users queue on an advisory lock
         cur.execute("SELECT pg_advisory_xact_lock(7461636174)")
 
+    def _ensure_schema(self) -> None:
+        super()._ensure_schema()
+        with self.write() as cur:
+            self._schema_lock(cur)
+            cur.execute(_OFFER_FUNCTION)
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        """A read: one statement in its own transaction (autocommit), one round trip."""
+        with self._lock:
+            if self._write_cur is not None:
+                return self._write_cur.execute(sql, params).fetchall()
+            cur = self._conn_for_process().cursor()
+            try:
+                cur.execute(self._sql(sql), tuple(params))
+                return cur.fetchall()
+            finally:
+                cur.close()
+
     def _read_for_commit(self, cur: "_Cursor", since: dict[str, int]) -> dict[str, list[RatifiedCommit]]:
         # The row locks come first, in one order for everyone (no deadlock between two
         # multi-table commits), and in their own statement: in READ COMMITTED the reads after it
         # take a new snapshot, which sees every version the previous lock holder ratified.
         ids = sorted(since)
-        conn = self._conn
-        with conn.pipeline():
-            cur.execute("SELECT id FROM deltatx_tables WHERE id = ANY(?) ORDER BY id FOR UPDATE", (ids,))
-            readers = []
-            for table_id in ids:
-                c = _Cursor(self, conn.cursor())
-                c.execute(_RATIFIED_SINCE, (table_id, since[table_id]))
-                readers.append(c)
-        out = {}
-        for table_id, c in zip(ids, readers):
-            rows = c.fetchall()
-            c.cur.close()
-            out[table_id] = [_ratified(r) for r in rows] if rows else self._ratified_since(cur, table_id, since[table_id])
-        return out
+        cur.execute("SELECT id FROM deltatx_tables WHERE id = ANY(?) ORDER BY id FOR UPDATE", (ids,))
+        return super()._read_for_commit(cur, since)
+
+    def offer(self, table_id: str, version: int, make_row: Callable[[RatifiedCommit | None], Ratification],
+              known: RatifiedCommit | None, now_ms: int) -> tuple[Ratification | None, "CommitLease"]:
+        """One round trip (``deltatx_offer``). The row is stamped from ``known`` beforehand; if that
+        guess was stale but the version is still free (the timestamp was too small), the offer is
+        sent again, stamped after what the first one read."""
+        if known is None or known.version != version - 1:
+            known = None
+        view = CommitLease.view(self, {table_id: []})
+        for _ in range(3):
+            row = make_row(known)
+            with self._lock:
+                if self._write_cur is not None:
+                    raise RuntimeError("a catalog write transaction is open already on this connection")
+                cur = self._conn_for_process().cursor()
+                try:
+                    cur.execute("SELECT * FROM deltatx_offer(%s, %s, %s, %s, %s, %s, %s)",
+                                (table_id, version, row.staged_name, row.txn_id, row.ict, row.content, now_ms))
+                    rows = cur.fetchall()
+                except BaseException as exc:
+                    if self._is_duplicate(exc):
+                        raise DuplicateRowError(str(exc)) from None
+                    raise
+                finally:
+                    cur.close()
+            view = CommitLease.view(self, {table_id: [_ratified(r[1:]) for r in rows]})
+            if rows and rows[0][0]:
+                return row, view
+            latest = view.latest(table_id)
+            if latest is None or latest.version != version - 1:
+                return None, view
+            known = latest  # the version is free: only the timestamp guess was stale
+        return None, view
 
 
-    def _insert(self, cur: "_Cursor", rows: Sequence[Ratification], catalog_txn_id: str, now_ms: int,
-                commit: bool = False) -> int:
-        conn = self._conn
-        with conn.pipeline():
-            first = _Cursor(self, conn.cursor())
-            first.execute("INSERT INTO deltatx_catalog_commits (txn_id, committed_ms) VALUES (?, ?) RETURNING seq",
-                          (catalog_txn_id, now_ms))
-            for r in sorted(rows, key=lambda r: (r.table_id, r.version)):  # one lock order (see Database._insert)
-                cur.execute(_INSERT_COMMIT_LASTVAL, (r.table_id, r.version, r.staged_name, r.txn_id, r.ict, r.content))
-            if commit:
-                conn.commit()
-        seq = int(first.fetchall()[0][0])
-        first.cur.close()
-        return seq
+#: PostgreSQL's offer, one statement: the table's row lock, then (each statement of a volatile
+#: function sees a fresh snapshot under READ COMMITTED) the latest version, the ratification if the
+#: offered version is next with a larger in-commit timestamp, and what was ratified since.
+_OFFER_FUNCTION = """
+CREATE OR REPLACE FUNCTION deltatx_offer(p_table TEXT, p_version BIGINT, p_staged TEXT, p_txn TEXT,
+                                         p_ict BIGINT, p_content BYTEA, p_now BIGINT)
+RETURNS TABLE (out_ratified BOOLEAN, out_version BIGINT, out_ict BIGINT, out_staged TEXT, out_content BYTEA)
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    prev_version BIGINT;
+    prev_ict BIGINT;
+    new_seq BIGINT;
+    done BOOLEAN := FALSE;
+BEGIN
+    PERFORM 1 FROM deltatx_tables t WHERE t.id = p_table FOR UPDATE;
+    SELECT c.version, c.ict INTO prev_version, prev_ict
+        FROM deltatx_commits c WHERE c.table_id = p_table ORDER BY c.version DESC LIMIT 1;
+    IF prev_version = p_version - 1 AND prev_ict < p_ict THEN
+        INSERT INTO deltatx_catalog_commits (txn_id, committed_ms) VALUES (p_txn, p_now)
+            RETURNING deltatx_catalog_commits.seq INTO new_seq;
+        INSERT INTO deltatx_commits (table_id, version, staged_name, txn_id, ict, catalog_seq, content)
+            VALUES (p_table, p_version, p_staged, p_txn, p_ict, new_seq, p_content);
+        done := TRUE;
+    END IF;
+    RETURN QUERY SELECT done, c.version, c.ict, c.staged_name, c.content
+        FROM deltatx_commits c WHERE c.table_id = p_table AND c.version >= p_version - 1 ORDER BY c.version;
+END
+$$
+"""
 
 
 def open_database(url: str) -> Database:

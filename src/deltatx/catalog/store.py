@@ -89,6 +89,8 @@ class CatalogLogStore:
         self._view: CommitLease | None = None
         self._open_commits = 0
         self._offers = 0
+        #: the latest version this store knows to be ratified (the next offer stamps after it)
+        self._known: RatifiedCommit | None = None
 
     def _end_lease(self) -> None:
         lease, self._lease, self._view = self._lease, None, None
@@ -109,7 +111,14 @@ class CatalogLogStore:
     # ---- reading the log --------------------------------------------------------------------
     def latest_ratified(self) -> int:
         latest = self.catalog._db.latest(self.table_id)
-        return -1 if latest is None else latest[0]
+        if latest is None:
+            return -1
+        self._known = RatifiedCommit(latest[0], latest[1], None, None)
+        return latest[0]
+
+    def fits_inline(self, data: bytes) -> bool:
+        """Will ``data``, stamped, be an inline commit? (the stamp adds a few dozen bytes)"""
+        return len(data) + 64 <= INLINE_COMMIT_MAX_BYTES
 
     def publish_pending(self) -> int:
         """Publish every ratified, unpublished version, oldest first; returns the latest ratified.
@@ -302,7 +311,7 @@ class CatalogLogStore:
         ict = next_ict(previous_ict)
         stamped, stamped_txn_id = stamp_in_commit_timestamp(data, ict)
         txn_id = txn_id or stamped_txn_id or str(uuid.uuid4())
-        if len(stamped) <= INLINE_COMMIT_MAX_BYTES:
+        if self.fits_inline(data):
             phases.reached("staged", version=version, table=self.inner.uri, txn_id=txn_id, inline=True)
             return Ratification(self.table_id, version, None, txn_id, ict, content=stamped)
         name = f"{version:020d}.{uuid.uuid4()}.json"
@@ -382,29 +391,31 @@ class CatalogPreparedCommit(PreparedCommit):
     def put(self, version: int) -> None:
         store = self.store
         db = store.catalog._db
+        now_ms = int(time.time() * 1000)
         lease = store._lease
-        if lease is None or not lease.open:
+        if lease is None and store._offers < OPTIMISTIC_OFFERS and store.fits_inline(self.data):
+            # one database transaction: ratified, or the winners read — the lock is not kept
+            store._offers += 1
+            try:
+                row, view = db.offer(store.table_id, version, self._row_maker(version), store._known, now_ms)
+            except DuplicateRowError:  # the primary key backstop: nothing was ratified
+                raise VersionExistsError(version) from None
+            store._view = view
+            if row is None:
+                self._lost(version, view.latest(store.table_id))
+            self._ratified(row, view)
+            return
+        if lease is None or not lease.open:  # this offer keeps the lock if it loses
             lease = store._lease = db.lease({store.table_id: version - 1})
             store._view = lease
             store._offers += 1
         latest = lease.latest(store.table_id)
-        if latest is None:
-            store._end_lease()
-            raise CatalogTableNotFoundError(f"the table at {store.inner.uri!r} is no longer in catalog "
-                                            f"{store.catalog.url!r} (dropped?): nothing was committed")
-        if latest.version >= version:  # lost to the winners the offer read
-            if store._offers <= OPTIMISTIC_OFFERS:
-                store._lease = None
-                lease.release()  # the rebase runs without the lock; its reads stay on the lease
-            raise VersionExistsError(version)
-        if latest.version != version - 1:
-            store._end_lease()
-            raise CatalogError(f"catalog {store.catalog.url!r} has version {latest.version} of {store.inner.uri!r}, "
-                               f"older than this writer's snapshot ({version - 1}): the catalog lost ratifications")
-        row = store.ratification(version, self.data, latest.ict)
+        if latest is None or latest.version != version - 1:
+            self._lost(version, latest)  # the lock stays held: the rebase runs under it
+        row = self._row_maker(version)(latest)
         store._lease = None
         try:
-            db.ratify([row], row.txn_id, int(time.time() * 1000), lease=lease)
+            db.ratify([row], row.txn_id, now_ms, lease=lease)
         except DuplicateRowError:  # the primary key backstop: nothing was ratified
             if row.staged_name is not None:
                 store.discard_staged(row.staged_name)
@@ -414,9 +425,36 @@ class CatalogPreparedCommit(PreparedCommit):
             raise
         finally:
             lease.release()  # no-op once ratified
+        self._ratified(row, lease)
+
+    def _row_maker(self, version: int):
+        store = self.store
+        return lambda previous: store.ratification(version, self.data, previous.ict if previous else None)
+
+    def _lost(self, version: int, latest: RatifiedCommit | None) -> None:
+        """Raise what the offer's view says: lost the version (rebase and offer the next one),
+        or the table is gone, or the catalog is behind this writer."""
+        store = self.store
+        if latest is None:
+            store._end_lease()
+            raise CatalogTableNotFoundError(f"the table at {store.inner.uri!r} is no longer in catalog "
+                                            f"{store.catalog.url!r} (dropped?): nothing was committed")
+        store._known = latest
+        if latest.version >= version:
+            raise VersionExistsError(version)
+        store._end_lease()
+        raise CatalogError(f"catalog {store.catalog.url!r} has version {latest.version} of {store.inner.uri!r}, "
+                           f"older than this writer's snapshot ({version - 1}): the catalog lost ratifications")
+
+    def _ratified(self, row: Ratification, view: CommitLease) -> None:
+        store = self.store
         store._view = None
-        phases.reached("ratified", version=version, table=store.inner.uri, txn_id=row.txn_id)
-        store.publish_ratified(lease.commits[store.table_id])
+        store._known = RatifiedCommit(row.version, row.ict, row.staged_name, None)
+        phases.reached("ratified", version=row.version, table=store.inner.uri, txn_id=row.txn_id)
+        commits = view.commits[store.table_id]
+        if not commits or commits[-1].version != row.version:  # a lease's own row is appended by ratify
+            commits = [*commits, RatifiedCommit(row.version, row.ict, row.staged_name, row.content)]
+        store.publish_ratified(commits)
 
     def close(self) -> None:
         if not self._closed:

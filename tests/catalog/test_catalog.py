@@ -41,6 +41,12 @@ def _commit_info(uri: str, version: int) -> dict:
         return orjson.loads(fh.readline())["commitInfo"]
 
 
+def _catalog_commits(cat) -> list[tuple]:
+    """(version, staged name, holds the bytes?) of every ratified commit."""
+    rows = cat._db.query("SELECT version, staged_name, content IS NOT NULL FROM deltatx_commits ORDER BY version")
+    return [(int(v), s, bool(c)) for v, s, c in rows]
+
+
 @pytest.fixture
 def cat(catalog_url):
     c = deltatx.Catalog(catalog_url)
@@ -63,9 +69,16 @@ def test_create_append_read_through_catalog(cat, tmp_path):
     t.append(pa.table({"id": [3], "balance": [7]}))
     assert cat.table("t").to_arrow().sort_by("id")["id"].to_pylist() == [1, 2, 3]
     assert cat.list_tables() == ["t"]
-    # staged, ratified, published: each version staged once and published in _delta_log
+    # ratified inline (no staged file) and published in _delta_log; the catalog keeps the bytes
+    # until the publisher has fsynced the files (at close, or log cleanup)
     assert _log(uri) == [f"{v:020d}.json" for v in range(3)]
-    assert [s.split(".")[0] for s in _staged(uri)] == [f"{v:020d}" for v in range(3)]
+    assert _staged(uri) == []
+    assert _catalog_commits(cat) == [(0, None, True), (1, None, True), (2, None, True)]
+    with open(os.path.join(uri, "_delta_log", f"{2:020d}.json"), "rb") as fh:
+        assert cat._db.query("SELECT content FROM deltatx_commits WHERE version = 2")[0][0] == fh.read()
+    cat.close()
+    with deltatx.Catalog(cat.url) as again:
+        assert _catalog_commits(again) == [(0, None, False), (1, None, False), (2, None, False)]
     icts = [_commit_info(uri, v)["inCommitTimestamp"] for v in range(3)]
     assert icts == sorted(icts) and len(set(icts)) == 3  # strictly increasing
     assert all(_commit_info(uri, v)["txnId"] for v in range(3))
@@ -192,10 +205,8 @@ def test_crash_at_each_phase_changes_every_table_or_none(cat, tmp_path, phase):
     assert sum(balances) == 200 and balances == ([100, 100] if phase == "staged" else [95, 105])
     if phase != "staged":  # ratified but maybe unpublished: the reader published it, in order
         assert _log(str(tmp_path / "a"))[-1] == f"{2:020d}.json"
-    else:  # dead staged commits: never visible, vacuumed
-        assert len(_staged(str(tmp_path / "a"))) == 3
-        assert len(fresh.vacuum_staged("a", retention_hours=0)) == 1
-        assert len(_staged(str(tmp_path / "a"))) == 2
+    else:  # the inline commits died with the database transaction: no file anywhere
+        assert _staged(str(tmp_path / "a")) == [] and fresh.vacuum_staged("a", retention_hours=0) == []
         assert _log(str(tmp_path / "a"))[-1] == f"{1:020d}.json"
     fresh.close()
 

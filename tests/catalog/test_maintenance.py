@@ -72,7 +72,7 @@ def test_bare_store_route_is_refused_and_writes_nothing(cat, tmp_path):
         handle.vacuum(retention_hours=0, enforce_retention_duration=False)
     handle.append(pa.table({"id": [7], "balance": [7]}))  # writes are not maintenance: they pass
     assert cat.table("t").version == version + 1
-    assert len(_files(uri)) == len(files) + 3  # the new data file, its staged commit and published commit
+    assert len(_files(uri)) == len(files) + 2  # the new data file and its published (inline-ratified) commit
 
 
 def test_policy_refuses_every_route_until_allowed_again(cat, tmp_path):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 import uuid
 from dataclasses import dataclass, replace
@@ -55,6 +56,10 @@ class Catalog:
     def __init__(self, url: str):
         self.url = url
         self._db: Database = open_database(url)
+        #: inline commits this process published, by table: (store, versions). Their content
+        #: leaves the catalog once their files are fsynced (close, or log cleanup)
+        self._published: dict[str, tuple[CatalogLogStore, list[int]]] = {}
+        self._published_lock = threading.Lock()
 
     # ------------------------------------------------------------------ names
     def _entry(self, name: str) -> CatalogEntry:
@@ -224,8 +229,10 @@ class Catalog:
 
     def vacuum_staged(self, name: str, retention_hours: float = 1.0) -> list[str]:
         """Delete staged commits that were never ratified (dead transactions) and are older than
-        ``retention_hours`` (a live transaction may be between staging and ratifying). Log
-        cleanup: runs only where the catalog's maintenance policy allows it."""
+        ``retention_hours`` (a live transaction may be between staging and ratifying), and drop
+        from the catalog the content of inline commits that are published (a committer usually
+        does at its next commit; a process that exited first leaves it to this). Log cleanup:
+        runs only where the catalog's maintenance policy allows it."""
         store = self.store(name)
         store.maintenance = True  # the catalog's own route; the policy still decides
         store.check_maintenance("STAGED COMMIT CLEANUP")
@@ -235,9 +242,28 @@ class Catalog:
         dead = [n for n, mtime in store.list_staged() if n not in ratified and mtime <= horizon]
         for n in dead:
             store.discard_staged(n)
+        store.drop_published_content()  # inline commits already in _delta_log: the catalog's copy goes
         return sorted(dead)
 
+    def _published_here(self, store: CatalogLogStore, version: int) -> None:
+        with self._published_lock:
+            self._published.setdefault(store.table_id, (store, []))[1].append(version)
+
+    def _drop_published_content(self) -> None:
+        """Make what this process published durable, then drop those bytes from the catalog."""
+        with self._published_lock:
+            published, self._published = self._published, {}
+        for table_id, (store, versions) in published.items():
+            store.make_durable(versions)
+            self._db.drop_content(table_id, versions)
+
     def close(self) -> None:
+        """Close the connection, after letting the catalog forget the bytes of the inline
+        commits this process published (best effort: log cleanup drops what is left)."""
+        try:
+            self._drop_published_content()
+        except Exception:
+            pass  # nothing is lost: the bytes stay in the catalog until vacuum_staged
         self._db.close()
 
     def __enter__(self) -> "Catalog":
@@ -290,13 +316,13 @@ class _CreatingStore(CatalogLogStore):
         from ..txnlog.store import VersionExistsError
         from .db import DuplicateRowError
 
-        staged, _, ict, txn_id = self.stage(version, data)
-        row = Ratification(self.table_id, version, staged, txn_id or str(uuid.uuid4()), ict)
+        row = self.ratification(version, data, None)
         try:
             self.catalog._db.ratify([row], row.txn_id, int(time.time() * 1000),
                                     extra=lambda cur: _insert_table(cur, self.table_id, self.name, self.inner.uri))
         except DuplicateRowError:
-            self.discard_staged(staged)
+            if row.staged_name is not None:
+                self.discard_staged(row.staged_name)
             raise VersionExistsError(version) from None
         self.publish_pending()
 

@@ -5,6 +5,14 @@ Why a database: the put-if-absent that a Delta log needs from storage becomes a 
 unlike object storage, inside a transaction that can ratify the next version of *several* tables at
 once — the basis of multi-table transactions.
 
+Writers are serialized, not raced (:class:`CommitLease`): a commit takes the tables' commit lock
+in one database transaction (SQLite: the database's write lock, ``BEGIN IMMEDIATE`` behind an
+flock queue; PostgreSQL: ``SELECT … FOR UPDATE`` on the tables' rows), reads the versions ratified
+since its snapshot *with their content*, lets the caller check and rebase against them (the pure
+conflict checker), and ratifies the next version in the same transaction. Nobody loses a race it
+has to redo, and small commits are **inline** (PROTOCOL.md, catalogManaged, commit protocol option
+2): their bytes are stored in the ratifying row, so no staged file is written and fsynced at all.
+
 The schema is versioned (``deltatx_schema_version``) and created on first use. SQL is written once
 with ``?`` placeholders; the PostgreSQL backend rewrites them to ``%s``.
 """
@@ -16,7 +24,7 @@ import sqlite3
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 from urllib.parse import urlparse
 
 from ..errors import CatalogURLError
@@ -26,7 +34,8 @@ try:  # the SQLite writers' queue (POSIX); elsewhere SQLite's own busy handler a
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-SCHEMA_VERSION = 2  # 2: deltatx_tables.maintenance (maintenance gating)
+#: 2: deltatx_tables.maintenance (maintenance gating); 3: deltatx_commits.content (inline commits)
+SCHEMA_VERSION = 3
 
 
 class DuplicateRowError(Exception):
@@ -35,17 +44,30 @@ class DuplicateRowError(Exception):
 
 @dataclass(frozen=True)
 class Ratification:
-    """One row to ratify: ``version`` of ``table_id``, staged as ``staged_name`` (None = already
-    in ``_delta_log``), stamped with in-commit timestamp ``ict``."""
+    """One row to ratify: ``version`` of ``table_id``, stamped with in-commit timestamp ``ict``.
+
+    Where its bytes are: ``content`` (an inline commit), or the staged file ``staged_name``, or
+    neither (already in ``_delta_log``: the registration commit)."""
 
     table_id: str
     version: int
     staged_name: str | None
     txn_id: str
     ict: int
+    content: bytes | None = None
 
 
-def _ddl(serial: str) -> list[str]:
+@dataclass(frozen=True)
+class RatifiedCommit:
+    """A ratified version as the catalog holds it (see :class:`Ratification` for where its bytes are)."""
+
+    version: int
+    ict: int
+    staged_name: str | None
+    content: bytes | None
+
+
+def _ddl(serial: str, blob: str) -> list[str]:
     return [
         "CREATE TABLE IF NOT EXISTS deltatx_schema_version (version INTEGER NOT NULL)",
         "CREATE TABLE IF NOT EXISTS deltatx_tables (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, "
@@ -55,8 +77,13 @@ def _ddl(serial: str) -> list[str]:
         "committed_ms BIGINT NOT NULL)",
         "CREATE TABLE IF NOT EXISTS deltatx_commits (table_id TEXT NOT NULL, version BIGINT NOT NULL, "
         "staged_name TEXT, txn_id TEXT NOT NULL, ict BIGINT NOT NULL, catalog_seq BIGINT NOT NULL, "
-        "PRIMARY KEY (table_id, version))",
+        f"content {blob}, PRIMARY KEY (table_id, version))",
     ]
+
+
+_RATIFIED_SINCE = ("SELECT version, ict, staged_name, content FROM deltatx_commits "
+                   "WHERE table_id = ? AND version >= ? ORDER BY version")
+_LATEST = "SELECT version, ict, staged_name, content FROM deltatx_commits WHERE table_id = ? ORDER BY version DESC LIMIT 1"
 
 
 class Database:
@@ -69,6 +96,10 @@ class Database:
         self._lock = threading.RLock()
         self._pid = os.getpid()
         self._conn = self._connect()
+        #: the open write transaction's cursor (None outside one): reads inside it see its view
+        self._write_cur: Any = None
+        #: the commit lease that transaction belongs to, if any (its reads serve the rebase)
+        self.current_lease: CommitLease | None = None
         self._ensure_schema()
 
     # ---- backend hooks ------------------------------------------------------------------------
@@ -76,6 +107,9 @@ class Database:
         raise NotImplementedError
 
     def _serial(self) -> str:
+        raise NotImplementedError
+
+    def _blob(self) -> str:
         raise NotImplementedError
 
     def _begin(self, cur: Any) -> None:
@@ -96,34 +130,103 @@ class Database:
     def _schema_lock(self, cur: "_Cursor") -> None:
         """Serialise concurrent first use (SQLite: BEGIN IMMEDIATE does already)."""
 
+    def _acquire_writer(self) -> None:
+        """Queue for the right to write, before the transaction begins (SQLite: an flock)."""
+
+    def _release_writer(self) -> None:
+        pass
+
+    def _read_for_commit(self, cur: "_Cursor", since: dict[str, int]) -> dict[str, list[RatifiedCommit]]:
+        """Inside an open write transaction: lock the tables' commits, then read every version
+        ``>= since[table]`` (or the latest when there is none), oldest first."""
+        return {table_id: self._ratified_since(cur, table_id, version) for table_id, version in sorted(since.items())}
+
+    def _ratified_since(self, cur: "_Cursor", table_id: str, version: int) -> list[RatifiedCommit]:
+        rows = cur.execute(_RATIFIED_SINCE, (table_id, version)).fetchall()
+        if not rows:  # behind the caller's snapshot, or an unknown table: the latest tells which
+            rows = cur.execute(_LATEST, (table_id,)).fetchall()
+        return [_ratified(r) for r in rows]
+
     # ---- plumbing -----------------------------------------------------------------------------
     def _conn_for_process(self) -> Any:
         if os.getpid() != self._pid:  # a forked child must not share the parent's socket/file
             self._pid = os.getpid()
             self._conn = self._connect()
+            self._write_cur = None
         return self._conn
 
-    @contextmanager
-    def write(self) -> Iterator[Any]:
-        """One write transaction; a unique violation inside becomes DuplicateRowError."""
-        with self._lock:
+    def begin_write(self) -> "_Cursor":
+        """Open a write transaction (the caller ends it with :meth:`end_write`); this thread
+        holds the connection until then."""
+        self._lock.acquire()
+        try:
+            if self._write_cur is not None:
+                raise RuntimeError("a catalog write transaction is open already on this connection")
             conn = self._conn_for_process()
-            cur = conn.cursor()
+            self._acquire_writer()
             try:
-                self._begin(cur)
-                yield _Cursor(self, cur)
-                self._commit(conn)
-            except BaseException as exc:
-                self._rollback(conn)
-                if self._is_duplicate(exc):
-                    raise DuplicateRowError(str(exc)) from None
+                cur = _Cursor(self, conn.cursor())
+                try:
+                    self._begin(cur.cur)
+                except BaseException:
+                    cur.cur.close()
+                    raise
+            except BaseException:
+                self._release_writer()
                 raise
+            self._write_cur = cur
+            return cur
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def end_write(self, cur: "_Cursor", commit: bool) -> None:
+        """Commit (or roll back) the open write transaction and let the next writer in."""
+        try:
+            try:
+                if commit:
+                    self._commit(self._conn)
+            except BaseException:
+                self._rollback(self._conn)
+                raise
+            else:
+                if not commit:
+                    self._rollback(self._conn)
+        finally:
+            self._write_cur = None
+            self.current_lease = None
+            try:
+                cur.cur.close()
             finally:
-                cur.close()
+                try:
+                    self._release_writer()
+                finally:
+                    self._lock.release()
+
+    @contextmanager
+    def write(self) -> Iterator["_Cursor"]:
+        """One write transaction; a unique violation inside becomes DuplicateRowError."""
+        cur = self.begin_write()
+        try:
+            yield cur
+        except BaseException as exc:
+            self.end_write(cur, commit=False)
+            if self._is_duplicate(exc):
+                raise DuplicateRowError(str(exc)) from None
+            raise
+        try:
+            self.end_write(cur, commit=True)
+        except BaseException as exc:
+            if self._is_duplicate(exc):
+                raise DuplicateRowError(str(exc)) from None
+            raise
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        """A read in its own (short) transaction: one consistent view for a multi-row query."""
+        """A read in its own (short) transaction: one consistent view for a multi-row query.
+        Inside this thread's open write transaction it reads that transaction's view."""
         with self._lock:
+            if self._write_cur is not None:
+                return self._write_cur.execute(sql, params).fetchall()
             conn = self._conn_for_process()
             cur = conn.cursor()
             try:
@@ -140,18 +243,24 @@ class Database:
     def _ensure_schema(self) -> None:
         with self.write() as cur:
             self._schema_lock(cur)
-            for stmt in _ddl(self._serial()):
+            for stmt in _ddl(self._serial(), self._blob()):
                 cur.execute(stmt)
             cur.execute("CREATE INDEX IF NOT EXISTS deltatx_commits_seq ON deltatx_commits (catalog_seq)")
             rows = cur.execute("SELECT version FROM deltatx_schema_version").fetchall()
             if not rows:
                 cur.execute("INSERT INTO deltatx_schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
-            elif rows[0][0] == 1:  # version 1 catalogs: every table keeps maintenance allowed
-                cur.execute("ALTER TABLE deltatx_tables ADD COLUMN maintenance TEXT NOT NULL DEFAULT 'allowed'")
-                cur.execute("UPDATE deltatx_schema_version SET version = ?", (SCHEMA_VERSION,))
-            elif rows[0][0] > SCHEMA_VERSION:
-                raise CatalogURLError(f"catalog {self.url!r} has schema version {rows[0][0]}; this deltatx "
+                return
+            found = rows[0][0]
+            if found > SCHEMA_VERSION:
+                raise CatalogURLError(f"catalog {self.url!r} has schema version {found}; this deltatx "
                                       f"knows up to {SCHEMA_VERSION}: upgrade deltatx")
+            if found < 2:  # version 1 catalogs: every table keeps maintenance allowed
+                cur.execute("ALTER TABLE deltatx_tables ADD COLUMN maintenance TEXT NOT NULL DEFAULT 'allowed'")
+            if found < 3 and "content" not in cur.columns("deltatx_commits"):
+                # version 2 catalogs: their commits are all staged files (content NULL)
+                cur.execute(f"ALTER TABLE deltatx_commits ADD COLUMN content {self._blob()}")
+            if found < SCHEMA_VERSION:
+                cur.execute("UPDATE deltatx_schema_version SET version = ?", (SCHEMA_VERSION,))
 
     def close(self) -> None:
         with self._lock:
@@ -161,28 +270,79 @@ class Database:
                 pass
 
     # ---- the catalog's operations -------------------------------------------------------------
+    def lease(self, since: dict[str, int]) -> "CommitLease":
+        """Take the commit lock of the tables in ``since`` ({table id: first version wanted})
+        and read what was ratified from those versions on (their content included)."""
+        cur = self.begin_write()
+        try:
+            commits = self._read_for_commit(cur, since)
+        except BaseException:
+            self.end_write(cur, commit=False)
+            raise
+        self.current_lease = CommitLease(self, cur, commits)
+        return self.current_lease
+
+    def offer(self, table_id: str, version: int, make_row: Callable[[RatifiedCommit | None], Ratification],
+              known: RatifiedCommit | None, now_ms: int) -> tuple[Ratification | None, "CommitLease"]:
+        """One offer of ``version``, in one database transaction under the table's commit lock:
+        if the latest ratified version is ``version - 1``, ratify ``make_row(latest)``.
+
+        Returns (the row ratified, or None when the table had moved on) and a view of what was
+        ratified from ``version - 1`` on — the winners, bytes included — for the loser's rebase.
+        The lock is held for a few statements only, never across the caller's work. ``known``
+        is the caller's best knowledge of version ``version - 1`` (PostgreSQL stamps from it so as
+        to send everything in one round trip)."""
+        lease = self.lease({table_id: version - 1})
+        try:
+            latest = lease.latest(table_id)
+            if latest is None or latest.version != version - 1:
+                return None, lease
+            row = make_row(latest)
+            lease.ratify([row], row.txn_id, now_ms)
+            return row, lease
+        finally:
+            lease.release()
+
     def ratify(self, rows: Sequence[Ratification], catalog_txn_id: str, now_ms: int,
-               extra: Any = None) -> int:
-        """Ratify every row in ONE transaction, or none: each version must follow the table's
-        latest ratified one with a larger in-commit timestamp (else DuplicateRowError: someone
-        else won a version). ``extra(cur)`` runs inside the same transaction (register/drop)."""
+               extra: Any = None, *, lease: "CommitLease | None" = None) -> int:
+        """Ratify every row in ONE transaction, or none.
+
+        Under a :class:`CommitLease` the caller has read the tables' latest versions while holding
+        their lock, so the rows are next by construction (the primary key stays the backstop) and
+        the lease's transaction commits. Without one (create, register), each version must follow
+        the table's latest ratified one with a larger in-commit timestamp, else DuplicateRowError.
+        ``extra(cur)`` runs inside the same transaction (register/drop)."""
+        if lease is not None:
+            return lease.ratify(rows, catalog_txn_id, now_ms, extra)
         with self.write() as cur:
             if extra is not None:
                 extra(cur)
-            seq = cur.insert_returning_seq(catalog_txn_id, now_ms)
-            # one lock order for everyone: two catalog transactions inserting (a, n), (b, m) in
-            # opposite orders deadlock on PostgreSQL's unique index (found by the bank2 harness)
             for r in sorted(rows, key=lambda r: (r.table_id, r.version)):
-                prev = cur.execute(
-                    "SELECT version, ict FROM deltatx_commits WHERE table_id = ? ORDER BY version DESC LIMIT 1",
-                    (r.table_id,)).fetchall()
+                prev = cur.execute(_LATEST, (r.table_id,)).fetchall()
                 if prev and (prev[0][0] != r.version - 1 or prev[0][1] >= r.ict):
                     raise DuplicateRowError(f"version {r.version} of {r.table_id} is not next")
-                if not prev and r.version != 0 and r.staged_name is not None:
+                if not prev and r.version != 0 and (r.staged_name is not None or r.content is not None):
                     raise DuplicateRowError(f"table {r.table_id} is not registered")
-                cur.execute("INSERT INTO deltatx_commits (table_id, version, staged_name, txn_id, ict, catalog_seq) "
-                            "VALUES (?, ?, ?, ?, ?, ?)", (r.table_id, r.version, r.staged_name, r.txn_id, r.ict, seq))
-            return seq
+            return self._insert(cur, rows, catalog_txn_id, now_ms)
+
+    def _insert(self, cur: "_Cursor", rows: Sequence[Ratification], catalog_txn_id: str, now_ms: int,
+                commit: bool = False) -> int:
+        """Insert one catalog commit and its rows; with ``commit`` the backend may commit too
+        (PostgreSQL sends it all as one round trip)."""
+        seq = cur.insert_returning_seq(catalog_txn_id, now_ms)
+        # one lock order for everyone: two catalog transactions inserting (a, n), (b, m) in
+        # opposite orders deadlock on PostgreSQL's unique index (found by the bank2 harness)
+        for r in sorted(rows, key=lambda r: (r.table_id, r.version)):
+            cur.execute(_INSERT_COMMIT, (r.table_id, r.version, r.staged_name, r.txn_id, r.ict, seq, r.content))
+        return seq
+
+    def drop_content(self, table_id: str, versions: Sequence[int]) -> None:
+        """Forget the bytes of inline commits whose published files are durable."""
+        if versions:
+            with self.write() as cur:
+                for version in versions:
+                    cur.execute("UPDATE deltatx_commits SET content = NULL WHERE table_id = ? AND version = ?",
+                                (table_id, version))
 
     def latest(self, table_id: str) -> tuple[int, int] | None:
         """(latest ratified version, its in-commit timestamp), None for an unknown table."""
@@ -190,11 +350,84 @@ class Database:
                           (table_id,))
         return (int(rows[0][0]), int(rows[0][1])) if rows else None
 
-    def ratified_after(self, table_id: str, version: int) -> list[tuple[int, str | None]]:
-        """(version, staged name) of every ratified version > ``version``, ascending."""
-        rows = self.query("SELECT version, staged_name FROM deltatx_commits WHERE table_id = ? AND version > ? "
-                          "ORDER BY version", (table_id, version))
-        return [(int(v), s) for v, s in rows]
+    def ratified_after(self, table_id: str, version: int) -> list[RatifiedCommit]:
+        """Every ratified version > ``version``, ascending."""
+        return [_ratified(r) for r in self.query(_RATIFIED_SINCE, (table_id, version + 1))]
+
+
+_INSERT_COMMIT = ("INSERT INTO deltatx_commits (table_id, version, staged_name, txn_id, ict, catalog_seq, content) "
+                  "VALUES (?, ?, ?, ?, ?, ?, ?)")
+def _ratified(row: Sequence[Any]) -> RatifiedCommit:
+    content = row[3]
+    return RatifiedCommit(int(row[0]), int(row[1]), row[2], None if content is None else bytes(content))
+
+
+class CommitLease:
+    """The commit lock of some tables, held in one open write transaction of the catalog.
+
+    Taken by a committer (:meth:`Database.lease`) with what was ratified since its snapshot; while
+    it is held nobody else can ratify those tables, so a rebase on :meth:`commits` is final and
+    :meth:`ratify` cannot lose. Ends with :meth:`ratify` (commit) or :meth:`release` (roll back):
+    a process that dies in between holds nothing (its connection's transaction rolls back).
+    """
+
+    def __init__(self, db: Database, cur: "_Cursor | None", commits: dict[str, list[RatifiedCommit]]):
+        self.db = db
+        self._cur = cur
+        self.commits = commits
+        self.owner = threading.get_ident()
+        self.open = cur is not None
+
+    @classmethod
+    def view(cls, db: Database, commits: dict[str, list[RatifiedCommit]]) -> "CommitLease":
+        """What an offer read, with no lock held (a rebase reads its winners from it)."""
+        return cls(db, None, commits)
+
+    def latest(self, table_id: str) -> RatifiedCommit | None:
+        """The table's latest ratified version (None: the catalog does not know the table)."""
+        found = self.commits.get(table_id)
+        return found[-1] if found else None
+
+    def commit_at(self, table_id: str, version: int) -> RatifiedCommit | None:
+        for c in self.commits.get(table_id, ()):
+            if c.version == version:
+                return c
+        return None
+
+    def held_here(self) -> bool:
+        """Open, and this thread's (reads inside it are served from what it read)."""
+        return self.open and self.owner == threading.get_ident()
+
+    def ratify(self, rows: Sequence[Ratification], catalog_txn_id: str, now_ms: int, extra: Any = None) -> int:
+        """Insert the rows and commit; the lock is released either way."""
+        if not self.open:
+            raise RuntimeError("this commit lease has ended")
+        self.open = False
+        db = self.db
+        try:
+            if extra is not None:
+                extra(self._cur)
+            seq = db._insert(self._cur, rows, catalog_txn_id, now_ms, commit=True)
+        except BaseException as exc:
+            db.end_write(self._cur, commit=False)
+            if db._is_duplicate(exc):
+                raise DuplicateRowError(str(exc)) from None
+            raise
+        try:
+            db.end_write(self._cur, commit=True)
+        except BaseException as exc:
+            if db._is_duplicate(exc):
+                raise DuplicateRowError(str(exc)) from None
+            raise
+        for r in rows:  # the new versions are the lease's latest now (the committer publishes from here)
+            self.commits.setdefault(r.table_id, []).append(RatifiedCommit(r.version, r.ict, r.staged_name, r.content))
+        return seq
+
+    def release(self) -> None:
+        """Roll back and let the next writer in (no-op once ratified or released)."""
+        if self.open:
+            self.open = False
+            self.db.end_write(self._cur, commit=False)
 
 
 class _Cursor:
@@ -210,6 +443,13 @@ class _Cursor:
     def fetchall(self) -> list[tuple]:
         return self.cur.fetchall()
 
+    def columns(self, table: str) -> list[str]:
+        """Column names of ``table`` (the same query on both backends)."""
+        self.cur.execute(f"SELECT * FROM {table} WHERE 1 = 0")
+        names = [d[0] for d in self.cur.description]
+        self.cur.fetchall()
+        return names
+
     def insert_returning_seq(self, txn_id: str, now_ms: int) -> int:
         self.execute("INSERT INTO deltatx_catalog_commits (txn_id, committed_ms) VALUES (?, ?) RETURNING seq",
                      (txn_id, now_ms))
@@ -217,14 +457,22 @@ class _Cursor:
 
 
 class SQLiteDatabase(Database):
-    """Embedded default: WAL (readers never block the writer), a busy timeout instead of errors
-    under contention, and ``BEGIN IMMEDIATE`` so writers queue for the lock up front instead of
-    failing on upgrade from a read lock."""
+    """Embedded default: WAL (readers never block the writer), writers queued on an flock and
+    then ``BEGIN IMMEDIATE`` (the database's write lock, taken up front instead of on upgrade
+    from a read lock), a busy timeout instead of errors.
+
+    ``synchronous = NORMAL`` (with WAL): a commit is in the WAL before COMMIT returns, so a
+    ratification survives the death of any process — the crash model the harness checks — and
+    the WAL's order keeps the catalog consistent even across an OS crash, which may only take
+    back the newest ratifications (the WAL is fsynced at checkpoints). FULL would fsync the WAL
+    inside the commit lock on every commit: under eight writers an fsync costs milliseconds,
+    and every writer queued behind it waits that long."""
 
     dialect = "sqlite"
 
     def __init__(self, url: str, path: str):
         self.path = path
+        self._lock_fd: int | None = None
         super().__init__(url)
 
     def _connect(self) -> sqlite3.Connection:
@@ -235,7 +483,7 @@ class SQLiteDatabase(Database):
         conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 60000")
         conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: durable across process crashes
+        conn.execute("PRAGMA synchronous = NORMAL")
         return conn
 
     def _commit(self, conn: Any) -> None:
@@ -246,29 +494,22 @@ class SQLiteDatabase(Database):
         if conn.in_transaction:
             conn.execute("ROLLBACK")
 
-    @contextmanager
-    def write(self) -> Iterator[Any]:
+    def _acquire_writer(self) -> None:
         """Writers queue on an flock of ``<db>.writelock`` before ``BEGIN IMMEDIATE``.
 
-        Why: SQLite's busy handler polls a held lock with sleeps growing to 100 ms, so under 8
-        contending processes a waiter sleeps long past the holder's sub-millisecond commit, its
-        read version goes stale, and it loses race after race (P14 saw commits give up after 100
-        attempts). The kernel wakes an flock waiter as soon as the lock is released."""
-        with self._lock:
-            self._conn_for_process()  # (re)opens the lock file in a forked child too
-            fd = self._lock_fd
-            if fd is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            try:
-                with super().write() as cur:
-                    yield cur
-            finally:
-                if fd is not None:
-                    fcntl.flock(fd, fcntl.LOCK_UN)
+        Why: SQLite's busy handler polls a held lock with sleeps growing to 100 ms, so a waiter
+        sleeps long past the holder's sub-millisecond commit. The kernel wakes an flock waiter as
+        soon as the lock is released."""
+        if self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+
+    def _release_writer(self) -> None:
+        if self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     def close(self) -> None:
         super().close()
-        if getattr(self, "_lock_fd", None) is not None:
+        if self._lock_fd is not None:
             try:
                 os.close(self._lock_fd)
             except OSError:
@@ -277,6 +518,9 @@ class SQLiteDatabase(Database):
 
     def _serial(self) -> str:
         return "INTEGER PRIMARY KEY AUTOINCREMENT"
+
+    def _blob(self) -> str:
+        return "BLOB"
 
     def _begin(self, cur: Any) -> None:
         cur.execute("BEGIN IMMEDIATE")
@@ -289,8 +533,17 @@ class SQLiteDatabase(Database):
             return self._conn_for_process().execute(sql, tuple(params)).fetchall()
 
 
+
 class PostgresDatabase(Database):
-    """PostgreSQL through psycopg 3: writers on many machines share one catalog."""
+    """PostgreSQL through psycopg 3: writers on many machines share one catalog.
+
+    One round trip per offer: the server-side function ``deltatx_offer`` takes the table's row
+    lock, checks that the offered version is next, ratifies it and returns what was ratified since
+    — one statement, its own transaction. Reads are single statements too. The connection is in
+    autocommit mode so that a one-statement transaction costs one round trip (psycopg would send
+    BEGIN and COMMIT separately otherwise); multi-statement writes (create, register, a lock kept
+    across a rebase, multi-table commits) run in explicit BEGIN … COMMIT. psycopg prepares a
+    statement on the server after a few executions."""
 
     dialect = "postgresql"
 
@@ -300,15 +553,18 @@ class PostgresDatabase(Database):
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise CatalogURLError("a postgresql:// catalog needs psycopg 3: pip install 'psycopg[binary]>=3.2'") from exc
         try:
-            return psycopg.connect(self.url, autocommit=False)
+            return psycopg.connect(self.url, autocommit=True)
         except psycopg.OperationalError as exc:
             raise CatalogURLError(f"cannot connect to catalog {self.url!r}: {exc}") from exc
 
     def _serial(self) -> str:
         return "BIGSERIAL PRIMARY KEY"
 
+    def _blob(self) -> str:
+        return "BYTEA"
+
     def _begin(self, cur: Any) -> None:
-        pass  # psycopg opens a transaction on the first statement
+        cur.execute("BEGIN")
 
     def _is_duplicate(self, exc: BaseException) -> bool:
         import psycopg
@@ -322,6 +578,96 @@ class PostgresDatabase(Database):
     def _schema_lock(self, cur: "_Cursor") -> None:
         # CREATE TABLE IF NOT EXISTS races in PostgreSQL: first users queue on an advisory lock
         cur.execute("SELECT pg_advisory_xact_lock(7461636174)")
+
+    def _ensure_schema(self) -> None:
+        super()._ensure_schema()
+        with self.write() as cur:
+            self._schema_lock(cur)
+            cur.execute(_OFFER_FUNCTION)
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        """A read: one statement in its own transaction (autocommit), one round trip."""
+        with self._lock:
+            if self._write_cur is not None:
+                return self._write_cur.execute(sql, params).fetchall()
+            cur = self._conn_for_process().cursor()
+            try:
+                cur.execute(self._sql(sql), tuple(params))
+                return cur.fetchall()
+            finally:
+                cur.close()
+
+    def _read_for_commit(self, cur: "_Cursor", since: dict[str, int]) -> dict[str, list[RatifiedCommit]]:
+        # The row locks come first, in one order for everyone (no deadlock between two
+        # multi-table commits), and in their own statement: in READ COMMITTED the reads after it
+        # take a new snapshot, which sees every version the previous lock holder ratified.
+        ids = sorted(since)
+        cur.execute("SELECT id FROM deltatx_tables WHERE id = ANY(?) ORDER BY id FOR UPDATE", (ids,))
+        return super()._read_for_commit(cur, since)
+
+    def offer(self, table_id: str, version: int, make_row: Callable[[RatifiedCommit | None], Ratification],
+              known: RatifiedCommit | None, now_ms: int) -> tuple[Ratification | None, "CommitLease"]:
+        """One round trip (``deltatx_offer``). The row is stamped from ``known`` beforehand; if that
+        guess was stale but the version is still free (the timestamp was too small), the offer is
+        sent again, stamped after what the first one read."""
+        if known is None or known.version != version - 1:
+            known = None
+        view = CommitLease.view(self, {table_id: []})
+        for _ in range(3):
+            row = make_row(known)
+            with self._lock:
+                if self._write_cur is not None:
+                    raise RuntimeError("a catalog write transaction is open already on this connection")
+                cur = self._conn_for_process().cursor()
+                try:
+                    cur.execute("SELECT * FROM deltatx_offer(%s, %s, %s, %s, %s, %s, %s)",
+                                (table_id, version, row.staged_name, row.txn_id, row.ict, row.content, now_ms))
+                    rows = cur.fetchall()
+                except BaseException as exc:
+                    if self._is_duplicate(exc):
+                        raise DuplicateRowError(str(exc)) from None
+                    raise
+                finally:
+                    cur.close()
+            view = CommitLease.view(self, {table_id: [_ratified(r[1:]) for r in rows]})
+            if rows and rows[0][0]:
+                return row, view
+            latest = view.latest(table_id)
+            if latest is None or latest.version != version - 1:
+                return None, view
+            known = latest  # the version is free: only the timestamp guess was stale
+        return None, view
+
+
+#: PostgreSQL's offer, one statement: the table's row lock, then (each statement of a volatile
+#: function sees a fresh snapshot under READ COMMITTED) the latest version, the ratification if the
+#: offered version is next with a larger in-commit timestamp, and what was ratified since.
+_OFFER_FUNCTION = """
+CREATE OR REPLACE FUNCTION deltatx_offer(p_table TEXT, p_version BIGINT, p_staged TEXT, p_txn TEXT,
+                                         p_ict BIGINT, p_content BYTEA, p_now BIGINT)
+RETURNS TABLE (out_ratified BOOLEAN, out_version BIGINT, out_ict BIGINT, out_staged TEXT, out_content BYTEA)
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    prev_version BIGINT;
+    prev_ict BIGINT;
+    new_seq BIGINT;
+    done BOOLEAN := FALSE;
+BEGIN
+    PERFORM 1 FROM deltatx_tables t WHERE t.id = p_table FOR UPDATE;
+    SELECT c.version, c.ict INTO prev_version, prev_ict
+        FROM deltatx_commits c WHERE c.table_id = p_table ORDER BY c.version DESC LIMIT 1;
+    IF prev_version = p_version - 1 AND prev_ict < p_ict THEN
+        INSERT INTO deltatx_catalog_commits (txn_id, committed_ms) VALUES (p_txn, p_now)
+            RETURNING deltatx_catalog_commits.seq INTO new_seq;
+        INSERT INTO deltatx_commits (table_id, version, staged_name, txn_id, ict, catalog_seq, content)
+            VALUES (p_table, p_version, p_staged, p_txn, p_ict, new_seq, p_content);
+        done := TRUE;
+    END IF;
+    RETURN QUERY SELECT done, c.version, c.ict, c.staged_name, c.content
+        FROM deltatx_commits c WHERE c.table_id = p_table AND c.version >= p_version - 1 ORDER BY c.version;
+END
+$$
+"""
 
 
 def open_database(url: str) -> Database:

@@ -1,14 +1,22 @@
 """The log store of a catalog-managed table: the put-if-absent moves into the catalog's database.
 
-A commit to version N (PROTOCOL.md, ``catalogManaged``):
+A commit to version N (PROTOCOL.md, ``catalogManaged``, commit protocol):
 
-1. **stage**: the commit bytes, stamped with their in-commit timestamp, are written to
-   ``_delta_log/_staged_commits/<N>.<uuid>.json`` — invisible to every reader;
-2. **ratify**: the catalog inserts the unique row (table id, N) — losing that insert is losing
-   the race, exactly like ``os.link`` failing on a path table;
-3. **publish**: the staged file is linked/copied to ``_delta_log/<N>.json``, strictly in version
-   order, by the writer right after — or by any reader or writer that finds a ratified version
-   unpublished (a crash between 2 and 3 loses nothing).
+1. **lock**: the committer takes the table's commit lock in the catalog (:class:`CommitLease`)
+   and reads what was ratified since its snapshot — content included. If the table moved, the
+   Transaction checks and rebases against those winners *under the lock* (the pure conflict
+   checker, as ever), so its next offer cannot lose: writers queue instead of racing, and a loser
+   never writes a commit it then throws away;
+2. **stage**: the commit bytes, stamped with their in-commit timestamp, are stored in the
+   ratifying row itself — an *inline* commit (option 2 of the protocol) — or, above
+   :data:`INLINE_COMMIT_MAX_BYTES`, written to ``_delta_log/_staged_commits/<N>.<uuid>.json``
+   (option 1; the version in a staged name is authoritative, so it is written once the lock has
+   fixed N). Either is invisible to every reader;
+3. **ratify**: the catalog inserts the unique row (table id, N) and commits, releasing the lock;
+4. **publish**: the ratified bytes are put-if-absent to ``_delta_log/<N>.json``, strictly in
+   version order, by the committer right after — or by any reader or writer that finds a
+   ratified version unpublished (a crash between 3 and 4 loses nothing). A publisher that made
+   an inline commit's file durable lets the catalog drop the content at its next ratification.
 
 Readers ask the catalog for the latest ratified version and ignore log files beyond it. Everything
 that is not the log (data files, filesystems) is the wrapped path store's, by delegation.
@@ -17,6 +25,7 @@ that is not the log (data files, filesystems) is the wrapped path store's, by de
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -24,13 +33,18 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .. import phases
+from ..errors import CatalogError, CatalogTableNotFoundError
 from ..txnlog.store import LOG_DIR, LocalLogStore, LogFile, LogStore, PreparedCommit, VersionExistsError, commit_name
-from .db import DuplicateRowError, Ratification
+from .db import CommitLease, DuplicateRowError, Ratification, RatifiedCommit
 
 if TYPE_CHECKING:
     from .catalog import Catalog
 
 STAGED_DIR = "_staged_commits"
+#: commits up to this size are stored in the catalog (inline); bigger ones in a staged file
+INLINE_COMMIT_MAX_BYTES = 1 << 20
+#: offers of one commit that release the commit lock when they lose (CatalogPreparedCommit)
+OPTIMISTIC_OFFERS = 2
 
 
 def stamp_in_commit_timestamp(data: bytes, ict: int) -> tuple[bytes, str | None]:
@@ -69,6 +83,19 @@ class CatalogLogStore:
         self.staged_root = f"{inner.log_root}/{STAGED_DIR}"
         #: the maintenance route: True only for the handle of ``cat.table(name)`` (catalog/maintenance.py)
         self.maintenance = maintenance
+        #: a single-table commit's lock while held (CatalogPreparedCommit), and what its last
+        #: offer read of the table (held or not): the rebase reads the winners from it
+        self._lease: CommitLease | None = None
+        self._view: CommitLease | None = None
+        self._open_commits = 0
+        self._offers = 0
+        #: the latest version this store knows to be ratified (the next offer stamps after it)
+        self._known: RatifiedCommit | None = None
+
+    def _end_lease(self) -> None:
+        lease, self._lease, self._view = self._lease, None, None
+        if lease is not None:
+            lease.release()
 
     def check_maintenance(self, operation: str) -> None:
         """Raise CatalogMaintenanceError unless this route AND the catalog's policy allow ``operation``."""
@@ -84,7 +111,14 @@ class CatalogLogStore:
     # ---- reading the log --------------------------------------------------------------------
     def latest_ratified(self) -> int:
         latest = self.catalog._db.latest(self.table_id)
-        return -1 if latest is None else latest[0]
+        if latest is None:
+            return -1
+        self._known = RatifiedCommit(latest[0], latest[1], None, None)
+        return latest[0]
+
+    def fits_inline(self, data: bytes) -> bool:
+        """Will ``data``, stamped, be an inline commit? (the stamp adds a few dozen bytes)"""
+        return len(data) + 64 <= INLINE_COMMIT_MAX_BYTES
 
     def publish_pending(self) -> int:
         """Publish every ratified, unpublished version, oldest first; returns the latest ratified.
@@ -94,13 +128,35 @@ class CatalogLogStore:
         latest = self.latest_ratified()
         if latest < 0 or self._published(latest):
             return latest
-        for version, staged in self.catalog._db.ratified_after(self.table_id, self._last_published(latest)):
-            self.publish(version, staged)
+        for commit in self.catalog._db.ratified_after(self.table_id, self._last_published(latest)):
+            self.publish(commit)
         return latest
 
+    def publish_ratified(self, commits: list[RatifiedCommit]) -> None:
+        """Publish, in order, the tail of ``commits`` (a committer's lease: the version before its
+        snapshot's next, the winners, its own) that is not published yet — from the bytes in
+        hand, without asking the catalog again. When none of them is published, older versions may
+        not be either: then the catalog says what is pending."""
+        pending = []
+        for commit in reversed(commits):
+            if self._published(commit.version):
+                break
+            pending.append(commit)
+        else:
+            self.publish_pending()
+            return
+        for commit in reversed(pending):
+            self.publish(commit)
+
     def _published(self, version: int) -> bool:
-        return self.inner.fs.exists(f"{self.inner.log_root}/{commit_name(version)}") if not isinstance(
-            self.inner, LocalLogStore) else os.path.exists(os.path.join(self.inner.log_root, commit_name(version)))
+        """Is ``_delta_log/<version>.json`` there? An empty file is not: an OS crash can leave a
+        published file that never reached the disk empty, and the catalog still has its bytes."""
+        if isinstance(self.inner, LocalLogStore):
+            try:
+                return os.stat(os.path.join(self.inner.log_root, commit_name(version))).st_size > 0
+            except FileNotFoundError:
+                return False
+        return self.inner.fs.exists(f"{self.inner.log_root}/{commit_name(version)}")
 
     def _last_published(self, latest: int) -> int:
         version = latest
@@ -108,11 +164,17 @@ class CatalogLogStore:
             version -= 1
         return version
 
-    def publish(self, version: int, staged_name: str | None) -> None:
-        """Copy a ratified staged commit to ``_delta_log/<version>.json`` (idempotent)."""
-        if staged_name is None:
-            return  # ratified in place (the registration commit)
-        staged = f"{self.staged_root}/{staged_name}"
+    def publish(self, commit: RatifiedCommit) -> None:
+        """Put a ratified commit to ``_delta_log/<version>.json`` (idempotent: the ratified bytes
+        are immutable, so whoever publishes first publishes the same file)."""
+        version = commit.version
+        if commit.content is not None:
+            if self._put_published(version, commit.content):
+                self.catalog._published_here(self, version)
+            return
+        if commit.staged_name is None:
+            return  # ratified in place (the registration commit), or published and its content dropped
+        staged = f"{self.staged_root}/{commit.staged_name}"
         if isinstance(self.inner, LocalLogStore):
             try:
                 os.link(staged, os.path.join(self.inner.log_root, commit_name(version)))
@@ -124,17 +186,108 @@ class CatalogLogStore:
             except VersionExistsError:
                 pass
 
+    def _put_published(self, version: int, data: bytes) -> bool:
+        """Put-if-absent of an inline commit's bytes; False when another publisher was first.
+
+        Not fsynced on local disk: the catalog keeps the bytes until :meth:`make_durable` has
+        fsynced the file (at ``Catalog.close`` or log cleanup), so a file an OS crash loses or
+        empties is published again from them. The fsync is the commit's cost on a path table;
+        here the database already made the commit durable."""
+        inner = self.inner
+        if not isinstance(inner, LocalLogStore):
+            try:
+                inner.put_commit(version, data)
+                return True
+            except VersionExistsError:
+                return False
+        final = os.path.join(inner.log_root, commit_name(version))
+        tmp = os.path.join(inner.log_root, f".publish.{uuid.uuid4().hex}.tmp")
+        try:
+            fh = open(tmp, "wb")
+        except FileNotFoundError:  # the table's first commit
+            os.makedirs(inner.log_root, exist_ok=True)
+            fh = open(tmp, "wb")
+        with fh:
+            fh.write(data)
+        try:
+            os.link(tmp, final)  # a reader sees the whole file or none
+            return True
+        except FileExistsError:
+            if os.stat(final).st_size == 0:  # left empty by an OS crash: the catalog's bytes win
+                os.replace(tmp, final)
+                tmp = ""
+                return True
+            return False
+        finally:
+            if tmp:
+                os.unlink(tmp)
+
+    def make_durable(self, versions: list[int]) -> None:
+        """fsync the published files of ``versions`` (local disk; other stores' puts are durable)."""
+        if not isinstance(self.inner, LocalLogStore) or not self.inner.fsync:
+            return
+        for version in versions:
+            fd = os.open(os.path.join(self.inner.log_root, commit_name(version)), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fd = os.open(self.inner.log_root, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # the names too
+        finally:
+            os.close(fd)
+
     def list_log(self, start_version: int = 0) -> list[LogFile]:
         latest = self.publish_pending()
         return [f for f in self.inner.list_log(start_version) if f.version <= latest]
 
+    def _view_here(self) -> CommitLease | None:
+        """What this thread's commit last read of this table (its lease, held or not), if any."""
+        view = self._view
+        if view is not None and view.owner == threading.get_ident():
+            return view
+        lease = self.catalog._db.current_lease  # a multi-table commit's
+        return lease if lease is not None and lease.held_here() and self.table_id in lease.commits else None
+
     def read_commit(self, version: int) -> bytes:
+        view = self._view_here()
+        if view is not None:  # a rebase on what the commit read from the catalog: the truth
+            return self._read_leased(view, version)
         try:
-            return self.inner.read_commit(version)
+            data = self.inner.read_commit(version)
         except FileNotFoundError:
             if self.publish_pending() < version:
                 raise
+            data = self.inner.read_commit(version)
+        if not data:  # a published file an OS crash left empty: publish it again from the catalog
+            for commit in self.catalog._db.ratified_after(self.table_id, version - 1)[:1]:
+                if commit.version == version and commit.content is not None:
+                    self._put_published(version, commit.content)
+                    return commit.content
+        return data
+
+    def _read_leased(self, lease: CommitLease, version: int) -> bytes:
+        """Commit ``version`` as the lease read it: its inline bytes, or the published or staged
+        file; versions beyond the latest ratified one then do not exist (whatever files say)."""
+        latest = lease.latest(self.table_id)
+        if latest is None or version > latest.version:
+            raise FileNotFoundError(f"version {version} of {self.inner.uri!r} is not ratified")
+        commit = lease.commit_at(self.table_id, version)
+        if commit is not None and commit.content is not None:
+            return commit.content
+        try:
             return self.inner.read_commit(version)
+        except FileNotFoundError:
+            if commit is None or commit.staged_name is None:
+                raise
+            return self._read_staged(commit.staged_name)
+
+    def _read_staged(self, name: str) -> bytes:
+        if isinstance(self.inner, LocalLogStore):
+            with open(os.path.join(self.staged_root, name), "rb") as fh:
+                return fh.read()
+        return self.inner.fs.cat_file(f"{self.staged_root}/{name}")
 
     def read_log_file(self, name: str) -> bytes:
         return self.inner.read_log_file(name)
@@ -150,17 +303,21 @@ class CatalogLogStore:
     def prepare_commit(self, data: bytes) -> "CatalogPreparedCommit":
         return CatalogPreparedCommit(self, data)
 
-    def stage(self, version: int, data: bytes) -> tuple[str, bytes, int, str | None]:
-        """Stamp and write a staged commit for ``version``: (staged name, bytes, ict, txnId)."""
-        latest = self.catalog._db.latest(self.table_id)
-        if latest is not None and latest[0] >= version:
-            raise VersionExistsError(version)  # lost already: spare the write
-        ict = next_ict(latest[1] if latest is not None else None)
-        stamped, txn_id = stamp_in_commit_timestamp(data, ict)
+    def ratification(self, version: int, data: bytes, previous_ict: int | None, txn_id: str | None = None
+                     ) -> Ratification:
+        """The row that ratifies ``data`` as ``version``: stamped with the next in-commit timestamp
+        after ``previous_ict``, inline when small, else written now to a staged file (the version
+        is known: the caller holds the commit lock, or creates the table)."""
+        ict = next_ict(previous_ict)
+        stamped, stamped_txn_id = stamp_in_commit_timestamp(data, ict)
+        txn_id = txn_id or stamped_txn_id or str(uuid.uuid4())
+        if self.fits_inline(data):
+            phases.reached("staged", version=version, table=self.inner.uri, txn_id=txn_id, inline=True)
+            return Ratification(self.table_id, version, None, txn_id, ict, content=stamped)
         name = f"{version:020d}.{uuid.uuid4()}.json"
         self._write_staged(name, stamped)
-        phases.reached("staged", version=version, table=self.inner.uri, txn_id=txn_id)
-        return name, stamped, ict, txn_id
+        phases.reached("staged", version=version, table=self.inner.uri, txn_id=txn_id, inline=False)
+        return Ratification(self.table_id, version, name, txn_id, ict)
 
     def _write_staged(self, name: str, data: bytes) -> None:
         if isinstance(self.inner, LocalLogStore):
@@ -193,26 +350,119 @@ class CatalogLogStore:
 
         return [(i["name"].rstrip("/").rsplit("/", 1)[-1], _mtime_ms(i)) for i in infos]
 
+    def drop_published_content(self) -> list[int]:
+        """Log cleanup of inline commits: make every published one durable (fsync), then drop its
+        content from the catalog. Returns the versions whose content was dropped."""
+        db = self.catalog._db
+        versions = [int(r[0]) for r in db.query(
+            "SELECT version FROM deltatx_commits WHERE table_id = ? AND content IS NOT NULL ORDER BY version",
+            (self.table_id,))]
+        published = [v for v in versions if self._published(v)]
+        self.make_durable(published)
+        db.drop_content(self.table_id, published)
+        return published
+
     def __repr__(self) -> str:
         return f"CatalogLogStore({self.inner.uri!r}, table_id={self.table_id!r})"
 
 
 class CatalogPreparedCommit(PreparedCommit):
-    """Commit bytes offered at successive versions: each try stages, ratifies, then publishes."""
+    """Commit bytes offered at successive versions, each offer under the table's commit lock.
+
+    An offer takes the lock (:class:`CommitLease`) and reads what was ratified since the writer's
+    snapshot. If nothing was, it ratifies — the lock is held for a few statements only. If the
+    table moved, ``put`` raises VersionExistsError and the Transaction rebases on the winners the
+    offer read (served from memory: no file, no query). The first :data:`OPTIMISTIC_OFFERS`
+    offers let the lock go before that rebase, so a writer's Python never runs while others wait
+    for it; a writer that lost that often keeps the lock through its rebase instead, so its next
+    offer cannot lose — a commit makes at most ``OPTIMISTIC_OFFERS + 2`` offers, however many
+    writers there are. The lock ends with the ratification, or when the last open prepared commit
+    of the store is closed (the transaction gave up: a conflict, an error)."""
 
     store: CatalogLogStore
 
+    def __init__(self, store: CatalogLogStore, data: bytes):
+        super().__init__(store, data)
+        if store._open_commits == 0:  # a new transaction's first bytes
+            store._offers = 0
+        store._open_commits += 1
+        self._closed = False
+
     def put(self, version: int) -> None:
         store = self.store
-        name, _, ict, txn_id = store.stage(version, self.data)
-        row = Ratification(store.table_id, version, name, txn_id or str(uuid.uuid4()), ict)
+        db = store.catalog._db
+        now_ms = int(time.time() * 1000)
+        lease = store._lease
+        if lease is None and store._offers < OPTIMISTIC_OFFERS and store.fits_inline(self.data):
+            # one database transaction: ratified, or the winners read — the lock is not kept
+            store._offers += 1
+            try:
+                row, view = db.offer(store.table_id, version, self._row_maker(version), store._known, now_ms)
+            except DuplicateRowError:  # the primary key backstop: nothing was ratified
+                raise VersionExistsError(version) from None
+            store._view = view
+            if row is None:
+                self._lost(version, view.latest(store.table_id))
+            self._ratified(row, view)
+            return
+        if lease is None or not lease.open:  # this offer keeps the lock if it loses
+            lease = store._lease = db.lease({store.table_id: version - 1})
+            store._view = lease
+            store._offers += 1
+        latest = lease.latest(store.table_id)
+        if latest is None or latest.version != version - 1:
+            self._lost(version, latest)  # the lock stays held: the rebase runs under it
+        row = self._row_maker(version)(latest)
+        store._lease = None
         try:
-            store.catalog._db.ratify([row], txn_id or row.txn_id, int(time.time() * 1000))
-        except DuplicateRowError:
-            store.discard_staged(name)
+            db.ratify([row], row.txn_id, now_ms, lease=lease)
+        except DuplicateRowError:  # the primary key backstop: nothing was ratified
+            if row.staged_name is not None:
+                store.discard_staged(row.staged_name)
             raise VersionExistsError(version) from None
-        phases.reached("ratified", version=version, table=store.inner.uri, txn_id=txn_id)
-        store.publish_pending()
+        except BaseException:
+            store._view = None  # did it land after all? the catalog says, not what this offer read
+            raise
+        finally:
+            lease.release()  # no-op once ratified
+        self._ratified(row, lease)
+
+    def _row_maker(self, version: int):
+        store = self.store
+        return lambda previous: store.ratification(version, self.data, previous.ict if previous else None)
+
+    def _lost(self, version: int, latest: RatifiedCommit | None) -> None:
+        """Raise what the offer's view says: lost the version (rebase and offer the next one),
+        or the table is gone, or the catalog is behind this writer."""
+        store = self.store
+        if latest is None:
+            store._end_lease()
+            raise CatalogTableNotFoundError(f"the table at {store.inner.uri!r} is no longer in catalog "
+                                            f"{store.catalog.url!r} (dropped?): nothing was committed")
+        store._known = latest
+        if latest.version >= version:
+            raise VersionExistsError(version)
+        store._end_lease()
+        raise CatalogError(f"catalog {store.catalog.url!r} has version {latest.version} of {store.inner.uri!r}, "
+                           f"older than this writer's snapshot ({version - 1}): the catalog lost ratifications")
+
+    def _ratified(self, row: Ratification, view: CommitLease) -> None:
+        store = self.store
+        store._view = None
+        store._known = RatifiedCommit(row.version, row.ict, row.staged_name, None)
+        phases.reached("ratified", version=row.version, table=store.inner.uri, txn_id=row.txn_id)
+        commits = view.commits[store.table_id]
+        if not commits or commits[-1].version != row.version:  # a lease's own row is appended by ratify
+            commits = [*commits, RatifiedCommit(row.version, row.ict, row.staged_name, row.content)]
+        store.publish_ratified(commits)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.store._open_commits -= 1
+            if self.store._open_commits == 0:
+                self.store._end_lease()
 
 
-__all__ = ["CatalogLogStore", "CatalogPreparedCommit", "STAGED_DIR", "LOG_DIR", "stamp_in_commit_timestamp"]
+__all__ = ["CatalogLogStore", "CatalogPreparedCommit", "STAGED_DIR", "LOG_DIR", "INLINE_COMMIT_MAX_BYTES",
+           "stamp_in_commit_timestamp"]

@@ -1,31 +1,33 @@
 """``with cat.transaction() as tx``: one all-or-nothing commit over several tables.
 
 Each table keeps its own :class:`~deltatx.tables.transaction.Transaction` (read set, isolation
-level, staged actions). Commit, per attempt:
+level, staged actions). Commit:
 
-1. every table is checked and rebased against its own winners since its read version (the same
-   pure conflict checker and rebase as a single-table commit: ``Transaction._rebase_onto_winners``);
-2. every table's commit is staged in its ``_delta_log/_staged_commits`` (invisible);
-3. ONE database transaction ratifies the next version of every table touched — or none, when any
-   table moved meanwhile (then the staged files are discarded and the loop goes round again);
-4. the ratified versions are published to ``_delta_log``.
+1. take the commit lock of every table touched, in one database transaction
+   (:class:`~deltatx.catalog.db.CommitLease`), reading what each table ratified since the cut;
+2. every table that moved is checked and rebased against its own winners, under the lock (the
+   same pure conflict checker and rebase as a single-table commit: ``Transaction._rebase_onto_winners``)
+   — nobody can ratify those tables meanwhile, so there is no race to lose and retry;
+3. every table's commit is stamped and staged: inline in the catalog (small) or in its
+   ``_delta_log/_staged_commits`` (big) — invisible either way;
+4. the same database transaction ratifies the next version of every table touched, and commits;
+5. the ratified versions are published to ``_delta_log``.
 
-A crash before 3 leaves only dead staged files (vacuumed by ``Catalog.vacuum_staged``); after 3
-every table has changed, and whoever looks next publishes what is unpublished.
+A crash before 4 leaves nothing ratified (the database rolls the transaction back; a big commit's
+staged file is dead, vacuumed by ``Catalog.vacuum_staged``); after 4 every table has changed, and
+whoever looks next publishes what is unpublished.
 """
 
 from __future__ import annotations
 
-import random
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
 from .. import phases
-from ..errors import CommitRetriesExceededError, DeltaTxError
-from ..tables.transaction import BACKOFF_BASE_S, BACKOFF_CAP_S, DEFAULT_MAX_ATTEMPTS, FREE_RETRIES, CommitResult, Transaction
+from ..errors import CatalogTableNotFoundError, CommitRetriesExceededError, DeltaTxError
+from ..tables.transaction import DEFAULT_MAX_ATTEMPTS, CommitResult, Transaction
 from ..txnlog.actions import CommitActions
-from ..txnlog.store import VersionExistsError
 from .db import DuplicateRowError, Ratification
 from .store import CatalogLogStore
 
@@ -84,54 +86,62 @@ class CatalogTransaction:
     def _commit(self, touched: dict[str, Transaction]) -> dict[str, CommitResult]:
         infos = {name: tx._transaction_info() for name, tx in touched.items()}
         versions = {name: tx.read_version + 1 for name, tx in touched.items()}
+        stores: dict[str, CatalogLogStore] = {name: tx.store for name, tx in touched.items()}
+        by_id = {store.table_id: store for store in stores.values()}
         winners: dict[str, list[CommitActions]] = {name: [] for name in touched}
         resolved = dict.fromkeys(touched, 0)
         commit_infos: dict[str, dict[str, Any]] = {}
+        db = self.catalog._db
         attempts = 0
         while True:
             attempts += 1
-            for name, tx in touched.items():  # each table against its own winners
-                info, nxt, _, checked = tx._rebase_onto_winners(infos[name], versions[name], winners[name])
-                infos[name], versions[name] = info, nxt
-                resolved[name] += checked
-            staged: list[tuple[CatalogLogStore, str]] = []
+            lease = db.lease({stores[name].table_id: versions[name] - 1 for name in touched})
             rows: list[Ratification] = []
             try:
+                for name, tx in touched.items():  # each table against its own winners, under the lock
+                    latest = lease.latest(stores[name].table_id)
+                    if latest is None:
+                        raise CatalogTableNotFoundError(f"table {name!r} is no longer in catalog {self.catalog.url!r} "
+                                                        f"(dropped?): nothing was committed")
+                    if latest.version >= versions[name]:
+                        info, nxt, _, checked = tx._rebase_onto_winners(infos[name], versions[name], winners[name])
+                        infos[name], versions[name] = info, nxt
+                        resolved[name] += checked
                 for name, tx in touched.items():
                     info, commit_infos[name], payload = tx._encode(infos[name])
                     infos[name] = info
-                    store: CatalogLogStore = tx.store
-                    staged_name, _, ict, _ = store.stage(versions[name], payload)
-                    staged.append((store, staged_name))
-                    rows.append(Ratification(store.table_id, versions[name], staged_name, tx.txn_id, ict))
+                    previous = lease.latest(stores[name].table_id)
+                    rows.append(stores[name].ratification(versions[name], payload, previous.ict, tx.txn_id))
                 phases.reached("attempt_commit", txn_id=self.txn_id, versions=dict(versions), attempt=attempts)
                 for tx in touched.values():
                     tx._may_have_landed = True  # from here an error may hide a ratification
-                self.catalog._db.ratify(rows, self.txn_id, int(time.time() * 1000))
+                db.ratify(rows, self.txn_id, int(time.time() * 1000), lease=lease)
                 break
-            except (DuplicateRowError, VersionExistsError):
+            except DuplicateRowError:  # the primary key backstop: nothing ratified; take the lock again
                 for tx in touched.values():
                     tx._may_have_landed = False
-                for store, staged_name in staged:
-                    store.discard_staged(staged_name)
+                for row in rows:
+                    if row.staged_name is not None:
+                        by_id[row.table_id].discard_staged(row.staged_name)
                 if attempts >= self.max_attempts:
                     raise CommitRetriesExceededError(
                         f"gave up after {attempts} attempts to commit to {sorted(touched)}; the tables kept moving",
                         version=max(versions.values()), operation="TRANSACTION") from None
-                if attempts > FREE_RETRIES:
-                    time.sleep(random.uniform(0, min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (attempts - FREE_RETRIES - 1))))
+            finally:
+                lease.release()  # no-op once ratified
         phases.reached("ratified", txn_id=self.txn_id, versions=dict(versions))
-        for tx in touched.values():
-            tx.store.publish_pending()
+        for name in touched:
+            stores[name].publish_ratified(lease.commits[stores[name].table_id])
         phases.reached("published", txn_id=self.txn_id, versions=dict(versions))
         results = {}
+        moved = attempts + any(resolved.values())  # a rebase counts as a lost attempt, as on one table
         for name, tx in touched.items():
             info = infos[name]
             tx._drop_unreferenced(info.adds)
             own = CommitActions(version=versions[name], commit_info=commit_infos[name], protocol=info.protocol,
                                 metadata=info.metadata, txns=list(info.txns), domains=list(info.domains))
             own._adds, own._removes = info.adds, info.removes
-            results[name] = tx._finish(versions[name], attempts, info, winners[name], own=own, resolved=resolved[name])
+            results[name] = tx._finish(versions[name], moved, info, winners[name], own=own, resolved=resolved[name])
             tx._state = "committed"
         return results
 

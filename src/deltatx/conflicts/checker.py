@@ -45,6 +45,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Callable, Iterable, NoReturn, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -57,6 +58,7 @@ from ..errors import (
 from ..expr import TRUE, Expr, files_matching, partition_predicate
 from ..isolation import IsolationLevel
 from ..txnlog.actions import CommitActions
+from ..txnlog.replay import without_rows
 from ..txnlog.schema import schema_from_json
 from .hints import added_file_location, file_location, operation_name
 from ..txnlog import row_tracking
@@ -185,9 +187,10 @@ def _new_rows_only(adds: pa.Table, removes: pa.Table) -> pa.Table:
     removed (its DV changed, its rows did not)."""
     if adds.num_rows <= _FEW_FILES and removes.num_rows <= _FEW_FILES:
         removed = set(removes.column("path").to_pylist())
-        keep = [change is not False and path not in removed
-                for path, change in zip(adds.column("path").to_pylist(), adds.column("dataChange").to_pylist())]
-        return adds if all(keep) else adds.filter(pa.array(keep, pa.bool_()))
+        drop = [i for i, (path, change) in enumerate(zip(adds.column("path").to_pylist(),
+                                                          adds.column("dataChange").to_pylist()))
+                if change is False or path in removed]
+        return without_rows(adds, np.array(drop, np.int64)) if drop else adds
     new = pc.fill_null(adds["dataChange"], True)
     if removes.num_rows:
         new = pc.and_(new, pc.invert(pc.is_in(adds["path"], value_set=removes["path"].combine_chunks())))
@@ -325,8 +328,8 @@ def _unresolved_removes(txn: TransactionInfo, winner: CommitActions) -> pa.Table
     if not settled or removes.num_rows == 0:
         return removes
     if removes.num_rows <= _FEW_FILES:
-        keep = [path not in settled for path in removes.column("path").to_pylist()]
-        return removes.filter(pa.array(keep, pa.bool_())) if not all(keep) else removes
+        drop = [i for i, path in enumerate(removes.column("path").to_pylist()) if path in settled]
+        return without_rows(removes, np.array(drop, np.int64)) if drop else removes
     return removes.filter(pc.invert(pc.is_in(removes["path"], value_set=pa.array(sorted(settled)))))
 
 

@@ -171,8 +171,10 @@ def write_pending_dvs(store: "LogStore", adds: pa.Table, state: RowLevelState | 
     """
     if state is None or not state.pending:
         return adds, state, None
-    in_adds = adds.filter(pc.is_in(adds["path"], value_set=pa.array(sorted(state.pending), pa.string())))
-    counts = dict(zip(in_adds.column("path").to_pylist(), physical_records(in_adds).tolist()))
+    paths = adds.column("path").to_pylist()
+    pending_rows = [i for i, path in enumerate(paths) if path in state.pending]
+    counts = dict(zip([paths[i] for i in pending_rows],
+                      physical_records(adds.select(["path", "stats"]).take(pending_rows)).tolist()))
     changed = {path: bitmap for path, bitmap in state.pending.items()
                if path in counts and state.written.get(path) != bitmap}
     if not changed:

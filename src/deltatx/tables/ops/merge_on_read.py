@@ -156,8 +156,9 @@ def stage_changed_rows(tx: "Transaction", files: pa.Table, changed: list[np.ndar
     if readd:
         gone = np.ones(files.num_rows, dtype=bool)
         gone[readd] = False
-        tx.stage_removes(files.filter(pa.array(gone)))
-        adds = files.take(pa.array(readd, pa.int64()))
+        if gone.any():
+            tx.stage_removes(files.filter(pa.array(gone)))
+        adds = files if readd == list(range(files.num_rows)) else files.take(pa.array(readd, pa.int64()))
         tx.stage_removes(adds, keep_own_files=True)  # re-added below: a file of this txn stays
         adds = adds.set_column(adds.schema.get_field_index("deletionVector"), "deletionVector",
                                pa.array(descriptors, DELETION_VECTOR))

@@ -11,6 +11,7 @@ import threading
 
 import pyarrow as pa
 import pytest
+from threads import run_threads
 
 import deltatx
 from deltatx import phases
@@ -108,28 +109,19 @@ def test_blind_appends_under_contention_never_exhaust_their_offers(cat, tmp_path
     limit = catalog_store.OPTIMISTIC_OFFERS + 2
     start = threading.Barrier(writers)
     results: dict[int, list] = {}
-    errors: list[BaseException] = []
 
     def writer(w: int) -> None:
-        try:
-            with deltatx.Catalog(cat.url) as mine:
-                table = mine.table("t")
-                start.wait()
-                out = []
-                for i in range(per_writer):
-                    tx = table.transaction(max_attempts=limit)
-                    tx.append(_row(w * 1000 + i))
-                    out.append(tx.commit().attempts)
-                results[w] = out
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        with deltatx.Catalog(cat.url) as mine:
+            table = mine.table("t")
+            start.wait()
+            out = []
+            for i in range(per_writer):
+                tx = table.transaction(max_attempts=limit)
+                tx.append(_row(w * 1000 + i))
+                out.append(tx.commit().attempts)
+            results[w] = out
 
-    threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert run_threads(writer, writers) == []
     assert all(1 <= a <= limit for attempts in results.values() for a in attempts)
     table = cat.table("t")
     assert table.version == writers * per_writer

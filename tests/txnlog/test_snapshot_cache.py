@@ -15,6 +15,7 @@ from pathlib import Path
 import orjson
 import pyarrow as pa
 import pytest
+from threads import run_threads
 from deltalake import DeltaTable, write_deltalake
 
 import deltatx
@@ -150,22 +151,13 @@ def test_threads_share_the_cache(any_uri):
     deltatx.create_table(any_uri, SCHEMA)
     threads, n = 4, 8
     start = threading.Barrier(threads)
-    errors: list[BaseException] = []
 
     def work(t: int) -> None:
-        try:
-            start.wait()
-            for i in range(n):
-                deltatx.Table(any_uri).append(row(t * 100 + i))
-        except BaseException as exc:  # reported below
-            errors.append(exc)
+        start.wait()
+        for i in range(n):
+            deltatx.Table(any_uri).append(row(t * 100 + i))
 
-    workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    assert errors == []
+    assert run_threads(work, threads) == []
     table = deltatx.Table(any_uri)
     assert table.version == threads * n
     assert ids(table) == sorted(t * 100 + i for t in range(threads) for i in range(n))

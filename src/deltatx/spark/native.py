@@ -14,18 +14,22 @@ Hive-style paths): the files of each distinct partition form one Parquet relatio
 partition columns are literals, and the relations are unioned. Spark folds a filter on a
 partition column against those literals, so a filtered query never opens the other partitions.
 
+Files with a deletion vector are read by relations of their own whose deleted rows a broadcast
+anti-join on Spark's hidden row index removes (:mod:`deltatx.spark.native_dv`); the other files
+are read as they are.
+
 When it applies (:func:`unavailable_reason` says why not, and ``engine="auto"`` then uses the
 ``deltatx`` format instead): the table is on a local filesystem (Spark has no S3 or in-memory
 filesystem without extra jars), no data file path holds a character Spark would take for a glob,
-and the snapshot has at most :data:`MAX_PARTITION_GROUPS` distinct partitions (one relation
-each), no file has a deletion vector (Spark's Parquet reader would return its deleted rows;
-the format applies them), and the table does not use column mapping (its files hold physical
-names; the format maps them).
+the snapshot has at most :data:`MAX_PARTITION_GROUPS` distinct partitions (one relation
+each), no file with a deletion vector holds 2**32 rows or more, and the table does not use
+column mapping (its files hold physical names; the format maps them).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import reduce
@@ -40,6 +44,7 @@ from ..io.reader import partition_values_table, split_deletion_vectors
 from ..tables.table import Table
 from ..txnlog import column_mapping
 from ..txnlog.store import LocalLogStore
+from . import native_dv
 from .options import arrow_schema_to_spark
 from .reader import select_columns
 
@@ -53,12 +58,14 @@ _GLOB_CHARACTERS = set("{}[]*?\\")
 @dataclass
 class _Layout:
     """What a native read of one snapshot needs, worked out once: why it cannot happen (or
-    None), the files' local paths, and per file its partition group and values."""
+    None), the files' local paths, per file its partition group and values, and its deletion
+    vector descriptor (None for a file without one; an empty list when no file has one)."""
 
     reason: str | None
     paths: list[str] = field(default_factory=list)
     values: pa.Table | None = None  # typed partition values, one row per file
     codes: list[int] = field(default_factory=list)  # dense partition group per file
+    deletion_vectors: list[dict[str, Any] | None] = field(default_factory=list)
 
 
 def _layout(table: Table, files: pa.Table) -> _Layout:
@@ -68,9 +75,6 @@ def _layout(table: Table, files: pa.Table) -> _Layout:
     if column_mapping.of(table.metadata) is not None:
         return _Layout("the table uses column mapping: its files hold physical column names, which the deltatx "
                        "format maps to the table's names")
-    with_dvs = split_deletion_vectors(files)[1].num_rows
-    if with_dvs:
-        return _Layout(f"{with_dvs} data file(s) have deletion vectors, which Spark's Parquet reader would not apply")
     store = table.store
     paths = [data_file_path(store, decode_path(p)) for p in files.column("path").to_pylist()]
     for path in paths:
@@ -78,15 +82,23 @@ def _layout(table: Table, files: pa.Table) -> _Layout:
             return _Layout(f"data file {path!r} is not a local absolute path")
         if _GLOB_CHARACTERS & set(path):
             return _Layout(f"data file path {path!r} holds a character Spark expands as a glob")
+    deletion_vectors: list[dict[str, Any] | None] = []
+    if split_deletion_vectors(files)[1].num_rows:  # O(1) answer when no file has a DV
+        deletion_vectors = files.column("deletionVector").to_pylist()
+        with_dv = [i for i, d in enumerate(deletion_vectors) if d is not None]
+        too_big = native_dv.too_many_rows(files.take(with_dv), [paths[i] for i in with_dv])
+        if too_big is not None:
+            return _Layout(f"data file {too_big!r} has a deletion vector and {native_dv.MAX_ROWS_PER_FILE} rows or "
+                           f"more, more than the native read's row keys hold")
     partition_columns = [c for c in table.snapshot.partition_columns if c in table.schema.names]
     if not partition_columns or not files.num_rows:
-        return _Layout(None, paths)
+        return _Layout(None, paths, deletion_vectors=deletion_vectors)
     values = partition_values_table(files, table.schema, partition_columns)
     codes = group_codes(values.columns).to_pylist()
     groups = max(codes) + 1  # codes are dense: 0..K-1
     if groups > MAX_PARTITION_GROUPS:
         return _Layout(f"the snapshot has {groups} distinct partitions (more than {MAX_PARTITION_GROUPS})")
-    return _Layout(None, paths, values, codes)
+    return _Layout(None, paths, values, codes, deletion_vectors)
 
 
 def unavailable_reason(table: Table, files: pa.Table | None = None) -> str | None:
@@ -118,7 +130,11 @@ def native_dataframe(spark: Any, table: Table, columns: Sequence[str] | None = N
     """The snapshot of ``table`` as a DataFrame over Spark's Parquet reader.
 
     Raises :class:`NativeUnavailableError` (with the reason) when :func:`unavailable_reason`
-    finds one.
+    finds one, and the typed deletion vector errors when a DV cannot be read.
+
+    The plain case — no partition columns, no deletion vectors — is one Parquet relation over
+    the snapshot's files with the table's schema given: Spark neither lists a directory nor
+    infers a schema, so this does less driver work than ``spark.read.parquet(directory)``.
     """
     from pyspark.sql.types import StructType
 
@@ -130,27 +146,43 @@ def native_dataframe(spark: Any, table: Table, columns: Sequence[str] | None = N
     schema = snapshot.schema
     spark_schema = arrow_schema_to_spark(schema)
     wanted = select_columns(schema, columns).names  # SchemaMismatchError for unknown columns, as the format
-    # no rows, the table's exact schema: the whole read when there are no files, and otherwise a
-    # union member that keeps partition columns nullable (a literal is not; Spark drops the
-    # empty relation when it optimizes the query)
-    empty = spark.createDataFrame([], spark_schema).select(*wanted)
     if files.num_rows == 0:
-        return empty
+        return spark.createDataFrame([], spark_schema).select(*wanted)
     values = layout.values
     partition_columns = values.column_names if values is not None else []
     data_schema = StructType([f for f in spark_schema.fields if f.name not in partition_columns])
-    if values is None:
-        return spark.read.schema(data_schema).parquet(*layout.paths).select(*wanted)
+    if values is None and not layout.deletion_vectors:
+        relation = spark.read.schema(data_schema).parquet(*layout.paths)
+        return relation if wanted == data_schema.names else relation.select(*wanted)
     types = {f.name: f.dataType for f in spark_schema.fields}
-    members: dict[int, list[int]] = {}
-    for row, code in enumerate(layout.codes):
-        members.setdefault(code, []).append(row)
-    relations = []
-    for rows in members.values():
-        first = rows[0]
+
+    def read(rows: list[int]) -> Any:
+        return spark.read.schema(data_schema).parquet(*[layout.paths[r] for r in rows])
+
+    def project(relation: Any, first: int, extra: tuple[str, ...] = ()) -> Any:
+        """The wanted columns (then ``extra``), partition columns as literals of file ``first``'s values."""
+        if values is None:
+            return relation if wanted == data_schema.names and not extra else relation.select(*wanted, *extra)
         literals = {c: _literal(values.column(c)[first].as_py(), types[c]) for c in partition_columns}
-        relation = spark.read.schema(data_schema).parquet(*[layout.paths[r] for r in rows])
-        relations.append(relation.select(*[
-            literals[c].alias(c) if c in literals else c for c in wanted
-        ]))
-    return reduce(lambda a, b: a.unionByName(b), relations + [empty])
+        return relation.select(*[literals[c].alias(c) if c in literals else c for c in wanted], *extra)
+
+    members: dict[int, list[int]] = {}
+    for row, code in enumerate(layout.codes or [0] * files.num_rows):
+        members.setdefault(code, []).append(row)
+    dv = layout.deletion_vectors or [None] * files.num_rows
+    parts: list[Any] = []
+    with_dv: list[list[int]] = []  # per partition, its files with a DV
+    for rows in members.values():
+        plain = [r for r in rows if dv[r] is None]
+        if plain:
+            parts.append(project(read(plain), plain[0]))
+        with_dv.append([r for r in rows if dv[r] is not None])
+    if any(with_dv):
+        # what Spark's _metadata.file_size will say of each file
+        sizes = {r: os.stat(layout.paths[r]).st_size for group in with_dv for r in group}
+        parts += native_dv.live_rows(table.store, read, project, [g for g in with_dv if g], layout.paths, dv, sizes)
+    if values is not None:
+        # no rows, the table's exact schema: a union member that keeps partition columns nullable
+        # (a literal is not; Spark drops the empty relation when it optimizes the query)
+        parts.append(spark.createDataFrame([], spark_schema).select(*wanted))
+    return reduce(lambda a, b: a.unionByName(b), parts)

@@ -181,7 +181,7 @@ def live_rows(store: LogStore, read: Read, project: Project, groups: Sequence[Se
 def _bitmap_filtered(read: Read, project: Project, chunks: list[list[int]], deleted: dict[int, np.ndarray],
                      sizes: dict[int, int]) -> list[Any]:
     """One relation per chunk, its rows tested against the bitmaps (all chunks share one array)."""
-    from pyspark.sql import functions as F
+    from pyspark.sql.classic.column import Column
 
     firsts: dict[int, int] = {}
     arrays: list[np.ndarray] = []
@@ -193,18 +193,40 @@ def _bitmap_filtered(read: Read, project: Project, chunks: list[list[int]], dele
         arrays.append(words)
     relations = [read(chunk) for chunk in chunks]
     spark = relations[0].sparkSession
-    shared = np.concatenate(arrays) if arrays else np.zeros(1, dtype=np.int64)
-    words = spark.createDataFrame(pa.table({"words": pa.array([shared], pa.list_(pa.int64()))})).scalar()
+    words = _scalar_array(spark, np.concatenate(arrays) if arrays else np.zeros(1, dtype=np.int64))
+    jvm = spark._jvm
+    functions = jvm.org.apache.spark.sql.functions
     parts = []
     for chunk, relation in zip(chunks, relations):
         live = [r for r in chunk if len(deleted[r])]  # an empty DV deletes nothing
         if live:
             position = word_position([sizes[r] for r in live], [firsts[r] for r in live],
                                      [bitmap_words(deleted[r]) for r in live], [offsets[r] for r in live])
-            word = F.get(words, F.expr(position))  # NULL at -1: the row is live
-            relation = relation.where(F.coalesce(word.bitwiseAND(F.expr(_ROW_BIT)), F.lit(0).cast("bigint")) == 0)
+            # the row's bit of its word; NULL when get() is asked for -1: nothing deleted there
+            bit = functions.get(words, functions.expr(position)).bitwiseAND(functions.expr(_ROW_BIT))
+            keep = getattr(bit.isNull(), "or")(bit.equalTo(0))  # Column.or: a Python keyword
+            relation = relation.where(Column(keep))
         parts.append(project(relation, chunk[0], ()))
     return parts
+
+
+def _scalar_array(spark: Any, values: np.ndarray) -> Any:
+    """A (Java) column: ``values`` as an ``array<bigint>`` scalar subquery over a one-row local
+    relation.
+
+    Built with a handful of Py4J calls where PySpark's ``createDataFrame`` and column helpers
+    take dozens (P8 times the whole read, planning included): the longs cross as one byte
+    string into a ``long[]``, and Spark turns the row into its local relation itself.
+    """
+    jvm = spark._jvm
+    gateway = spark.sparkContext._gateway
+    array = gateway.new_array(jvm.long, len(values))
+    jvm.java.nio.ByteBuffer.wrap(bytearray(values.astype(">i8").tobytes())).asLongBuffer().get(array)
+    fields = gateway.new_array(jvm.Object, 1)
+    fields[0] = array
+    row = jvm.org.apache.spark.sql.RowFactory.create(fields)
+    schema = jvm.org.apache.spark.sql.types.StructType.fromDDL("words array<bigint>")
+    return spark._jsparkSession.createDataFrame(jvm.java.util.Collections.singletonList(row), schema).scalar()
 
 
 def _key() -> Any:

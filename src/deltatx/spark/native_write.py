@@ -44,6 +44,9 @@ from .writer import WritePlan
 #: folder name prefix of one native write's files (not ``_`` or ``.``: VACUUM must see them)
 FOLDER_PREFIX = "spark-"
 
+#: up to this many written files, their footers are read one after the other (no thread pool)
+_SERIAL_FOOTERS = 4
+
 
 def _partition_type_ok(t: pa.DataType) -> bool:
     return pa.types.is_string(t) or pa.types.is_integer(t) or pa.types.is_date32(t) or pa.types.is_boolean(t)
@@ -162,8 +165,11 @@ def _adds(root: str, found: list[tuple[str, str]], plan: WritePlan) -> pa.Table:
         stats = stats_from_parquet_footer(pq.read_metadata(full), data_schema, None, plan.num_indexed_cols)
         return encode_path(relative), list(values.items()), info.st_size, int(info.st_mtime * 1000), stats
 
-    with ThreadPoolExecutor(max_workers=min(8, max(1, len(found)))) as pool:
-        rows = sorted(pool.map(describe, found))
+    if len(found) <= _SERIAL_FOOTERS:  # starting threads costs more than reading a few footers
+        rows = sorted(map(describe, found))
+    else:
+        with ThreadPoolExecutor(max_workers=min(8, len(found))) as pool:
+            rows = sorted(pool.map(describe, found))
     n = len(rows)
     columns = {
         "path": pa.array([r[0] for r in rows], pa.string()),

@@ -54,6 +54,9 @@ MAX_ROWS_PER_FILE = 1 << 32
 
 _LOW_32 = (1 << 32) - 1
 _NUM_RECORDS = re.compile(r'"numRecords":(\d+)')
+#: the one-row relation that carries every bitmap word to Spark
+_WORDS_SCHEMA = ('{"type":"struct","fields":[{"name":"words","type":{"type":"array","elementType":"long",'
+                 '"containsNull":false},"nullable":false,"metadata":{}}]}')
 #: the bit of the current row in its bitmap word
 _ROW_BIT = "shiftleft(1L, cast(_metadata.row_index & 63 as int))"
 
@@ -194,8 +197,7 @@ def _bitmap_filtered(read: Read, project: Project, chunks: list[list[int]], dele
     relations = [read(chunk) for chunk in chunks]
     spark = relations[0].sparkSession
     words = _scalar_array(spark, np.concatenate(arrays) if arrays else np.zeros(1, dtype=np.int64))
-    jvm = spark._jvm
-    functions = jvm.org.apache.spark.sql.functions
+    functions = _java_class(spark, "org.apache.spark.sql.functions")
     parts = []
     for chunk, relation in zip(chunks, relations):
         live = [r for r in chunk if len(deleted[r])]  # an empty DV deletes nothing
@@ -218,15 +220,24 @@ def _scalar_array(spark: Any, values: np.ndarray) -> Any:
     take dozens (P8 times the whole read, planning included): the longs cross as one byte
     string into a ``long[]``, and Spark turns the row into its local relation itself.
     """
-    jvm = spark._jvm
     gateway = spark.sparkContext._gateway
-    array = gateway.new_array(jvm.long, len(values))
-    jvm.java.nio.ByteBuffer.wrap(bytearray(values.astype(">i8").tobytes())).asLongBuffer().get(array)
-    fields = gateway.new_array(jvm.Object, 1)
+    array = gateway.new_array(_java_class(spark, "long"), len(values))
+    buffer = _java_class(spark, "java.nio.ByteBuffer").wrap(bytearray(values.astype(">i8").tobytes()))
+    buffer.asLongBuffer().get(array)
+    fields = gateway.new_array(_java_class(spark, "java.lang.Object"), 1)
     fields[0] = array
-    row = jvm.org.apache.spark.sql.RowFactory.create(fields)
-    schema = jvm.org.apache.spark.sql.types.StructType.fromDDL("words array<bigint>")
-    return spark._jsparkSession.createDataFrame(jvm.java.util.Collections.singletonList(row), schema).scalar()
+    row = _java_class(spark, "org.apache.spark.sql.RowFactory").create(fields)
+    rows = _java_class(spark, "java.util.Collections").singletonList(row)
+    jsession = spark._jsparkSession
+    return jsession.createDataFrame(rows, jsession.parseDataType(_WORDS_SCHEMA)).scalar()
+
+
+def _java_class(spark: Any, name: str) -> Any:
+    """The JVM class ``name`` for static calls, without a Py4J round trip per package level
+    (which ``spark._jvm.a.b.C`` costs)."""
+    from py4j.java_gateway import JavaClass
+
+    return JavaClass(name, spark.sparkContext._gateway._gateway_client)
 
 
 def _key() -> Any:

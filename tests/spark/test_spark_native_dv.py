@@ -201,6 +201,17 @@ def test_files_too_long_for_the_row_keys_use_the_format(spark, mixed_dvs, monkey
     assert _spark_rows(fallback) == _oracle(mixed_dvs)
 
 
+def test_a_session_without_py4j_cannot_read_dvs_natively(mixed_dvs):
+    """Spark Connect sessions have no JVM at hand: the native DV read says so (auto then uses
+    the format) before it touches the session."""
+    from types import SimpleNamespace
+
+    from deltatx.spark.native import native_dataframe
+
+    with pytest.raises(NativeUnavailableError, match="Spark Connect"):
+        native_dataframe(SimpleNamespace(), deltatx.Table(mixed_dvs))
+
+
 # ------------------------------------------------------------------ the pure helpers
 
 

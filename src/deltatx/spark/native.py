@@ -151,6 +151,9 @@ def native_dataframe(spark: Any, table: Table, columns: Sequence[str] | None = N
     values = layout.values
     partition_columns = values.column_names if values is not None else []
     data_schema = StructType([f for f in spark_schema.fields if f.name not in partition_columns])
+    if layout.deletion_vectors and getattr(spark, "_jsparkSession", None) is None:
+        raise NativeUnavailableError("Spark's Parquet reader cannot read this table directly: its deletion vectors "
+                                     "are handed to the JVM through Py4J, which a Spark Connect session has not")
     if values is None and not layout.deletion_vectors:
         relation = spark.read.schema(data_schema).parquet(*layout.paths)
         return relation if wanted == data_schema.names else relation.select(*wanted)

@@ -14,8 +14,9 @@ Hive-style paths): the files of each distinct partition form one Parquet relatio
 partition columns are literals, and the relations are unioned. Spark folds a filter on a
 partition column against those literals, so a filtered query never opens the other partitions.
 
-Files with a deletion vector are read by relations of their own whose deleted rows a broadcast
-anti-join on Spark's hidden row index removes (:mod:`deltatx.spark.native_dv`); the other files
+Files with a deletion vector are read by relations of their own whose deleted rows are dropped
+on the JVM side, by Spark's hidden row index tested against the DVs' bitmaps (or, beyond a size
+budget, anti-joined against their row keys; :mod:`deltatx.spark.native_dv`). The other files
 are read as they are.
 
 When it applies (:func:`unavailable_reason` says why not, and ``engine="auto"`` then uses the

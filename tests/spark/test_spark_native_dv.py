@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from duckdb_delta import read_duckdb
 from dvtables import add_deletion_vectors
 
 import deltatx
@@ -77,6 +78,7 @@ def test_the_native_read_of_a_dv_table_returns_the_live_rows(spark, mixed_dvs):
     assert "FileScan parquet" in plan and "PythonDataSource" not in plan
     rows = _spark_rows(df)
     assert rows == _oracle(mixed_dvs)
+    assert [r["id"] for r in rows] == sorted(read_duckdb(mixed_dvs)["id"].to_pylist())  # delta-kernel agrees
     ids = {r["id"] for r in rows}
     assert len(rows) == 1000 - 4 - 4 - 67 - 1
     assert {0, 63, 64, 199, 205, 206, 207, 328, 400, 403, 750} & ids == set()
@@ -113,6 +115,7 @@ def test_partitioned_table_with_dvs_in_some_partitions(spark, table_uri):
     assert 0 < with_dv < files.num_rows
     df = dspark.read(spark, table_uri, engine="parquet")
     assert _spark_rows(df) == _oracle(table_uri)
+    assert sorted(r["id"] for r in _spark_rows(df)) == sorted(read_duckdb(table_uri)["id"].to_pylist())
     assert df.where("region = 'r1' AND day = DATE'2024-01-02'").count() == len(
         [r for r in _oracle(table_uri) if r["region"] == "r1" and r["day"] == dt.date(2024, 1, 2)])
     assert df.where("region IS NULL").count() == 200  # the null partition keeps its nullable literal

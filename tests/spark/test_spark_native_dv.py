@@ -20,7 +20,7 @@ from dvtables import add_deletion_vectors
 
 import deltatx
 import deltatx.spark as dspark
-from deltatx.errors import MissingDeletionVectorError, NativeUnavailableError
+from deltatx.errors import CorruptDeletionVectorError, MissingDeletionVectorError, NativeUnavailableError
 from deltatx.io.paths import decode_path
 from deltatx.spark import native_dv
 from deltatx.spark.native import unavailable_reason
@@ -157,9 +157,9 @@ def test_files_of_equal_size_are_told_apart(spark, table_uri):
                                                           (1 << 20, 1, {"bitmap"})])
 def test_the_join_path_and_small_filters_return_the_same_rows(spark, mixed_dvs, monkeypatch, max_words, max_files,
                                                               paths):
-    """The four DVs' bitmaps take 4 + 3 + 4 + 1 words. (0, 32): every file is anti-joined;
-    (6, 1): one file per bitmap filter while the budget lasts, the rest joined; (2**20, 1): one
-    bitmap filter per file."""
+    """Each DV's bitmap takes 5 words (200 rows, then a zero word). (0, 32): every file is
+    anti-joined; (6, 1): one file per bitmap filter while the budget lasts (one), the rest
+    joined; (2**20, 1): one bitmap filter per file."""
     monkeypatch.setattr(native_dv, "MAX_BITMAP_WORDS", max_words)
     monkeypatch.setattr(native_dv, "MAX_BITMAP_FILES", max_files)
     df = dspark.read(spark, mixed_dvs, engine="parquet")
@@ -204,6 +204,32 @@ def test_files_too_long_for_the_row_keys_use_the_format(spark, mixed_dvs, monkey
     assert _spark_rows(fallback) == _oracle(mixed_dvs)
 
 
+def test_wrong_row_counts_never_delete_another_files_rows(spark, mixed_dvs, monkeypatch):
+    """The bitmaps are sized by numRecords: a file longer than its statistic says reads its own
+    zero word past the end, a shorter one a longer bitmap; the other files' bits are never read."""
+    ordered = _paths(mixed_dvs)
+    short = {os.path.basename(decode_path(ordered[i])) for i in (1, 3)}  # their last deleted rows: 128, 150
+
+    def skewed(files, paths):
+        return [151 if os.path.basename(p) in short else 400 for p in paths]
+
+    monkeypatch.setattr(native_dv, "row_counts", skewed)
+    df = dspark.read(spark, mixed_dvs, engine="parquet")
+    assert "Subquery" in _plan(df)
+    assert _spark_rows(df) == _oracle(mixed_dvs)
+
+
+def test_a_dv_past_the_end_of_its_file_raises_typed(spark, table_uri):
+    table = deltatx.create_table(table_uri, SCHEMA)
+    _append_files(table, 1, 10)
+    version = add_deletion_vectors(table_uri, {table.files()["path"][0].as_py(): [2, 12]}, storage="i")
+    with pytest.raises(CorruptDeletionVectorError, match="deletes row 12, but the file has 10 rows"):
+        dspark.read(spark, table_uri, engine="parquet")
+    with pytest.raises(CorruptDeletionVectorError):
+        deltatx.Table(table_uri).to_arrow()  # what deltatx's own reader says too
+    assert deltatx.Table(table_uri).version == version
+
+
 def test_a_session_without_py4j_cannot_read_dvs_natively(mixed_dvs):
     """Spark Connect sessions have no JVM at hand: the native DV read says so (auto then uses
     the format) before it touches the session."""
@@ -219,13 +245,13 @@ def test_a_session_without_py4j_cannot_read_dvs_natively(mixed_dvs):
 
 
 def test_bitmap_words_hold_exactly_the_deleted_rows():
-    deleted = np.array([3, 63, 64, 200, 1000], dtype=np.uint64)
-    first, words = native_dv.bitmap(deleted)
-    assert first == 0 and len(words) == native_dv.bitmap_words(deleted) == 1000 // 64 + 1
+    words = native_dv.bitmap(np.array([3, 63, 64, 200, 1000], dtype=np.uint64), 1001, "f")
+    assert len(words) == native_dv.bitmap_words(1001) == 1001 // 64 + 1 + 1
     bits = [w * 64 + b for w, word in enumerate(words.view(np.uint64).tolist()) for b in range(64) if word >> b & 1]
-    assert bits == [3, 63, 64, 200, 1000]
-    first, words = native_dv.bitmap(np.array([640, 700], dtype=np.uint64))
-    assert first == 10 and len(words) == 1 and words.view(np.uint64)[0] == (1 << 0) | (1 << 60)
+    assert bits == [3, 63, 64, 200, 1000] and words[-1] == 0
+    assert native_dv.bitmap_words(0) == 1 and native_dv.bitmap_words(64) == 2 and native_dv.bitmap_words(65) == 3
+    with pytest.raises(CorruptDeletionVectorError, match="deletes row 1000, but the file has 1000 rows"):
+        native_dv.bitmap(np.array([1000], dtype=np.uint64), 1000, "f")
 
 
 def test_size_groups_and_keys():

@@ -67,6 +67,7 @@ class _Layout:
     values: pa.Table | None = None  # typed partition values, one row per file
     codes: list[int] = field(default_factory=list)  # dense partition group per file
     deletion_vectors: list[dict[str, Any] | None] = field(default_factory=list)
+    dv_rows: dict[int, int] = field(default_factory=dict)  # row count of each file with a DV
 
 
 def _layout(table: Table, files: pa.Table) -> _Layout:
@@ -84,22 +85,24 @@ def _layout(table: Table, files: pa.Table) -> _Layout:
         if _GLOB_CHARACTERS & set(path):
             return _Layout(f"data file path {path!r} holds a character Spark expands as a glob")
     deletion_vectors: list[dict[str, Any] | None] = []
+    rows: dict[int, int] = {}  # of each file with a DV, its row count
     if split_deletion_vectors(files)[1].num_rows:  # O(1) answer when no file has a DV
         deletion_vectors = files.column("deletionVector").to_pylist()
         with_dv = [i for i, d in enumerate(deletion_vectors) if d is not None]
-        too_big = native_dv.too_many_rows(files.take(with_dv), [paths[i] for i in with_dv])
+        rows = dict(zip(with_dv, native_dv.row_counts(files.take(with_dv), [paths[i] for i in with_dv])))
+        too_big = next((i for i in with_dv if rows[i] >= native_dv.MAX_ROWS_PER_FILE), None)
         if too_big is not None:
-            return _Layout(f"data file {too_big!r} has a deletion vector and {native_dv.MAX_ROWS_PER_FILE} rows or "
-                           f"more, more than the native read's row keys hold")
+            return _Layout(f"data file {paths[too_big]!r} has a deletion vector and {native_dv.MAX_ROWS_PER_FILE} "
+                           f"rows or more, more than the native read's row keys hold")
     partition_columns = [c for c in table.snapshot.partition_columns if c in table.schema.names]
     if not partition_columns or not files.num_rows:
-        return _Layout(None, paths, deletion_vectors=deletion_vectors)
+        return _Layout(None, paths, deletion_vectors=deletion_vectors, dv_rows=rows)
     values = partition_values_table(files, table.schema, partition_columns)
     codes = group_codes(values.columns).to_pylist()
     groups = max(codes) + 1  # codes are dense: 0..K-1
     if groups > MAX_PARTITION_GROUPS:
         return _Layout(f"the snapshot has {groups} distinct partitions (more than {MAX_PARTITION_GROUPS})")
-    return _Layout(None, paths, values, codes, deletion_vectors)
+    return _Layout(None, paths, values, codes, deletion_vectors, rows)
 
 
 def unavailable_reason(table: Table, files: pa.Table | None = None) -> str | None:
@@ -184,7 +187,8 @@ def native_dataframe(spark: Any, table: Table, columns: Sequence[str] | None = N
     if any(with_dv):
         # what Spark's _metadata.file_size will say of each file
         sizes = {r: os.stat(layout.paths[r]).st_size for group in with_dv for r in group}
-        parts += native_dv.live_rows(table.store, read, project, [g for g in with_dv if g], layout.paths, dv, sizes)
+        parts += native_dv.live_rows(table.store, read, project, [g for g in with_dv if g], layout.paths, dv, sizes,
+                                     layout.dv_rows)
     if values is not None:
         # no rows, the table's exact schema: a union member that keeps partition columns nullable
         # (a literal is not; Spark drops the empty relation when it optimizes the query)

@@ -8,14 +8,16 @@ cheaply on every row (a long, where the path is a string). The driver decodes ev
 :func:`deltatx.io.deletion_vectors.deleted_rows` (the checks of every other read: a DV that
 does not add up raises, it never returns deleted rows) and removes the rows in one of two ways:
 
-- **bitmap filter** (the fast path): each DV becomes a bitmap, 64 rows per long, from the word
-  of its first deleted row to the word of its last. The bitmaps of all files go to Spark as
+- **bitmap filter** (the fast path): each DV becomes a bitmap of its whole file, one bit per
+  row, 64 rows per long, and one more long of zeros. The bitmaps of all files go to Spark as
   one ``array<bigint>`` in a one-row local DataFrame, used as a scalar subquery: Spark
   evaluates it once per query into a primitive array (no boxed values, nothing big printed in
   plans or serialized into tasks, which a literal of the same array costs on every query). A
-  row's test is a ``CASE`` on the file size giving the position of its word, one array read and
-  one bit test; rows come in order, so the words stay in the CPU cache. A read puts at most
-  :data:`MAX_BITMAP_WORDS` words in bitmaps, and one ``CASE`` tells at most
+  row's test is a ``CASE`` on the file size giving where its file's bitmap starts, one array
+  read and one bit test; rows come in order, so the words stay in the CPU cache. The row
+  counts come from the ``numRecords`` statistics (or the footers); a row past them reads its
+  file's zero word, so wrong statistics can keep a row but never delete another file's. A read
+  puts at most :data:`MAX_BITMAP_WORDS` words in bitmaps, and one ``CASE`` tells at most
   :data:`MAX_BITMAP_FILES` files apart (it tests them one after the other).
 - **broadcast anti-join** (the rest): each deleted row becomes a 64-bit key,
   ``file size << 32 | row index``; the keys go to Spark as a small local DataFrame and the
@@ -26,7 +28,7 @@ does not add up raises, it never returns deleted rows) and removes the rows in o
 Files without a DV take neither path. Within one ``CASE`` or one join the file sizes (for the
 join their low 32 bits, what the shift keeps) must differ: files sharing one are spread over
 several (:func:`size_groups`; usually there is one). The join's row index takes the key's low
-32 bits, so a file with a DV must hold fewer than 2**32 rows (:func:`too_many_rows`).
+32 bits, so a file with a DV must hold fewer than :data:`MAX_ROWS_PER_FILE` rows.
 """
 
 from __future__ import annotations
@@ -37,11 +39,12 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pyarrow as pa
 
+from ..errors import CorruptDeletionVectorError
 from ..io.deletion_vectors import deleted_rows
 from ..txnlog.store import LogStore
 
 #: most bitmap words (64 rows each) one read sends to Spark; the rest is anti-joined
-MAX_BITMAP_WORDS = 1 << 20  # 8 MiB, 64M rows' worth; P8's 2M rows with 1% deleted take 31k words
+MAX_BITMAP_WORDS = 1 << 20  # 8 MiB: 64M rows of files with a DV; P8's 2M rows take 31k words
 #: most files one bitmap filter tells apart (a CASE on the file size, tested in order)
 MAX_BITMAP_FILES = 32
 
@@ -65,21 +68,17 @@ Read = Callable[[list[int]], Any]
 Project = Callable[[Any, int, tuple[str, ...]], Any]
 
 
-def too_many_rows(files: pa.Table, paths: Sequence[str]) -> str | None:
-    """The first file of ``files`` (those with a DV) with :data:`MAX_ROWS_PER_FILE` rows or more.
-
-    Row counts come from the ``numRecords`` statistic; a file without one has its Parquet footer
-    read (only local files reach here).
-    """
+def row_counts(files: pa.Table, paths: Sequence[str]) -> list[int]:
+    """The number of rows of each of ``files`` (at ``paths``): its ``numRecords`` statistic, or
+    its Parquet footer's count when the statistic is missing (only local files reach here)."""
     import pyarrow.parquet as pq
 
     stats = files.column("stats").to_pylist() if "stats" in files.column_names else [None] * files.num_rows
+    counts = []
     for path, text in zip(paths, stats):
         found = _NUM_RECORDS.search(text) if text else None
-        rows = int(found.group(1)) if found else pq.read_metadata(path).num_rows
-        if rows >= MAX_ROWS_PER_FILE:
-            return path
-    return None
+        counts.append(int(found.group(1)) if found else pq.read_metadata(path).num_rows)
+    return counts
 
 
 def size_groups(sizes: Sequence[int], mask: int = -1) -> list[list[int]]:
@@ -98,32 +97,34 @@ def size_groups(sizes: Sequence[int], mask: int = -1) -> list[list[int]]:
     return groups
 
 
-def bitmap_words(deleted: np.ndarray) -> int:
-    """How many 64-bit words the bitmap of ``deleted`` (sorted positions) takes: first to last."""
-    return int(deleted[-1] >> np.uint64(6)) - int(deleted[0] >> np.uint64(6)) + 1 if len(deleted) else 0
+def bitmap_words(rows: int) -> int:
+    """Longs of the bitmap of a file of ``rows`` rows: one bit per row, then a zero word."""
+    return (rows + 63) // 64 + 1
 
 
-def bitmap(deleted: np.ndarray) -> tuple[int, np.ndarray]:
-    """``deleted`` (sorted positions, not empty) as (first word, 64-row words from it), bit i of
-    word w standing for row ``64 * (first + w) + i``."""
-    first = int(deleted[0] >> np.uint64(6))
-    words = np.zeros(bitmap_words(deleted), dtype=np.uint64)
-    np.bitwise_or.at(words, (deleted >> np.uint64(6)).astype(np.int64) - first,
-                     np.left_shift(np.uint64(1), deleted & np.uint64(63)))
-    return first, words.view(np.int64)
+def bitmap(deleted: np.ndarray, rows: int, path: str) -> np.ndarray:
+    """``deleted`` (sorted positions) as the bitmap of a file of ``rows`` rows: bit i of word w
+    stands for row ``64 * w + i``; the last word is zero.
+
+    Raises :class:`CorruptDeletionVectorError` for a deleted row past the file's end, as every
+    other read does.
+    """
+    if len(deleted) and int(deleted[-1]) >= rows:
+        raise CorruptDeletionVectorError(
+            f"the deletion vector of {path!r} deletes row {int(deleted[-1])}, but the file has {rows} rows")
+    words = np.zeros(bitmap_words(rows), dtype=np.uint64)
+    np.bitwise_or.at(words, (deleted >> np.uint64(6)).astype(np.int64), np.left_shift(np.uint64(1), deleted & np.uint64(63)))
+    return words.view(np.int64)
 
 
-def word_position(sizes: Sequence[int], firsts: Sequence[int], counts: Sequence[int],
-                  offsets: Sequence[int]) -> str:
-    """SQL: where the current row's bitmap word is in the shared array, or -1 when its file's
-    bitmap does not cover it (nothing deleted there). File i (named by ``sizes[i]``) has
-    ``counts[i]`` words from word ``firsts[i]`` of the file, at ``offsets[i]`` in the array."""
+def word_position(sizes: Sequence[int], rows: Sequence[int], offsets: Sequence[int], zero: int) -> str:
+    """SQL: where the current row's word is in the shared array. File i (named by ``sizes[i]``)
+    has ``rows[i]`` rows and its bitmap at ``offsets[i]``; a row past its end reads the file's
+    zero word, a row of another file the array's last word, ``zero``."""
     word = "shiftright(_metadata.row_index, 6)"
-    branches = " ".join(
-        f"WHEN _metadata.file_size = {size} AND {word} BETWEEN {first} AND {first + count - 1} "
-        f"THEN cast({word} - {first - offset} as int)"
-        for size, first, count, offset in zip(sizes, firsts, counts, offsets))
-    return f"CASE {branches} ELSE -1 END"
+    branches = " ".join(f"WHEN {size} THEN {offset} + least({word}, {bitmap_words(count) - 1})"
+                        for size, count, offset in zip(sizes, rows, offsets))
+    return f"cast(CASE _metadata.file_size {branches} ELSE {zero} END as int)"
 
 
 def deleted_keys(sizes: Sequence[int], deleted: Sequence[np.ndarray]) -> pa.Table:
@@ -143,12 +144,12 @@ def _anti_join(keyed: Any, keys: pa.Table) -> Any:
 
 def live_rows(store: LogStore, read: Read, project: Project, groups: Sequence[Sequence[int]],
               paths: Sequence[str], descriptors: Sequence[dict[str, Any] | None],
-              sizes: dict[int, int]) -> list[Any]:
+              sizes: dict[int, int], rows: dict[int, int]) -> list[Any]:
     """DataFrames of the live rows of the files with a DV, to union with the other files' rows.
 
     ``groups``: the indexes of the files with a DV, one list per partition (one relation reads
-    files of one partition). ``sizes``: each such file's size on disk, as Spark will report it.
-    Raises the typed deletion vector errors of :func:`~deltatx.io.deletion_vectors.deleted_rows`.
+    files of one partition). ``sizes``: each such file's size on disk, as Spark will report it;
+    ``rows``: its row count (:func:`row_counts`). Raises the typed deletion vector errors of :func:`~deltatx.io.deletion_vectors.deleted_rows`.
     """
     deleted = {r: deleted_rows(store, descriptors[r], paths[r]) for group in groups for r in group}
     budget = MAX_BITMAP_WORDS
@@ -160,14 +161,14 @@ def live_rows(store: LogStore, read: Read, project: Project, groups: Sequence[Se
             members = [group[i] for i in same_sizes]
             for start in range(0, len(members), MAX_BITMAP_FILES):
                 chunk = members[start:start + MAX_BITMAP_FILES]
-                words = sum(bitmap_words(deleted[r]) for r in chunk)
+                words = sum(bitmap_words(rows[r]) for r in chunk)
                 if words > budget:
                     left.extend(chunk)
                 else:
                     budget -= words
                     filtered.append(chunk)
         joined.append(left)
-    parts = _bitmap_filtered(read, project, filtered, deleted, sizes) if filtered else []
+    parts = _bitmap_filtered(read, project, filtered, deleted, sizes, rows, paths) if filtered else []
     everyone = [r for left in joined for r in left]
     for same_sizes in size_groups([sizes[r] for r in everyone], _LOW_32):
         members = {everyone[i] for i in same_sizes}
@@ -182,33 +183,28 @@ def live_rows(store: LogStore, read: Read, project: Project, groups: Sequence[Se
 
 
 def _bitmap_filtered(read: Read, project: Project, chunks: list[list[int]], deleted: dict[int, np.ndarray],
-                     sizes: dict[int, int]) -> list[Any]:
+                     sizes: dict[int, int], rows: dict[int, int], paths: Sequence[str]) -> list[Any]:
     """One relation per chunk, its rows tested against the bitmaps (all chunks share one array)."""
     from pyspark.sql.classic.column import Column
 
-    firsts: dict[int, int] = {}
     arrays: list[np.ndarray] = []
     offsets: dict[int, int] = {}
     offset = 0
-    for r in (r for chunk in chunks for r in chunk if len(deleted[r])):
-        firsts[r], words = bitmap(deleted[r])
-        offsets[r], offset = offset, offset + len(words)
-        arrays.append(words)
+    for r in (r for chunk in chunks for r in chunk):
+        arrays.append(bitmap(deleted[r], rows[r], paths[r]))
+        offsets[r], offset = offset, offset + len(arrays[-1])
     relations = [read(chunk) for chunk in chunks]
     spark = relations[0].sparkSession
-    words = _scalar_array(spark, np.concatenate(arrays) if arrays else np.zeros(1, dtype=np.int64))
+    # the bitmaps one after the other, then the zero word of rows no CASE branch names
+    words = _scalar_array(spark, np.concatenate(arrays + [np.zeros(1, dtype=np.int64)]))
     functions = _java_class(spark, "org.apache.spark.sql.functions")
     parts = []
     for chunk, relation in zip(chunks, relations):
-        live = [r for r in chunk if len(deleted[r])]  # an empty DV deletes nothing
-        if live:
-            position = word_position([sizes[r] for r in live], [firsts[r] for r in live],
-                                     [bitmap_words(deleted[r]) for r in live], [offsets[r] for r in live])
-            # the row's bit of its word; NULL when get() is asked for -1: nothing deleted there
-            bit = functions.get(words, functions.expr(position)).bitwiseAND(functions.expr(_ROW_BIT))
-            keep = getattr(bit.isNull(), "or")(bit.equalTo(0))  # Column.or: a Python keyword
-            relation = relation.where(Column(keep))
-        parts.append(project(relation, chunk[0], ()))
+        position = word_position([sizes[r] for r in chunk], [rows[r] for r in chunk], [offsets[r] for r in chunk],
+                                 offset)
+        # the row's bit in its word: a live row's is 0 (evaluated once per row, never NULL)
+        bit = functions.get(words, functions.expr(position)).bitwiseAND(functions.expr(_ROW_BIT))
+        parts.append(project(relation.where(Column(bit.equalTo(0))), chunk[0], ()))
     return parts
 
 

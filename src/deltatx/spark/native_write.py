@@ -44,6 +44,19 @@ from .writer import WritePlan
 #: folder name prefix of one native write's files (not ``_`` or ``.``: VACUUM must see them)
 FOLDER_PREFIX = "spark-"
 
+#: Hadoop committer settings for the job's private folder (DataFrameWriter options reach the
+#: job's Hadoop configuration). Nobody else looks into that folder and it is moved from and
+#: deleted right after the job, so: no ``_SUCCESS`` marker; algorithm 2, where a task's commit
+#: moves its files into the folder at once instead of the job's commit moving every file a
+#: second time; and no cleanup of ``_temporary`` by the job (the folder goes as a whole). The
+#: output commit coordinator still lets one attempt per task commit. Measured on P8: about 3%
+#: of the write, which is what keeps it at or under Spark's own Parquet write.
+_COMMITTER_OPTIONS = {
+    "mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
+    "mapreduce.fileoutputcommitter.algorithm.version": "2",
+    "mapreduce.fileoutputcommitter.cleanup.skipped": "true",
+}
+
 #: up to this many written files, their footers are read one after the other (no thread pool)
 _SERIAL_FOOTERS = 4
 
@@ -196,8 +209,9 @@ def native_write(df: Any, plan: WritePlan) -> CommitResult:
     target = os.path.join(store.root, folder)
     moved: list[str] = []
     try:
-        writer = (_conformed(df, plan).write.mode("errorifexists").option("compression", "snappy")
-                  .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false"))
+        writer = _conformed(df, plan).write.mode("errorifexists").option("compression", "snappy")
+        for key, value in _COMMITTER_OPTIONS.items():
+            writer = writer.option(key, value)
         if plan.spec.max_records_per_file:
             writer = writer.option("maxRecordsPerFile", str(plan.spec.max_records_per_file))
         if plan.partition_columns:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import threading
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import reduce
@@ -51,6 +52,12 @@ from .reader import select_columns
 
 #: most distinct partitions read natively: each is one Parquet relation in a union
 MAX_PARTITION_GROUPS = 64
+
+#: Spark's SQL conf: more root paths than this are listed by a Spark job of one task per path
+LISTING_THRESHOLD_CONF = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+#: more files than this are handed to the JVM as one string and listed on the driver (see parquet_relation)
+MANY_FILES = 32
+_listing_conf_lock = threading.Lock()
 
 #: characters that make Spark expand a path as a glob pattern
 _GLOB_CHARACTERS = set("{}[]*?\\")
@@ -110,6 +117,39 @@ def unavailable_reason(table: Table, files: pa.Table | None = None) -> str | Non
     return _layout(table, table.snapshot.files if files is None else files).reason
 
 
+def parquet_relation(spark: Any, schema: Any, paths: Sequence[str]) -> Any:
+    """A Parquet relation over exactly ``paths`` (local files the log names), with ``schema``.
+
+    Why not always ``spark.read.schema(schema).parquet(*paths)``: with more than 32 paths
+    (Spark's parallel-listing threshold) Spark stats them in a Spark job of one task per file —
+    9 s for 2,000 files on two cores, where stating them on the driver takes milliseconds — and
+    PySpark hands the paths to the JVM one Py4J call each. Here, above :data:`MANY_FILES`, the
+    paths cross as one string split on the JVM, and the threshold is raised for the moment the
+    relation is built (the listing happens then; the session's own value is put back, under a
+    lock against other deltatx reads doing the same). A Spark Connect session, or a path with a
+    line break, takes the plain route.
+    """
+    jsession = getattr(spark, "_jsparkSession", None)
+    if len(paths) <= MANY_FILES or jsession is None or any("\n" in p for p in paths):
+        return spark.read.schema(schema).parquet(*paths)
+    from py4j.java_gateway import JavaClass
+    from pyspark.sql.classic.dataframe import DataFrame
+
+    client = spark.sparkContext._gateway._gateway_client
+    joined = JavaClass("java.util.regex.Pattern", client).compile("\n").split("\n".join(paths))
+    reader = jsession.read().schema(jsession.parseDataType(schema.json()))
+    with _listing_conf_lock:
+        before = spark.conf.get(LISTING_THRESHOLD_CONF, None)
+        spark.conf.set(LISTING_THRESHOLD_CONF, str(len(paths)))
+        try:
+            return DataFrame(reader.parquet(joined), spark)
+        finally:
+            if before is None:
+                spark.conf.unset(LISTING_THRESHOLD_CONF)
+            else:
+                spark.conf.set(LISTING_THRESHOLD_CONF, before)
+
+
 def _literal(value: Any, spark_type: Any) -> Any:
     """A Spark literal column of ``spark_type`` holding ``value`` exactly (None -> typed null).
 
@@ -159,12 +199,12 @@ def native_dataframe(spark: Any, table: Table, columns: Sequence[str] | None = N
         raise NativeUnavailableError("Spark's Parquet reader cannot read this table directly: its deletion vectors "
                                      "are handed to the JVM through Py4J, which a Spark Connect session has not")
     if values is None and not layout.deletion_vectors:
-        relation = spark.read.schema(data_schema).parquet(*layout.paths)
+        relation = parquet_relation(spark, data_schema, layout.paths)
         return relation if wanted == data_schema.names else relation.select(*wanted)
     types = {f.name: f.dataType for f in spark_schema.fields}
 
     def read(rows: list[int]) -> Any:
-        return spark.read.schema(data_schema).parquet(*[layout.paths[r] for r in rows])
+        return parquet_relation(spark, data_schema, [layout.paths[r] for r in rows])
 
     def project(relation: Any, first: int, extra: tuple[str, ...] = ()) -> Any:
         """The wanted columns (then ``extra``), partition columns as literals of file ``first``'s values."""

@@ -312,7 +312,8 @@ def run(quick: bool = False) -> BenchResult:
     result.criterion("native read of a DV table (1% deleted) via deltatx.spark.read vs Spark Parquet of the full rows",
                      dv_native_ratio <= DV_NATIVE_TARGET,
                      f"{median(read_dv_native):.2f} s vs {median(read_pq):.2f} s = {dv_native_ratio:.2f}× "
-                     f"(target ≤ {DV_NATIVE_TARGET:g}×; Spark's Parquet reader, deleted rows dropped on the JVM side)")
+                     f"(target ≤ {DV_NATIVE_TARGET:g}×; Spark's Parquet reader, deleted rows dropped on the "
+                     f"JVM side)")
     return result
 
 

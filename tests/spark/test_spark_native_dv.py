@@ -259,4 +259,5 @@ def test_size_groups_and_keys():
     assert native_dv.size_groups([1, 1 + (1 << 32)], (1 << 32) - 1) == [[0], [1]]
     assert native_dv.size_groups([1, 1 + (1 << 32)]) == [[0, 1]]
     keys = native_dv.deleted_keys([3, (1 << 31) + 1], [np.array([0, 7], np.uint64), np.array([2], np.uint64)])
-    assert keys.column(native_dv.KEY_COLUMN).to_pylist() == [3 << 32, (3 << 32) | 7, ((1 << 31) + 1 << 32 | 2) - (1 << 64)]
+    assert keys.column(native_dv.KEY_COLUMN).to_pylist() == [
+        3 << 32, (3 << 32) | 7, ((1 << 31) + 1 << 32 | 2) - (1 << 64)]  # as Spark's signed longs

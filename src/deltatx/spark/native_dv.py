@@ -109,12 +109,19 @@ def bitmap(deleted: np.ndarray, rows: int, path: str) -> np.ndarray:
     Raises :class:`CorruptDeletionVectorError` for a deleted row past the file's end, as every
     other read does.
     """
+    _within(deleted, rows, path)
+    words = np.zeros(bitmap_words(rows), dtype=np.uint64)
+    np.bitwise_or.at(words, (deleted >> np.uint64(6)).astype(np.int64),
+                     np.left_shift(np.uint64(1), deleted & np.uint64(63)))
+    return words.view(np.int64)
+
+
+def _within(deleted: np.ndarray, rows: int, path: str) -> np.ndarray:
+    """``deleted`` (sorted), checked against the file's row count as every other read does."""
     if len(deleted) and int(deleted[-1]) >= rows:
         raise CorruptDeletionVectorError(
             f"the deletion vector of {path!r} deletes row {int(deleted[-1])}, but the file has {rows} rows")
-    words = np.zeros(bitmap_words(rows), dtype=np.uint64)
-    np.bitwise_or.at(words, (deleted >> np.uint64(6)).astype(np.int64), np.left_shift(np.uint64(1), deleted & np.uint64(63)))
-    return words.view(np.int64)
+    return deleted
 
 
 def word_position(sizes: Sequence[int], rows: Sequence[int], offsets: Sequence[int], zero: int) -> str:
@@ -149,9 +156,11 @@ def live_rows(store: LogStore, read: Read, project: Project, groups: Sequence[Se
 
     ``groups``: the indexes of the files with a DV, one list per partition (one relation reads
     files of one partition). ``sizes``: each such file's size on disk, as Spark will report it;
-    ``rows``: its row count (:func:`row_counts`). Raises the typed deletion vector errors of :func:`~deltatx.io.deletion_vectors.deleted_rows`.
+    ``rows``: its row count (:func:`row_counts`). Raises the typed deletion vector errors of
+    :func:`~deltatx.io.deletion_vectors.deleted_rows`, and for a DV deleting a row past its file.
     """
-    deleted = {r: deleted_rows(store, descriptors[r], paths[r]) for group in groups for r in group}
+    deleted = {r: _within(deleted_rows(store, descriptors[r], paths[r]), rows[r], paths[r])
+               for group in groups for r in group}
     budget = MAX_BITMAP_WORDS
     filtered: list[list[int]] = []  # chunks of files (one partition, sizes all different) for a bitmap filter
     joined: list[list[int]] = []  # per partition, the files left for the join
@@ -172,8 +181,8 @@ def live_rows(store: LogStore, read: Read, project: Project, groups: Sequence[Se
     everyone = [r for left in joined for r in left]
     for same_sizes in size_groups([sizes[r] for r in everyone], _LOW_32):
         members = {everyone[i] for i in same_sizes}
-        keyed = [project(read(rows).withColumn(KEY_COLUMN, _key()), rows[0], (KEY_COLUMN,))
-                 for rows in ([r for r in left if r in members] for left in joined) if rows]
+        keyed = [project(read(files).withColumn(KEY_COLUMN, _key()), files[0], (KEY_COLUMN,))
+                 for files in ([r for r in left if r in members] for left in joined) if files]
         union = keyed[0]
         for other in keyed[1:]:
             union = union.unionByName(other)

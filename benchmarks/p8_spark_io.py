@@ -10,9 +10,14 @@ alternating. Targets: write ≤ 1.3×, read ≤ 1.5× Spark Parquet.
 Measured in the same run, to show where the time goes (all in the details):
 
 - ``deltatx.spark.write(df, uri)``: deltatx plans the write and commits it, Spark's own Parquet
-  writer writes the files (:mod:`deltatx.spark.native_write`); its ratio is a criterion of its own;
+  writer writes the files (:mod:`deltatx.spark.native_write`); its ratio is a criterion of its own
+  (≤ 1.0×);
 - ``deltatx.spark.read(spark, uri)``: deltatx plans the snapshot, Spark's own Parquet reader reads
-  its files (:mod:`deltatx.spark.native`); its ratio is a criterion of its own;
+  its files (:mod:`deltatx.spark.native`); its ratio is a criterion of its own (≤ 1.0×);
+- the same two reads of a table with deletion vectors (the rows of ``id % 100 = 7`` deleted
+  through deltatx: 1% of the rows, in every file) against Spark Parquet of the full rows: the
+  format applies the DVs in its Python workers, ``deltatx.spark.read`` on the JVM side
+  (:mod:`deltatx.spark.native_dv`); each is a criterion (≤ 1.5×);
 - the format read naming its two columns with the ``columns`` option (Spark does not prune the
   columns of a Python source);
 - the floors of Spark's Python Data Source API, three sources that do no deltatx work: a sink
@@ -37,6 +42,11 @@ ID = "P8"
 TITLE = "Spark write + read, 2M rows, deltatx format vs Spark Parquet"
 WRITE_TARGET = 1.3
 READ_TARGET = 1.5
+#: deltatx.spark.write / deltatx.spark.read (Spark's own Parquet writer / reader) must not cost more
+#: than Spark's Parquet itself: they do strictly less driver work (no listing, no schema inference)
+NATIVE_TARGET = 1.0
+#: deltatx.spark.read of the DV table (deleted rows dropped on the JVM side) vs Parquet of the full rows
+DV_NATIVE_TARGET = 1.5
 SCHEMA = "id bigint, part int, value double, name string"
 WARM_UP_ROUNDS = 3
 #: the DV table deletes the rows with ``id % 100`` equal to this (1% of the rows, in every file)
@@ -284,13 +294,13 @@ def run(quick: bool = False) -> BenchResult:
                      f"{floors['read_empty_source_ratio']:.2f}× for no rows, "
                      f"{floors['read_pyarrow_source_ratio']:.2f}× reading the files with bare pyarrow)")
     result.criterion("write via deltatx.spark.write (Spark's Parquet writer) vs Spark Parquet",
-                     native_write_ratio <= WRITE_TARGET,
+                     native_write_ratio <= NATIVE_TARGET,
                      f"{median(write_native):.2f} s vs {median(write_pq):.2f} s = {native_write_ratio:.2f}× "
-                     f"(target ≤ {WRITE_TARGET:g}×)")
+                     f"(target ≤ {NATIVE_TARGET:g}×)")
     result.criterion("read count+sum+max via deltatx.spark.read (Spark's Parquet reader) vs Spark Parquet",
-                     native_ratio <= READ_TARGET,
+                     native_ratio <= NATIVE_TARGET,
                      f"{median(read_native):.2f} s vs {median(read_pq):.2f} s = {native_ratio:.2f}× "
-                     f"(target ≤ {READ_TARGET:g}×)")
+                     f"(target ≤ {NATIVE_TARGET:g}×)")
     result.check("DV table: same answer as Parquet less the deleted rows", facts["answers"]["parquet_minus_deleted"],
                  facts["answers"]["dv_deltatx"])
     result.check("DV table read via deltatx.spark.read: the same answer", facts["answers"]["parquet_minus_deleted"],
@@ -298,8 +308,12 @@ def run(quick: bool = False) -> BenchResult:
     dv_ratio, dv_native_ratio = median(read_dv) / median(read_pq), median(read_dv_native) / median(read_pq)
     result.criterion("read of a DV table (1% deleted) vs Spark Parquet of the full rows", dv_ratio <= READ_TARGET,
                      f"{median(read_dv):.2f} s vs {median(read_pq):.2f} s = {dv_ratio:.2f}× "
-                     f"(target ≤ {READ_TARGET:g}×; deltatx.spark.read falls back to the format when files "
-                     f"have DVs: {median(read_dv_native):.2f} s = {dv_native_ratio:.2f}×)")
+                     f"(target ≤ {READ_TARGET:g}×)")
+    result.criterion("native read of a DV table (1% deleted) via deltatx.spark.read vs Spark Parquet of the full rows",
+                     dv_native_ratio <= DV_NATIVE_TARGET,
+                     f"{median(read_dv_native):.2f} s vs {median(read_pq):.2f} s = {dv_native_ratio:.2f}× "
+                     f"(target ≤ {DV_NATIVE_TARGET:g}×; Spark's Parquet reader, deleted rows dropped on the "
+                     f"JVM side)")
     return result
 
 

@@ -116,13 +116,45 @@ def test_format_only_options_and_unreadable_tables_use_the_format(spark, typed_p
         dspark.read(spark, typed_partitions, engine="arrow")
 
 
-def test_deletion_vectors_are_applied_through_the_format(spark, table_uri):
+def test_deletion_vectors_are_applied_natively(spark, table_uri):
     table = deltatx.create_table(table_uri, pa.schema([("id", pa.int64())]))
     table.append(pa.table({"id": list(range(10))}))
     add_deletion_vectors(table_uri, {table.files()["path"][0].as_py(): [1, 3, 8]}, storage="u")
-    assert "deletion vectors" in unavailable_reason(deltatx.Table(table_uri))
-    df = dspark.read(spark, table_uri)  # auto: Spark's Parquet reader would return deleted rows
-    assert "FileScan parquet" not in _executed_plan(df)
+    assert unavailable_reason(deltatx.Table(table_uri)) is None
+    df = dspark.read(spark, table_uri)  # auto: Spark's Parquet reader, the deleted rows dropped on the JVM side
+    assert "FileScan parquet" in _executed_plan(df)
     assert sorted(r.id for r in df.collect()) == [0, 2, 4, 5, 6, 7, 9]
-    with pytest.raises(NativeUnavailableError, match="deletion vectors"):
-        dspark.read(spark, table_uri, engine="parquet")
+    # (tests/spark/test_spark_native_dv.py covers DV reads in depth)
+
+
+def test_many_files_are_listed_on_the_driver_and_the_session_conf_is_restored(spark, table_uri, monkeypatch):
+    """Above native.MANY_FILES the paths go to the JVM as one string and Spark's parallel-listing
+    threshold is raised only while the relation is built: same rows, the session's value back."""
+    table = deltatx.create_table(table_uri, pa.schema([("id", pa.int64()), ("part", pa.string())]),
+                                 partition_by=["part"])
+    for i in range(6):
+        table.append(pa.table({"id": [i, i + 100], "part": ["a", "b"]}))
+    monkeypatch.setattr(native, "MANY_FILES", 2)
+    entered = []
+
+    class CountingLock:
+        def __enter__(self):
+            entered.append(spark.conf.get(native.LISTING_THRESHOLD_CONF, None))
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(native, "_listing_conf_lock", CountingLock())
+    key = native.LISTING_THRESHOLD_CONF
+    assert spark.conf.get(key, None) in (None, "32")
+    df = dspark.read(spark, table_uri, engine="parquet")
+    assert sorted(r.id for r in df.collect()) == sorted(list(range(6)) + list(range(100, 106)))
+    assert len(df.where("part = 'a'").inputFiles()) == 6
+    assert len(entered) == 2  # one relation per partition, 6 files each: both took the driver-listing route
+    assert spark.conf.get(key, None) in (None, "32")
+    spark.conf.set(key, "7")
+    try:
+        assert dspark.read(spark, table_uri, columns=["id"]).count() == 12
+        assert spark.conf.get(key) == "7"
+    finally:
+        spark.conf.unset(key)

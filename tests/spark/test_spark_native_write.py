@@ -161,3 +161,20 @@ def test_a_lossy_type_change_goes_through_the_format_and_is_refused(spark, table
     with pytest.raises(SchemaMismatchError):
         dspark.write(doubles, table_uri)  # auto: the format, whose safe cast refuses 1.5 -> 1
     assert deltatx.Table(table_uri).version == 0 and data_files(table_uri) == set()
+
+
+def test_a_dataframe_already_in_the_table_layout_is_written_as_it_is(spark, table_uri):
+    """No projection is built when names, order and types already match (it costs the driver
+    Py4J calls and analysis on every write); any difference still gets the projection."""
+    from deltatx.spark.native_write import _conformed
+
+    df = spark.range(3).selectExpr("id", "cast(id as int) as part")
+    plan = plan_write({"path": table_uri}, df.schema, False)
+    assert _conformed(df, plan) is df
+    reordered = df.select("part", "id")
+    conformed = _conformed(reordered, plan)
+    assert conformed is not reordered and conformed.columns == ["id", "part"]
+    renamed = df.withColumnRenamed("id", "ID")
+    assert _conformed(renamed, plan) is not renamed
+    dspark.write(reordered, table_uri, engine="parquet")
+    assert [(r["id"], r["part"]) for r in _rows(table_uri)] == [(0, 0), (1, 1), (2, 2)]

@@ -37,7 +37,8 @@ Conflicts: ``df.write...save()`` fails with Spark's ``AnalysisException`` whose 
 deltatx exception class and the winning version. :func:`write` raises the typed exception itself
 (``ConcurrentAppendException`` etc., with ``.version``) and returns the ``CommitResult``. Writing
 from several Python threads works; :func:`write` and :func:`read` make the session active in the
-calling thread first (without that Spark cannot find the format from a new thread).
+calling thread before they use the format (without that Spark cannot find the format from a new
+thread; Spark's own Parquet reader and writer are asked through the session itself).
 
 Reading::
 
@@ -193,8 +194,6 @@ def write(df: Any, uri: str, mode: str = "append", engine: str = "auto", **optio
     """
     if engine not in ENGINES:
         raise DeltaTxError(f"engine must be one of {ENGINES}, not {engine!r}")
-    spark = df.sparkSession
-    activate(spark)
     mode = mode.lower()
     raw = {_option_key(k): _option_value(v) for k, v in options.items()}
     if mode not in CREATE_ONLY_MODES:
@@ -231,6 +230,9 @@ def _write(df: Any, uri: str, mode: str, engine: str, raw: dict[str, str]) -> Co
             return native_write(df, plan)
         if engine == "parquet":
             raise NativeUnavailableError(f"Spark's Parquet writer cannot do this write directly: {reason}")
+    # a Python source is found through the calling thread's active session; the native path names
+    # its session itself and skips this Py4J round trip (P8 times whole writes)
+    activate(df.sparkSession)
     report_dir = tempfile.mkdtemp(prefix="deltatx-spark-write-")
     report_path = os.path.join(report_dir, "outcome.pickle")
     try:
@@ -272,7 +274,6 @@ def read(spark: Any, uri: str, version: int | None = None, timestamp: Any = None
     """
     if engine not in ENGINES:
         raise DeltaTxError(f"engine must be one of {ENGINES}, not {engine!r}")
-    activate(spark)
     raw = {_option_key(k): _option_value(v) for k, v in options.items()}
     if version is not None:
         raw["versionAsOf"] = str(int(version))
@@ -289,6 +290,7 @@ def read(spark: Any, uri: str, version: int | None = None, timestamp: Any = None
         except NativeUnavailableError:
             if engine == "parquet":
                 raise
+    activate(spark)  # as for writes: only the format needs the session active in this thread
     reader = spark.read.format(FORMAT_NAME)
     for key, value in raw.items():
         reader = reader.option(key, value)

@@ -44,6 +44,22 @@ from .writer import WritePlan
 #: folder name prefix of one native write's files (not ``_`` or ``.``: VACUUM must see them)
 FOLDER_PREFIX = "spark-"
 
+#: Hadoop committer settings for the job's private folder (DataFrameWriter options reach the
+#: job's Hadoop configuration). Nobody else looks into that folder and it is moved from and
+#: deleted right after the job, so: no ``_SUCCESS`` marker; algorithm 2, where a task's commit
+#: moves its files into the folder at once instead of the job's commit moving every file a
+#: second time; and no cleanup of ``_temporary`` by the job (the folder goes as a whole). The
+#: output commit coordinator still lets one attempt per task commit. Measured on P8: about 3%
+#: of the write, which is what keeps it at or under Spark's own Parquet write.
+_COMMITTER_OPTIONS = {
+    "mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
+    "mapreduce.fileoutputcommitter.algorithm.version": "2",
+    "mapreduce.fileoutputcommitter.cleanup.skipped": "true",
+}
+
+#: up to this many written files, their footers are read one after the other (no thread pool)
+_SERIAL_FOOTERS = 4
+
 
 def _partition_type_ok(t: pa.DataType) -> bool:
     return pa.types.is_string(t) or pa.types.is_integer(t) or pa.types.is_date32(t) or pa.types.is_boolean(t)
@@ -86,10 +102,17 @@ def unavailable_reason(plan: WritePlan, incoming: pa.Schema | None = None) -> st
 
 
 def _conformed(df: Any, plan: WritePlan) -> Any:
-    """``df`` as the table's columns, in order, with the table's types (missing ones as nulls)."""
+    """``df`` as the table's columns, in order, with the table's types (missing ones as nulls).
+
+    A DataFrame that already has exactly those names, order and types is returned as it is:
+    building the projection costs the driver tens of milliseconds of Py4J calls and analysis
+    (P8 measures the native write against Spark's own), and it would change nothing.
+    """
     from pyspark.sql import functions as F
 
     target = arrow_schema_to_spark(plan.schema)
+    if [(f.name, f.dataType) for f in df.schema.fields] == [(f.name, f.dataType) for f in target.fields]:
+        return df
     present = set(df.columns)
     return df.select(*[
         (F.col(f.name).cast(f.dataType) if f.name in present else F.lit(None).cast(f.dataType)).alias(f.name)
@@ -155,8 +178,11 @@ def _adds(root: str, found: list[tuple[str, str]], plan: WritePlan) -> pa.Table:
         stats = stats_from_parquet_footer(pq.read_metadata(full), data_schema, None, plan.num_indexed_cols)
         return encode_path(relative), list(values.items()), info.st_size, int(info.st_mtime * 1000), stats
 
-    with ThreadPoolExecutor(max_workers=min(8, max(1, len(found)))) as pool:
-        rows = sorted(pool.map(describe, found))
+    if len(found) <= _SERIAL_FOOTERS:  # starting threads costs more than reading a few footers
+        rows = sorted(map(describe, found))
+    else:
+        with ThreadPoolExecutor(max_workers=min(8, len(found))) as pool:
+            rows = sorted(pool.map(describe, found))
     n = len(rows)
     columns = {
         "path": pa.array([r[0] for r in rows], pa.string()),
@@ -183,8 +209,9 @@ def native_write(df: Any, plan: WritePlan) -> CommitResult:
     target = os.path.join(store.root, folder)
     moved: list[str] = []
     try:
-        writer = (_conformed(df, plan).write.mode("errorifexists").option("compression", "snappy")
-                  .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false"))
+        writer = _conformed(df, plan).write.mode("errorifexists").option("compression", "snappy")
+        for key, value in _COMMITTER_OPTIONS.items():
+            writer = writer.option(key, value)
         if plan.spec.max_records_per_file:
             writer = writer.option("maxRecordsPerFile", str(plan.spec.max_records_per_file))
         if plan.partition_columns:

@@ -20,7 +20,7 @@ import deltatx
 
 from .common import BenchResult, scratch_dir
 from .p4_concurrent_appends import deltalake_appender  # the same peer workload as P4
-from .procs import OpCounter, combine, run_workers
+from .procs import append_each, combine, run_workers
 from .workloads import SMALL_SCHEMA, deltalake_facts, small_row
 
 ID = "P14"
@@ -34,20 +34,11 @@ def appender(index: int, barrier, uri: str, catalog_url: str | None, n: int) -> 
     catalog = deltatx.Catalog(catalog_url) if catalog_url else None
     table = catalog.table("t") if catalog else deltatx.Table(uri)
     rows = [small_row(index * ID_STRIDE + i) for i in range(n)]
-    counter = OpCounter(index)
-    barrier.wait()
-    counter.begin()
-    for row in rows:
-        try:
-            result = table.append(row)
-            counter.commits += 1
-            counter.internal_retries += result.attempts - 1
-        except Exception as exc:
-            counter.failure(exc)
-    counter.finish()
-    if catalog:
-        catalog.close()
-    return counter.report()
+    try:
+        return append_each(index, barrier, table, rows)
+    finally:
+        if catalog:
+            catalog.close()
 
 
 def run(quick: bool = False) -> BenchResult:

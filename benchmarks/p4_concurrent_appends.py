@@ -15,7 +15,7 @@ import deltatx
 from deltalake import DeltaTable, write_deltalake
 
 from .common import BenchResult, scratch_dir
-from .procs import OpCounter, combine, run_workers
+from .procs import OpCounter, append_each, combine, run_workers
 from .workloads import SMALL_SCHEMA, deltalake_facts, deltalake_ids, small_row
 
 ID = "P4"
@@ -27,18 +27,7 @@ ID_STRIDE = 1_000_000
 def deltatx_appender(index: int, barrier, uri: str, n: int) -> dict[str, Any]:
     table = deltatx.Table(uri)
     rows = [small_row(index * ID_STRIDE + i) for i in range(n)]
-    counter = OpCounter(index)
-    barrier.wait()
-    counter.begin()
-    for row in rows:
-        try:
-            result = table.append(row)
-            counter.commits += 1
-            counter.internal_retries += result.attempts - 1
-        except Exception as exc:
-            counter.failure(exc)
-    counter.finish()
-    return counter.report()
+    return append_each(index, barrier, table, rows)
 
 
 def deltalake_appender(index: int, barrier, uri: str, n: int) -> dict[str, Any]:

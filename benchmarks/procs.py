@@ -89,6 +89,23 @@ class OpCounter:
                 "errors": self.errors, "start": self.start, "end": self.end}
 
 
+def append_each(index: int, barrier, table: Any, rows: list) -> dict[str, Any]:
+    """One writer's measured loop: ``table.append(row)`` for each row after the common start
+    line, counting commits, internal retries and failures (P4, P14)."""
+    counter = OpCounter(index)
+    barrier.wait()
+    counter.begin()
+    for row in rows:
+        try:
+            result = table.append(row)
+            counter.commits += 1
+            counter.internal_retries += result.attempts - 1
+        except Exception as exc:
+            counter.failure(exc)
+    counter.finish()
+    return counter.report()
+
+
 def combine(reports: list[dict[str, Any]]) -> dict[str, Any]:
     """Totals over workers; throughput over the window from the first start to the last end."""
     conflicts: Counter[str] = Counter()

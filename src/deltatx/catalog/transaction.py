@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import phases
 from ..errors import CatalogTableNotFoundError, CommitRetriesExceededError, DeltaTxError
-from ..tables.transaction import DEFAULT_MAX_ATTEMPTS, CommitResult, Transaction
+from ..tables.transaction import DEFAULT_MAX_ATTEMPTS, CommitResult, CommitsOnExit, Transaction
 from ..txnlog.actions import CommitActions
 from .db import DuplicateRowError, Ratification
 from .store import CatalogLogStore
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .catalog import Catalog, CatalogEntry
 
 
-class CatalogTransaction:
+class CatalogTransaction(CommitsOnExit):
     """Transactions over several catalog tables, pinned at one consistent cut of the catalog."""
 
     def __init__(self, catalog: "Catalog", *, max_attempts: int = DEFAULT_MAX_ATTEMPTS):
@@ -150,14 +150,3 @@ class CatalogTransaction:
             for tx in self._txs.values():
                 tx.abort()
             self._state = "aborted"
-
-    def __enter__(self) -> "CatalogTransaction":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is not None:
-            self.abort()
-            return None
-        if self._state == "open":
-            self.commit()
-        return None

@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import queue as queue_mod
 import random
 import threading
-import time
 import traceback
 from collections import Counter
 from dataclasses import dataclass, field
@@ -38,6 +36,7 @@ from ..errors import ConcurrentModificationException, DeltaTxError
 from .checkers import Anomaly
 from .errors import HarnessError
 from .history import COMMITTED, CONFLICT, ERROR, NOOP
+from .stress import gather_events, stop_workers
 
 BANK2_TABLES = ("bank2_a", "bank2_b")
 BANK2_SCHEMA = pa.schema([("id", pa.int64()), ("balance", pa.int64())])
@@ -46,7 +45,6 @@ BANK2_OPENING_BALANCE = 100
 #: exit code of a writer killed on purpose at a phase (not a failure of the run)
 CRASH_EXIT_CODE = 77
 CRASH_PHASES = ("staged", "ratified", "published")
-_POLL_S = 1.0
 
 
 @dataclass
@@ -247,46 +245,26 @@ def _run_writers(report: Bank2Report, catalog_url: str, worker_init: str | None,
     for p in procs:
         p.start()
     failures: list[str] = []
-    finished: set[int] = set()
     try:
         try:
             barrier.wait(timeout=120)
         except threading.BrokenBarrierError:
             failures.append("the writers did not all start")
-        started = ended = time.monotonic()
-        deadline = started + timeout_s
-        while len(finished) < n:
-            try:
-                kind, index, payload = events.get(timeout=_POLL_S)
-            except queue_mod.Empty:
-                for i, p in enumerate(procs):
-                    if i not in finished and not p.is_alive():
-                        finished.add(i)
-                        if p.exitcode == CRASH_EXIT_CODE and crash_at is not None and i == 0:
-                            report.crashed = True  # killed on purpose; its in-flight transfer is unknown
-                        else:
-                            failures.append(f"writer w{i} exited with code {p.exitcode} before finishing")
-                        ended = time.monotonic()
-                if time.monotonic() > deadline:
-                    failures += [f"writer w{i} did not finish within {timeout_s:.0f}s" for i in range(n)
-                                 if i not in finished]
-                    break
-                continue
-            if kind == "op":
-                report.records.append(payload)
-                if progress is not None:
-                    progress(len(report.records), n * report.ops)
-            elif kind == "done":
-                finished.add(index)
-                ended = time.monotonic()
-            else:
-                finished.add(index)
-                failures.append(f"writer w{index} crashed: {payload}")
-        report.elapsed_s = max(ended - started, 1e-9)
-        return failures
-    finally:
-        from .stress import stop_workers
 
+        def on_op(record: Any) -> None:
+            report.records.append(record)
+            if progress is not None:
+                progress(len(report.records), n * report.ops)
+
+        def exited(i: int, code: int | None) -> str | None:
+            if code == CRASH_EXIT_CODE and crash_at is not None and i == 0:
+                report.crashed = True  # killed on purpose; its in-flight transfer is unknown
+                return None
+            return f"writer w{i} exited with code {code} before finishing"
+
+        report.elapsed_s, more = gather_events(procs, events, timeout_s, on_op, exited)
+        return failures + more
+    finally:
         stop_workers(procs, events)
 
 

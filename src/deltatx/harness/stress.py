@@ -246,42 +246,60 @@ def _run_writers(specs: list[WriterSpec], progress: Progress | None, timeout_s: 
     for p in procs:
         p.start()
     failures: list[str] = []
-    finished: set[int] = set()
     total = None if specs[0].duration_s is not None else sum(s.ops or 0 for s in specs)
     done = 0
     started = ended = time.monotonic()
     try:
         if not _await_start(barrier, procs, specs[0].barrier_timeout_s):
             failures.append("the writers did not all start")
-        started = time.monotonic()
-        ended = started
-        deadline = started + timeout_s
-        while len(finished) < len(specs):
-            try:
-                kind, index, payload = events.get(timeout=_POLL_S)
-            except queue_mod.Empty:
-                for i, p in enumerate(procs):
-                    if i not in finished and not p.is_alive():
-                        finished.add(i)
-                        failures.append(f"writer w{i} exited with code {p.exitcode} before finishing")
-                if time.monotonic() > deadline:
-                    failures += [f"writer w{i} did not finish within {timeout_s:.0f}s"
-                                 for i in range(len(specs)) if i not in finished]
-                    break
-                continue
-            if kind == "op":
-                done += 1
-                if progress is not None:
-                    progress(done, total)
-            elif kind == "done":
-                finished.add(index)
-                ended = time.monotonic()
-            elif kind == "crash":
-                finished.add(index)
-                failures.append(f"writer w{index} crashed: {payload}")
-        return max(ended - started, 1e-9), failures
+
+        def on_op(_: Any) -> None:
+            nonlocal done
+            done += 1
+            if progress is not None:
+                progress(done, total)
+
+        elapsed, more = gather_events(procs, events, timeout_s, on_op)
+        return elapsed, failures + more
     finally:
         stop_workers(procs, events)
+
+
+def gather_events(procs: list[Any], events: Any, timeout_s: float, on_op: Callable[[Any], None],
+                  exited: Callable[[int, int | None], str | None] | None = None) -> tuple[float, list[str]]:
+    """Wait for every writer's "done" (or its death, or the deadline), handing each "op" payload
+    to ``on_op``. ``exited(i, exit code)`` names the failure of a writer that died without "done"
+    (None: it was expected to). Returns (seconds from now to the last writer's end, failures)."""
+    failures: list[str] = []
+    finished: set[int] = set()
+    started = ended = time.monotonic()
+    deadline = started + timeout_s
+    while len(finished) < len(procs):
+        try:
+            kind, index, payload = events.get(timeout=_POLL_S)
+        except queue_mod.Empty:
+            for i, p in enumerate(procs):
+                if i not in finished and not p.is_alive():
+                    finished.add(i)
+                    ended = time.monotonic()
+                    message = (exited(i, p.exitcode) if exited is not None
+                               else f"writer w{i} exited with code {p.exitcode} before finishing")
+                    if message:
+                        failures.append(message)
+            if time.monotonic() > deadline:
+                failures += [f"writer w{i} did not finish within {timeout_s:.0f}s"
+                             for i in range(len(procs)) if i not in finished]
+                break
+            continue
+        if kind == "op":
+            on_op(payload)
+        elif kind == "done":
+            finished.add(index)
+            ended = time.monotonic()
+        else:
+            finished.add(index)
+            failures.append(f"writer w{index} crashed: {payload}")
+    return max(ended - started, 1e-9), failures
 
 
 def stop_workers(procs: list[Any], events: Any) -> None:

@@ -26,13 +26,12 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 import numpy as np
-from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxBytes,
     ReadMaxFiles,
-    SupportsTriggerAvailableNow,
 )
 
 from ..txnlog.change_feed import (COMMIT_VERSION, ChangePlan, plan_changes, resolve_range,
@@ -42,7 +41,7 @@ from ..txnlog.store import LogStore, open_store
 from ..txnlog.stream_plan import (BASE_INDEX, DEFAULT_MAX_FILES_PER_TRIGGER, UNRESOLVED_VERSION, Admission,
                                   StreamOffset, StreamStart, first_batch_start, resolve_start)
 from .change_feed import ChangesPartition, read_partition, spark_arrow_schema, split_plan
-from .stream_source import StreamReadSpec
+from .stream_source import DriverPlannedStream, StreamReadSpec
 
 
 @dataclass
@@ -83,21 +82,12 @@ def admitted_end(plan: ChangePlan, limit: Admission | None) -> int:
     return plan.end
 
 
-class ChangeFeedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class ChangeFeedStreamReader(DriverPlannedStream):
     """Spark's micro-batch source for a table's change data feed (see the module docstring)."""
 
     def __init__(self, spec: StreamReadSpec, spark_schema: Any):
-        self.spec = spec
-        self.spark_schema_json = spark_schema.json()
+        super().__init__(spec, spark_schema)
         self.columns = list(spark_schema.fieldNames())
-        self._state: _State | None = None
-        self._available_now = False
-        self._last_version: int | None = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_state"] = None  # executors only read files
-        return state
 
     def _source(self) -> _State:
         if self._state is None:

@@ -155,14 +155,14 @@ class _SourceState:
     start: StreamStart | None = None  # where a new stream begins; resolved when first needed
 
 
-class DeltaTxStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Spark's micro-batch source for a deltatx table (see the module docstring)."""
+class DriverPlannedStream(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """What both deltatx micro-batch sources share: the spec, the read schema, and planning state
+    (``_state``) that lives on the driver only — the copies Spark pickles for executors drop it."""
 
     def __init__(self, spec: StreamReadSpec, spark_schema: Any):
         self.spec = spec
         self.spark_schema_json = spark_schema.json()
-        self.files_reader = DeltaTxReader(spec.read, spark_schema)  # read(): the batch reader's code
-        self._state: _SourceState | None = None
+        self._state: Any = None
         self._available_now = False
         self._last_version: int | None = None
 
@@ -170,6 +170,14 @@ class DeltaTxStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         state = dict(self.__dict__)
         state["_state"] = None  # executors only read files
         return state
+
+
+class DeltaTxStreamReader(DriverPlannedStream):
+    """Spark's micro-batch source for a deltatx table (see the module docstring)."""
+
+    def __init__(self, spec: StreamReadSpec, spark_schema: Any):
+        super().__init__(spec, spark_schema)
+        self.files_reader = DeltaTxReader(spec.read, spark_schema)  # read(): the batch reader's code
 
     # ------------------------------------------------------------------ planning state
     def _source(self) -> _SourceState:

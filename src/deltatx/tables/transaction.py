@@ -96,7 +96,33 @@ def _encode_parameter(v: Any) -> str:
     return v if isinstance(v, str) else orjson.dumps(v).decode()
 
 
-class Transaction:
+class CommitsOnExit:
+    """``with`` a transaction: commit when the block ends normally, abort when it raises.
+
+    Shared by the single-table :class:`Transaction` and the catalog's multi-table transaction;
+    both provide ``commit()``, ``abort()`` and ``_state``."""
+
+    _state: str
+
+    def commit(self) -> Any:  # pragma: no cover - provided by the subclass
+        raise NotImplementedError
+
+    def abort(self) -> None:  # pragma: no cover - provided by the subclass
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.abort()
+            return None
+        if self._state == "open":
+            self.commit()
+        return None
+
+
+class Transaction(CommitsOnExit):
     """A read-modify-write transaction pinned at one snapshot.
 
     Use as a context manager to commit on success and to clean up on an exception::
@@ -789,17 +815,6 @@ class Transaction:
     def _ensure_open(self) -> None:
         if self._state != "open":
             raise DeltaTxError(f"this transaction is {self._state}; start a new one with table.transaction()")
-
-    def __enter__(self) -> "Transaction":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is not None:
-            self.abort()
-            return None
-        if self._state == "open":
-            self.commit()
-        return None
 
 
 def _decoded(paths: pa.Array | pa.ChunkedArray) -> list[str]:

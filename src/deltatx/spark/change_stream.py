@@ -27,18 +27,13 @@ from typing import Any, Iterator
 
 import numpy as np
 from pyspark.sql.datasource import InputPartition
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxBytes,
-    ReadMaxFiles,
-)
+from pyspark.sql.streaming.datasource import ReadLimit
 
 from ..txnlog.change_feed import (COMMIT_VERSION, ChangePlan, plan_changes, resolve_range,
                                   snapshot_as_inserts)
 from ..txnlog.snapshot import Snapshot, load_snapshot
 from ..txnlog.store import LogStore, open_store
-from ..txnlog.stream_plan import (BASE_INDEX, DEFAULT_MAX_FILES_PER_TRIGGER, UNRESOLVED_VERSION, Admission,
+from ..txnlog.stream_plan import (BASE_INDEX, UNRESOLVED_VERSION, Admission,
                                   StreamOffset, StreamStart, first_batch_start, resolve_start)
 from .change_feed import ChangesPartition, read_partition, spark_arrow_schema, split_plan
 from .stream_source import DriverPlannedStream, StreamReadSpec
@@ -114,24 +109,6 @@ class ChangeFeedStreamReader(DriverPlannedStream):
     def initialOffset(self) -> dict:
         source = self._source()
         return StreamOffset(source.table_id, UNRESOLVED_VERSION, BASE_INDEX, source.start.initial_snapshot).to_json()
-
-    def getDefaultReadLimit(self) -> ReadLimit:
-        if self.spec.max_bytes is not None and self.spec.max_files is None:
-            return ReadMaxBytes(self.spec.max_bytes)
-        return ReadMaxFiles(self.spec.max_files or DEFAULT_MAX_FILES_PER_TRIGGER)
-
-    def prepareForTriggerAvailableNow(self) -> None:
-        self._available_now = True
-        self._last_version = None
-
-    def _admission(self, limit: ReadLimit) -> Admission | None:
-        if isinstance(limit, ReadAllAvailable):
-            return None
-        if isinstance(limit, ReadMaxFiles):
-            return Admission(limit.max_files, self.spec.max_bytes)
-        if isinstance(limit, ReadMaxBytes):
-            return Admission(self.spec.max_files, limit.max_bytes)
-        return self.spec.admission()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         source = self._source()

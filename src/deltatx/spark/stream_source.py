@@ -171,6 +171,26 @@ class DriverPlannedStream(DataSourceStreamReader, SupportsTriggerAvailableNow):
         state["_state"] = None  # executors only read files
         return state
 
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """Delta's: ``maxBytesPerTrigger`` alone limits bytes; otherwise files (1000 by default).
+        Both set: files here, and the byte limit is applied on top of it."""
+        if self.spec.max_bytes is not None and self.spec.max_files is None:
+            return ReadMaxBytes(self.spec.max_bytes)
+        return ReadMaxFiles(self.spec.max_files or DEFAULT_MAX_FILES_PER_TRIGGER)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._available_now = True
+        self._last_version = None
+
+    def _admission(self, limit: ReadLimit) -> Admission | None:
+        if isinstance(limit, ReadAllAvailable):
+            return None
+        if isinstance(limit, ReadMaxFiles):
+            return Admission(limit.max_files, self.spec.max_bytes)
+        if isinstance(limit, ReadMaxBytes):
+            return Admission(self.spec.max_files, limit.max_bytes)
+        return self.spec.admission()
+
 
 class DeltaTxStreamReader(DriverPlannedStream):
     """Spark's micro-batch source for a deltatx table (see the module docstring)."""
@@ -209,30 +229,10 @@ class DeltaTxStreamReader(DriverPlannedStream):
         commits = [f.version for f in self._source().store.list_log(0) if f.kind == "commit"]
         return max(commits) if commits else -1
 
-    def _admission(self, limit: ReadLimit) -> Admission | None:
-        if isinstance(limit, ReadAllAvailable):
-            return None
-        if isinstance(limit, ReadMaxFiles):
-            return Admission(limit.max_files, self.spec.max_bytes)
-        if isinstance(limit, ReadMaxBytes):
-            return Admission(self.spec.max_files, limit.max_bytes)
-        return self.spec.admission()
-
     # ------------------------------------------------------------------ Spark's offset protocol
     def initialOffset(self) -> dict:
         return StreamOffset(self._source().planner.table_id, UNRESOLVED_VERSION, BASE_INDEX,
                             self._starts_with_snapshot).to_json()
-
-    def getDefaultReadLimit(self) -> ReadLimit:
-        """Delta's: ``maxBytesPerTrigger`` alone limits bytes; otherwise files (1000 by default).
-        Both set: files here, and the byte limit is applied on top of it."""
-        if self.spec.max_bytes is not None and self.spec.max_files is None:
-            return ReadMaxBytes(self.spec.max_bytes)
-        return ReadMaxFiles(self.spec.max_files or DEFAULT_MAX_FILES_PER_TRIGGER)
-
-    def prepareForTriggerAvailableNow(self) -> None:
-        self._available_now = True
-        self._last_version = None
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         source = self._source()

@@ -40,6 +40,7 @@ from ..txnlog.stats import _physical_name
 from .grouping import group_codes
 from .deletion_vectors import deleted_rows, keep_mask
 from .paths import data_file_path, decode_path
+from .row_group_cache import ROW_GROUPS, FileKey, local_key, logged_key
 from .row_metadata import MaterializedColumns, is_metadata_column, metadata_columns, metadata_field
 
 if TYPE_CHECKING:
@@ -435,8 +436,11 @@ class _ScanPlan:
             needed += [n for n in self.schema.names if prune is not None and n in prune.columns() and n not in needed]
             wanted = pa.schema([self.schema.field(n) for n in needed])
         physical = self.materialized.physical() if meta and self.materialized else []
+        cache_key = self._cache_key(i)
         try:
-            with pq.ParquetFile(self.paths[i], filesystem=self.filesystem, coerce_int96_timestamp_unit="us") as pf:
+            with pq.ParquetFile(self.paths[i], filesystem=self.filesystem, coerce_int96_timestamp_unit="us",
+                                metadata=ROW_GROUPS.footer(cache_key)) as pf:
+                ROW_GROUPS.keep_footer(cache_key, pf.metadata)
                 in_file = set(pf.schema_arrow.names)
                 data_fields = [f for f in wanted if f.name not in self.partition_columns]
                 by_id = column_mapping.columns_by_field_id(pf.schema_arrow, data_fields) if self.by_field_id else None
@@ -450,9 +454,9 @@ class _ScanPlan:
                 if groups is None:
                     raw, positions = pf.read(columns=read), None
                 else:
-                    # one group (a point change): decode on this thread; handing a single group
-                    # to Arrow's pool only adds hand-offs, worst with many writer processes per core
-                    raw = pf.read_row_groups(groups, columns=read, use_threads=len(groups) > 1)
+                    # a point change: one or two groups, decoded on this thread (handing a single
+                    # group to Arrow's pool only adds hand-offs) and kept for the next point change
+                    raw = ROW_GROUPS.read_row_groups(pf, cache_key, groups, read)
                     positions = None if prune is not None else _group_positions(pf_metadata, groups)
                 file_rows = pf_metadata.num_rows
             if by_id is not None:
@@ -512,12 +516,23 @@ class _ScanPlan:
                 cols.append(pa.nulls(raw.num_rows, f.type))
         return cols
 
+    def _cache_key(self, i: int) -> FileKey | None:
+        """What identifies file ``i``'s content for :data:`ROW_GROUPS` (see that module)."""
+        if not ROW_GROUPS.enabled:
+            return None
+        if isinstance(self.filesystem, pafs.LocalFileSystem):
+            return local_key(self.paths[i])
+        return logged_key(self.paths[i], self._file_long("size", i), self._file_long("modificationTime", i))
+
     def _row_groups(self, i: int, pf: pq.ParquetFile, prune: "Expr", filter: pc.Expression) -> list[int] | None:
         """The row groups whose footer statistics ``filter`` may match (None: read the whole file).
 
         Only for a filter on the file's own columns (not partition values): pyarrow's fragment
-        ``subset`` tests it against each row group's min/max."""
+        ``subset`` tests it against each row group's min/max. A file of one group is that group
+        (so that a point change of a small file is served by :data:`ROW_GROUPS` too)."""
         metadata = pf.metadata
+        if metadata.num_row_groups == 1:
+            return [0]
         if metadata.num_row_groups < 2 or not prune.columns() <= set(pf.schema_arrow.names):
             return None
         by_footer = _groups_by_footer(prune, pf)

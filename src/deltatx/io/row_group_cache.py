@@ -1,0 +1,167 @@
+"""Decoded row groups and footers of data files, kept in memory for repeated point reads.
+
+Why: a point UPDATE/DELETE/MERGE on a table with deletion vectors reads the one row group that
+may hold its key, and decoding it (a 128k-row group, ~2 ms) is the largest single cost of such a
+commit. A job that changes rows one or a few at a time (P11: eight writers updating ids of one
+file) reads the same group again and again, while only the file's deletion vector changes.
+Delta data files are immutable — a writer never rewrites a path, it writes a new file and
+removes the old one — so a decoded column of (file, row group) stays valid for as long as the
+file exists; the deletion vector is applied after the cache, from the snapshot being read.
+
+What keys an entry: the file's path plus what identifies its content. On local disk that is the
+file's own ``stat`` (size, mtime in ns, inode): a file replaced in place under the same name (a
+test, a manual repair) is a different key, so the cache never serves bytes the disk no longer
+holds. On other stores the ``add`` action's size and modificationTime stand in (a stat would
+cost a request). A missing file is never hidden: the file is opened on every read.
+
+Only small reads use it (:data:`MAX_GROUPS` row groups per file): a scan of many groups would
+push out the hot ones and gains nothing from them. The budget is per process, least recently
+used first out, :data:`DEFAULT_MAX_BYTES` unless :func:`configure` says otherwise (0 turns it
+off); a group bigger than a quarter of the budget is not kept.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from typing import Hashable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+#: decoded columns kept per process, in bytes (see :func:`configure`)
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+#: reads of more row groups than this per file bypass the cache
+MAX_GROUPS = 2
+#: footers kept (a footer is small; the count bounds it)
+MAX_FOOTERS = 1024
+
+FileKey = tuple[Hashable, ...]
+
+
+def local_key(path: str) -> FileKey | None:
+    """The key of a local file from its stat; None when it cannot be stat'ed (the read reports it)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (path, st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def logged_key(path: str, size: int | None, modification_time: int | None) -> FileKey | None:
+    """The key of a remote file from its ``add`` action; None when the log lacks either value."""
+    if size is None or modification_time is None:
+        return None
+    return (path, size, modification_time)
+
+
+class RowGroupCache:
+    """(file, row group, column) -> decoded column, and file -> footer, bounded, thread-safe."""
+
+    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES):
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._columns: OrderedDict[tuple, pa.ChunkedArray] = OrderedDict()
+        self._footers: OrderedDict[FileKey, pq.FileMetaData] = OrderedDict()
+        self._bytes = 0
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_bytes > 0
+
+    # -------------------------------------------------------------- footers
+    def footer(self, key: FileKey | None) -> pq.FileMetaData | None:
+        if key is None or not self.enabled:
+            return None
+        with self._lock:
+            meta = self._footers.get(key)
+            if meta is not None:
+                self._footers.move_to_end(key)
+            return meta
+
+    def keep_footer(self, key: FileKey | None, metadata: pq.FileMetaData) -> None:
+        if key is None or not self.enabled:
+            return
+        with self._lock:
+            self._footers[key] = metadata
+            self._footers.move_to_end(key)
+            while len(self._footers) > MAX_FOOTERS:
+                self._footers.popitem(last=False)
+
+    # -------------------------------------------------------------- row groups
+    def read_row_groups(self, pf: pq.ParquetFile, key: FileKey | None, groups: list[int],
+                        columns: list[str]) -> pa.Table:
+        """``pf.read_row_groups(groups, columns)``, each (group, column) decoded at most once
+        while it stays in the budget. Without a key, or for many groups, it just reads."""
+        if key is None or not self.enabled or len(groups) > MAX_GROUPS or not columns:
+            return pf.read_row_groups(groups, columns=columns, use_threads=len(groups) > 1)
+        parts = [self._group(pf, key, g, columns) for g in groups]
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
+    def _group(self, pf: pq.ParquetFile, key: FileKey, group: int, columns: list[str]) -> pa.Table:
+        found: dict[str, pa.ChunkedArray] = {}
+        with self._lock:
+            for name in columns:
+                entry = self._columns.get((key, group, name))
+                if entry is not None:
+                    self._columns.move_to_end((key, group, name))
+                    found[name] = entry
+        missing = [n for n in columns if n not in found]
+        if missing:
+            self.misses += 1
+            fresh = pf.read_row_group(group, columns=missing, use_threads=False)
+            self._keep(key, group, fresh)
+            for name in missing:
+                found[name] = fresh.column(name)
+        else:
+            self.hits += 1
+        return pa.table([found[n] for n in columns], names=columns)
+
+    def _keep(self, key: FileKey, group: int, fresh: pa.Table) -> None:
+        size = fresh.nbytes
+        if size > self.max_bytes // 4:
+            return
+        with self._lock:
+            for name in fresh.column_names:
+                k = (key, group, name)
+                column = fresh.column(name)
+                old = self._columns.pop(k, None)
+                if old is not None:
+                    self._bytes -= old.nbytes
+                self._columns[k] = column
+                self._bytes += column.nbytes
+            while self._bytes > self.max_bytes and self._columns:
+                _, evicted = self._columns.popitem(last=False)
+                self._bytes -= evicted.nbytes
+
+    def clear(self) -> None:
+        with self._lock:
+            self._columns.clear()
+            self._footers.clear()
+            self._bytes = 0
+            self.hits = self.misses = 0
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+
+#: the process's cache (readers of every table share the budget)
+ROW_GROUPS = RowGroupCache()
+
+
+def configure(max_bytes: int) -> None:
+    """Set this process's budget for decoded row groups (bytes; 0 turns the cache off)."""
+    if max_bytes < 0:
+        raise ValueError(f"max_bytes must be >= 0, not {max_bytes}")
+    ROW_GROUPS.max_bytes = max_bytes
+    if max_bytes == 0:
+        ROW_GROUPS.clear()
+    else:
+        with ROW_GROUPS._lock:
+            while ROW_GROUPS._bytes > max_bytes and ROW_GROUPS._columns:
+                _, evicted = ROW_GROUPS._columns.popitem(last=False)
+                ROW_GROUPS._bytes -= evicted.nbytes

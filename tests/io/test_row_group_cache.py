@@ -1,0 +1,120 @@
+"""The decoded row-group cache: same rows as a plain read, bounded, keyed by the file's content."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import deltatx
+from deltatx.io import row_group_cache
+from deltatx.io.row_group_cache import ROW_GROUPS, RowGroupCache, local_key, logged_key
+
+DV_PROPS = {"delta.enableDeletionVectors": "true", "delta.enableRowTracking": "true"}
+
+
+def _file(path, rows: int = 4_000, group: int = 1_000) -> str:
+    ids = np.arange(rows, dtype=np.int64)
+    pq.write_table(pa.table({"id": ids, "v": ids * 2, "s": [f"r{i}" for i in range(rows)]}), path,
+                   row_group_size=group)
+    return str(path)
+
+
+def test_a_cached_read_returns_what_arrow_reads(tmp_path):
+    path = _file(tmp_path / "f.parquet")
+    cache = RowGroupCache(max_bytes=1 << 24)
+    key = local_key(path)
+    with pq.ParquetFile(path) as pf:
+        expected = pf.read_row_groups([2], columns=["id", "s"])
+        first = cache.read_row_groups(pf, key, [2], ["id", "s"])
+        again = cache.read_row_groups(pf, key, [2], ["s", "id"])  # another order: served from the cache
+        mixed = cache.read_row_groups(pf, key, [2], ["v", "id"])  # one column new, one cached
+        two = cache.read_row_groups(pf, key, [1, 3], ["id"])
+    assert first.equals(expected)
+    assert again.equals(expected.select(["s", "id"]))
+    assert mixed.equals(pq.read_table(path).slice(2_000, 1_000).select(["v", "id"]))
+    assert two.column("id").to_pylist() == list(range(1_000, 2_000)) + list(range(3_000, 4_000))
+    assert (cache.hits, cache.misses) == (1, 4)  # per group read: [2] miss, hit, partial miss; [1], [3]
+
+
+def test_many_groups_and_unknown_files_bypass_the_cache(tmp_path):
+    path = _file(tmp_path / "f.parquet")
+    cache = RowGroupCache(max_bytes=1 << 24)
+    with pq.ParquetFile(path) as pf:
+        assert cache.read_row_groups(pf, local_key(path), [0, 1, 2], ["id"]).num_rows == 3_000
+        assert cache.read_row_groups(pf, None, [0], ["id"]).num_rows == 1_000
+    assert cache.nbytes == 0 and cache.misses == 0
+
+
+def test_the_budget_evicts_least_recently_used_and_skips_huge_groups(tmp_path):
+    path = _file(tmp_path / "f.parquet")
+    with pq.ParquetFile(path) as pf:
+        one_group = pf.read_row_group(0, columns=["id"]).nbytes
+        cache = RowGroupCache(max_bytes=one_group * 4)  # room for four single-column groups
+        key = local_key(path)
+        for g in range(4):
+            cache.read_row_groups(pf, key, [g], ["id"])
+        assert cache.nbytes <= cache.max_bytes
+        cache.read_row_groups(pf, key, [0], ["id", "v"])  # two columns of one group: > a quarter
+        assert cache.misses == 5
+        cache.read_row_groups(pf, key, [3], ["id"])
+        assert cache.hits == 1  # group 3 still there
+        small = RowGroupCache(max_bytes=one_group)  # a group above a quarter of the budget is not kept
+        small.read_row_groups(pf, key, [0], ["id"])
+        assert small.nbytes == 0
+
+
+def test_a_file_replaced_in_place_is_a_different_key(tmp_path):
+    path = _file(tmp_path / "f.parquet")
+    before = local_key(path)
+    os.remove(path)
+    _file(tmp_path / "f.parquet", rows=3_000)
+    assert local_key(path) != before
+    assert local_key(str(tmp_path / "missing.parquet")) is None
+    assert logged_key("s3://b/f.parquet", 10, 20) == ("s3://b/f.parquet", 10, 20)
+    assert logged_key("s3://b/f.parquet", None, 20) is None
+
+
+def test_configure_bounds_and_turns_off(tmp_path):
+    saved = ROW_GROUPS.max_bytes
+    try:
+        with pytest.raises(ValueError):
+            row_group_cache.configure(-1)
+        row_group_cache.configure(0)
+        assert not ROW_GROUPS.enabled and ROW_GROUPS.nbytes == 0
+        row_group_cache.configure(1 << 20)
+        assert ROW_GROUPS.enabled and ROW_GROUPS.max_bytes == 1 << 20
+    finally:
+        row_group_cache.configure(saved)
+
+
+def _point_updates(uri: str) -> deltatx.Table:
+    ids = np.arange(300_000, dtype=np.int64)
+    t = deltatx.create_table(uri, pa.schema([("id", pa.int64()), ("v", pa.int64())]), properties=DV_PROPS)
+    t.append(pa.table({"id": ids, "v": np.zeros(300_000, dtype=np.int64)}))
+    return t
+
+
+def test_repeated_point_updates_hit_the_cache_and_change_the_right_rows(tmp_path):
+    t = _point_updates(str(tmp_path / "t"))
+    ROW_GROUPS.clear()
+    for k in (5, 6, 7, 5):  # one row group; the second update of 5 sees the first one's DV
+        t.update(where=f"id = {k}", set={"v": "v + 1"})
+    assert ROW_GROUPS.hits >= 3
+    got = dict(zip(*t.to_arrow(where="id < 9", columns=["id", "v"]).sort_by("id").columns))
+    assert {int(k.as_py()): v.as_py() for k, v in got.items()} == {0: 0, 1: 0, 2: 0, 3: 0, 4: 0, 5: 2, 6: 1, 7: 1, 8: 0}
+    assert t.to_arrow().num_rows == 300_000
+    deltatx.Table(str(tmp_path / "t")).delete("id = 6")  # another handle, same process: same files
+    assert deltatx.Table(str(tmp_path / "t")).to_arrow(where="id = 6").num_rows == 0
+
+
+def test_a_deleted_data_file_still_raises_with_the_cache_warm(tmp_path):
+    t = _point_updates(str(tmp_path / "t"))
+    t.update(where="id = 1", set={"v": "v + 1"})
+    big = max(t.files().column("path").to_pylist(), key=lambda p: os.path.getsize(tmp_path / "t" / p))
+    os.remove(tmp_path / "t" / big)
+    with pytest.raises(deltatx.errors.DataFileNotFoundError):
+        t.update(where="id = 2", set={"v": "v + 1"})

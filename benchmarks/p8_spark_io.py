@@ -34,6 +34,7 @@ of the write; the rest is planning and the executors' tasks.
 from __future__ import annotations
 
 import shutil
+from typing import Any, Callable
 
 from .common import BenchResult, median, now, scratch_dir, time_call
 from .workloads import PARTITIONS, deltalake_facts
@@ -124,6 +125,15 @@ def _floor_sources() -> tuple[type, type, type]:
     return CountingSink, EmptySource, PyarrowSource
 
 
+def _alternating(reps: int, jobs: list[tuple[list[float], dict, str, Callable[[], Any]]]) -> None:
+    """Run every job once per repetition, timed into its samples, its answer kept under its key;
+    every other repetition in reverse order, so that no job always follows the same one."""
+    for rep in range(reps):
+        for samples, answers, key, job in (jobs if rep % 2 == 0 else jobs[::-1]):
+            t, answers[key] = time_call(job)
+            samples.append(t)
+
+
 def _aggregate(df) -> tuple:
     from pyspark.sql import functions as F
 
@@ -205,22 +215,16 @@ def run(quick: bool = False) -> BenchResult:
         dtx_uri, pq_uri = str(root / f"dtx-{reps - 1}"), str(root / f"pq-{reps - 1}")
         source.unpersist()
         answers = {}
-        for _ in range(reps):
-            t, answers["deltatx"] = time_call(lambda: _aggregate(spark.read.format("deltatx").load(dtx_uri)))
-            read_dtx.append(t)
-            t, answers["parquet"] = time_call(lambda: _aggregate(spark.read.parquet(pq_uri)))
-            read_pq.append(t)
-            # the same read naming its columns (Spark does not prune a Python source's columns)
-            t, answers["deltatx_columns"] = time_call(lambda: _aggregate(
-                spark.read.format("deltatx").option("columns", "id,value").load(dtx_uri)))
-            read_dtx_columns.append(t)
-            t, answers["deltatx_native"] = time_call(lambda: _aggregate(dspark.read(spark, dtx_uri)))
-            read_native.append(t)
-            t, _ = time_call(lambda: _aggregate(spark.read.format("p8_empty_source").load(dtx_uri)))
-            read_empty.append(t)
-            t, answers["pyarrow_source"] = time_call(lambda: _aggregate(
-                spark.read.format("p8_pyarrow_source").load(dtx_uri)))
-            read_pyarrow.append(t)
+        _alternating(reps, [  # deltatx_columns: the format naming its columns (Spark prunes none)
+            (read_dtx, answers, "deltatx", lambda: _aggregate(spark.read.format("deltatx").load(dtx_uri))),
+            (read_pq, answers, "parquet", lambda: _aggregate(spark.read.parquet(pq_uri))),
+            (read_dtx_columns, answers, "deltatx_columns", lambda: _aggregate(
+                spark.read.format("deltatx").option("columns", "id,value").load(dtx_uri))),
+            (read_native, answers, "deltatx_native", lambda: _aggregate(dspark.read(spark, dtx_uri))),
+            (read_empty, {}, "empty", lambda: _aggregate(spark.read.format("p8_empty_source").load(dtx_uri))),
+            (read_pyarrow, answers, "pyarrow_source", lambda: _aggregate(
+                spark.read.format("p8_pyarrow_source").load(dtx_uri))),
+        ])
         # a deletion-vector table: the same rows, ~1% deleted through deltatx (DVs on every file)
         dv_uri = str(root / "dtx-dv")
         shutil.copytree(dtx_uri, dv_uri)
@@ -230,11 +234,10 @@ def run(quick: bool = False) -> BenchResult:
         facts["dv_files_with_dvs"] = sum(d is not None for d in dv_table.files().column("deletionVector").to_pylist())
         answers["parquet_minus_deleted"] = _aggregate(
             spark.read.parquet(pq_uri).where(f"id % 100 != {DV_DELETED_REMAINDER}"))
-        for _ in range(reps):
-            t, answers["dv_deltatx"] = time_call(lambda: _aggregate(spark.read.format("deltatx").load(dv_uri)))
-            read_dv.append(t)
-            t, answers["dv_deltatx_native"] = time_call(lambda: _aggregate(dspark.read(spark, dv_uri)))
-            read_dv_native.append(t)
+        _alternating(reps, [
+            (read_dv, answers, "dv_deltatx", lambda: _aggregate(spark.read.format("deltatx").load(dv_uri))),
+            (read_dv_native, answers, "dv_deltatx_native", lambda: _aggregate(dspark.read(spark, dv_uri))),
+        ])
         table = deltatx.Table(dtx_uri)
         facts["deltatx"] = {**deltalake_facts(dtx_uri), "deltatx_version": table.version,
                             "files": table.files().num_rows}

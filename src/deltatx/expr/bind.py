@@ -9,6 +9,8 @@ and listing the available ones.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from decimal import Decimal
 from typing import Mapping
 
@@ -188,6 +190,36 @@ def _find_alias(aliases: Mapping[str, pa.Schema], qualifier: str) -> str | None:
     return hits[0] if len(hits) == 1 else None
 
 
+#: expressions this process bound lately, by id: (the bound expression, its schema, is it a
+#: condition). Binding is idempotent, and a DML binds its predicate, then its scan and the file
+#: pruning bind the result again (and the conflict checker once per winner): a bound expression
+#: handed back with the same schema is returned at once. Entries hold their expressions, so an
+#: id cannot be reused while its entry exists.
+_RECENTLY_BOUND: OrderedDict[int, tuple[Expr, pa.Schema, bool]] = OrderedDict()
+_RECENT_ENTRIES = 64
+_RECENT_LOCK = threading.Lock()
+
+
+def is_bound(expr: Expr, schema: pa.Schema) -> bool:
+    """Did this process bind ``expr`` (this very object) against ``schema`` lately?"""
+    return _already_bound(expr, schema, condition=False)
+
+
+def _already_bound(expr: Expr, schema: pa.Schema, condition: bool) -> bool:
+    with _RECENT_LOCK:
+        entry = _RECENTLY_BOUND.get(id(expr))
+    return (entry is not None and entry[0] is expr and (entry[2] or not condition)
+            and (entry[1] is schema or entry[1].equals(schema, check_metadata=True)))
+
+
+def _remember_bound(bound: Expr, schema: pa.Schema, condition: bool) -> None:
+    with _RECENT_LOCK:
+        _RECENTLY_BOUND[id(bound)] = (bound, schema, condition)
+        _RECENTLY_BOUND.move_to_end(id(bound))
+        while len(_RECENTLY_BOUND) > _RECENT_ENTRIES:
+            _RECENTLY_BOUND.popitem(last=False)
+
+
 def bind(expr: Expr, schema: pa.Schema, *, aliases: Mapping[str, pa.Schema] | None = None) -> Expr:
     """Resolve ``expr``'s columns in ``schema`` and type its literals; check it type-checks.
 
@@ -195,17 +227,25 @@ def bind(expr: Expr, schema: pa.Schema, *, aliases: Mapping[str, pa.Schema] | No
     stays qualified; an unqualified name not in ``schema`` is looked up in the aliases and gets the
     alias of the one that has it. Idempotent: binding a bound expression changes nothing.
     """
+    if aliases is None and _already_bound(expr, schema, condition=False):
+        return expr
     binder = _Binder(schema, aliases)
     resolved = expr.transform(lambda n: binder.resolve(n, expr) if isinstance(n, Column) else n)
     bound = resolved.transform(binder.coerce)
     binder.type_of(bound)  # raises PredicateError naming the expression if kernels do not fit
+    if aliases is None:
+        _remember_bound(bound, schema, condition=False)
     return bound
 
 
 def bind_predicate(expr: Expr, schema: pa.Schema, *, aliases: Mapping[str, pa.Schema] | None = None) -> Expr:
     """:func:`bind`, and require a boolean result (a WHERE/ON/replaceWhere condition)."""
+    if aliases is None and _already_bound(expr, schema, condition=True):
+        return expr
     bound = bind(expr, schema, aliases=aliases)
     t = _Binder(schema, aliases).type_of(bound)
     if not (pa.types.is_boolean(t) or pa.types.is_null(t)):
         raise PredicateError(f"{expr} is not a condition: it evaluates to {t}, not boolean")
+    if aliases is None:
+        _remember_bound(bound, schema, condition=True)
     return bound

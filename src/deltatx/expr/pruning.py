@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from ..io.reader import partition_column
 from ..txnlog.stats import _physical_name, parse_stats
-from .bind import bind
+from .bind import bind, is_bound
 from .pruning_few import MAX_FILES as MAX_FEW_FILES, files_matching_few
 from .model import FLIPPED, NEGATED, And, Column, Comparison, Expr, Func, In, IsNull, Like, Literal, Not, Or
 from .rows import evaluate
@@ -455,6 +455,8 @@ def _bound_cached(expr: Expr, spelled: str, schema: pa.Schema) -> Expr:
 def _bound(expr: Expr, schema: pa.Schema) -> Expr:
     """``bind`` once per (predicate, schema): the conflict checker tests one transaction's
     predicates against every winner, each time with the same schema."""
+    if is_bound(expr, schema):  # this process just bound it (the scan, the checker's read set)
+        return expr
     try:
         # repr tells apart literals Python compares equal (1, 1.0, True)
         return _bound_cached(expr, repr(expr), schema)

@@ -77,6 +77,41 @@ def test_dv_offset_is_part_of_the_key(log: LogWriter) -> None:
     assert snap.files.column("deletionVector").to_pylist()[0]["offset"] == 1
 
 
+def test_a_hot_files_long_dv_history_keeps_exact_keys(log: LogWriter) -> None:
+    """One file's DV changed 40 times: 40 tombstones share its path (replay narrows them by DV
+    location before building keys). Re-removing an old (path, DV) replaces its tombstone;
+    re-adding one revives it; locations that contain '@' or differ only by offset stay apart."""
+    log.create()
+    log.commit(adds=[add_row("hot.parquet"), add_row("cold.parquet")])
+    previous: dict | None = None
+    history = [dv(f"dv@{i}", offset=None if i % 3 else i) for i in range(40)]
+    for current in history:
+        log.commit(removes=[remove_row("hot.parquet", dv=previous)], adds=[add_row("hot.parquet", dv=current)])
+        previous = current
+    snap = load_snapshot(log.store)
+    assert file_set(snap.files) == {("hot.parquet", "dv@39"), ("cold.parquet", None)}
+    assert snap.tombstones.num_rows == 40  # the plain file and dv@0 … dv@38
+    # the same location at another offset is another DV: no tombstone goes
+    log.commit(removes=[remove_row("hot.parquet", dv=dv("dv@3", offset=4))])
+    assert load_snapshot(log.store).tombstones.num_rows == 41
+    # the exact (path, dv@3 at offset 3) again: its tombstone is replaced, not doubled
+    log.commit(removes=[remove_row("hot.parquet", dv=dv("dv@3", offset=3))])
+    snap = load_snapshot(log.store)
+    assert snap.tombstones.num_rows == 41
+    # re-adding (path, dv@5) and the plain file makes them live and drops their tombstones
+    log.commit(adds=[add_row("hot.parquet", dv=dv("dv@5", offset=None)), add_row("hot.parquet")])
+    snap = load_snapshot(log.store)
+    assert file_set(snap.files) == {("hot.parquet", "dv@39"), ("hot.parquet", "dv@5"), ("hot.parquet", None),
+                                    ("cold.parquet", None)}
+    assert snap.tombstones.num_rows == 39
+    assert not file_set(snap.files) & {(p, d) for p, d in file_set(snap.tombstones) if (p, d) != ("hot.parquet", "dv@3")}
+    # replaying the same log commit by commit (apply) gives the same snapshot
+    step = load_snapshot(log.store, version=1)
+    for version in range(2, snap.version + 1):
+        step = step.apply(parse_commit(log.store.read_commit(version), version))
+    assert_same_snapshot(step, snap)
+
+
 def test_newest_reference_wins_inside_one_commit(log: LogWriter) -> None:
     log.create()
     log.commit(adds=[add_row("x.parquet"), add_row("y.parquet")])

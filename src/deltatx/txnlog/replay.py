@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, ParamSpec, Sequence, TypeVar
@@ -332,6 +333,8 @@ def _drop_keys(table: pa.Table, touched: pa.Array) -> pa.Table:
     same_path = pc.is_in(table.column("path"), value_set=touched_paths)
     if not pc.any(same_path).as_py():
         return table
+    if len(touched) <= _SMALL and "deletionVector" in table.column_names:
+        same_path = pc.and_(same_path, _maybe_same_dv(table.column("deletionVector"), touched.to_pylist()))
     rows = pc.indices_nonzero(same_path)
     hit = pc.is_in(file_keys(table.select(["path", "deletionVector"]).take(rows)), value_set=touched)
     drop = rows.filter(hit)
@@ -342,6 +345,33 @@ def _drop_keys(table: pa.Table, touched: pa.Array) -> pa.Table:
     keep = np.ones(table.num_rows, dtype=bool)
     keep[drop.to_numpy()] = False
     return table.filter(pa.array(keep))
+
+
+_OFFSET_SUFFIX = re.compile(r"^(.*)@\d+$", re.DOTALL)
+
+
+def _maybe_same_dv(dvs: pa.ChunkedArray, touched: list[str]) -> pa.ChunkedArray:
+    """Per row: could its DV be the DV of one of the ``touched`` keys (a superset: the exact
+    keys are compared after)? Compares ``pathOrInlineDv`` only.
+
+    Why: a file whose DV changed often has one tombstone per old DV, all with its path; building
+    the full key of each (a dozen kernels) on every commit that touches the file grows with its
+    history, while one field compared in place does not."""
+    locations: set[str] = set()
+    bare = False
+    for key in touched:
+        _, sep, unique_id = key.partition(_KEY_SEPARATOR)
+        if not sep:
+            bare = True
+            continue
+        location = unique_id[1:]  # the uniqueId: storageType (one letter) + pathOrInlineDv [+ "@" + offset]
+        locations.add(location)
+        with_offset = _OFFSET_SUFFIX.match(location)
+        if with_offset:
+            locations.add(with_offset.group(1))
+    maybe = pc.fill_null(pc.is_in(pc.struct_field(dvs, "pathOrInlineDv"),
+                                  value_set=pa.array(sorted(locations), pa.string())), False)
+    return pc.or_(maybe, pc.is_null(dvs)) if bare else maybe
 
 
 def without_rows(table: pa.Table, rows: np.ndarray) -> pa.Table:

@@ -118,3 +118,26 @@ def test_a_deleted_data_file_still_raises_with_the_cache_warm(tmp_path):
     os.remove(tmp_path / "t" / big)
     with pytest.raises(deltatx.errors.DataFileNotFoundError):
         t.update(where="id = 2", set={"v": "v + 1"})
+
+
+def test_no_matching_group_reads_nothing(tmp_path):
+    """The file's stats may match while none of its row groups does (ids 0–999 and 5000–5999,
+    predicate id = 3000): the point change reads no group, changes nothing, raises nothing."""
+    uri = str(tmp_path / "t")
+    t = deltatx.create_table(uri, pa.schema([("id", pa.int64()), ("v", pa.int64())]), properties=DV_PROPS)
+    ids = np.concatenate([np.arange(1_000), np.arange(5_000, 6_000)]).astype(np.int64)
+    path = tmp_path / "t" / "gap.parquet"
+    pq.write_table(pa.table({"id": ids, "v": np.zeros(2_000, dtype=np.int64)}), path, row_group_size=1_000)
+    from deltatx.txnlog.stats import stats_from_parquet_footer
+
+    stats = stats_from_parquet_footer(pq.read_metadata(path), t.schema, None, 32)
+    from deltatx.txnlog.actions import FILE_SCHEMA, file_actions_table
+
+    with t.transaction() as tx:
+        tx.stage_adds(file_actions_table([{"path": "gap.parquet", "partitionValues": {}, "size": os.path.getsize(path),
+                                           "modificationTime": 0, "dataChange": True, "stats": stats}], FILE_SCHEMA))
+    with pq.ParquetFile(path) as pf:
+        assert RowGroupCache().read_row_groups(pf, local_key(str(path)), [], ["id"]).num_rows == 0
+    assert t.update(where="id = 3000", set={"v": "v + 1"}).metrics["numUpdatedRows"] == 0
+    assert t.delete("id = 3000").metrics["numDeletedRows"] == 0
+    assert t.to_arrow().num_rows == 2_000

@@ -95,8 +95,8 @@ class RowGroupCache:
     def read_row_groups(self, pf: pq.ParquetFile, key: FileKey | None, groups: list[int],
                         columns: list[str]) -> pa.Table:
         """``pf.read_row_groups(groups, columns)``, each (group, column) decoded at most once
-        while it stays in the budget. Without a key, or for many groups, it just reads."""
-        if key is None or not self.enabled or len(groups) > MAX_GROUPS or not columns:
+        while it stays in the budget. Without a key, for none or many groups, it just reads."""
+        if key is None or not self.enabled or not groups or len(groups) > MAX_GROUPS or not columns:
             return pf.read_row_groups(groups, columns=columns, use_threads=len(groups) > 1)
         parts = [self._group(pf, key, g, columns) for g in groups]
         return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
@@ -133,9 +133,23 @@ class RowGroupCache:
                     self._bytes -= old.nbytes
                 self._columns[k] = column
                 self._bytes += column.nbytes
-            while self._bytes > self.max_bytes and self._columns:
-                _, evicted = self._columns.popitem(last=False)
-                self._bytes -= evicted.nbytes
+            self._evict_above(self.max_bytes)
+
+    def _evict_above(self, limit: int) -> None:
+        """Drop least recently used columns until at most ``limit`` bytes remain (lock held)."""
+        while self._bytes > limit and self._columns:
+            _, evicted = self._columns.popitem(last=False)
+            self._bytes -= evicted.nbytes
+
+    def resize(self, max_bytes: int) -> None:
+        """A new budget (bytes; 0 turns the cache off and empties it)."""
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must be >= 0, not {max_bytes}")
+        with self._lock:
+            self.max_bytes = max_bytes
+            self._evict_above(max_bytes)
+            if max_bytes == 0:
+                self._footers.clear()
 
     def clear(self) -> None:
         with self._lock:
@@ -155,13 +169,4 @@ ROW_GROUPS = RowGroupCache()
 
 def configure(max_bytes: int) -> None:
     """Set this process's budget for decoded row groups (bytes; 0 turns the cache off)."""
-    if max_bytes < 0:
-        raise ValueError(f"max_bytes must be >= 0, not {max_bytes}")
-    ROW_GROUPS.max_bytes = max_bytes
-    if max_bytes == 0:
-        ROW_GROUPS.clear()
-    else:
-        with ROW_GROUPS._lock:
-            while ROW_GROUPS._bytes > max_bytes and ROW_GROUPS._columns:
-                _, evicted = ROW_GROUPS._columns.popitem(last=False)
-                ROW_GROUPS._bytes -= evicted.nbytes
+    ROW_GROUPS.resize(max_bytes)

@@ -141,3 +141,17 @@ def test_no_matching_group_reads_nothing(tmp_path):
     assert t.update(where="id = 3000", set={"v": "v + 1"}).metrics["numUpdatedRows"] == 0
     assert t.delete("id = 3000").metrics["numDeletedRows"] == 0
     assert t.to_arrow().num_rows == 2_000
+
+
+def test_footers_are_kept_within_an_eighth_of_the_budget(tmp_path):
+    paths = [_file(tmp_path / f"f{i}.parquet", rows=2_000) for i in range(6)]
+    size = pq.read_metadata(paths[0]).serialized_size
+    cache = RowGroupCache(max_bytes=size * 8 * 3)  # room for three footers
+    for p in paths:
+        cache.keep_footer(local_key(p), pq.read_metadata(p))
+    assert [cache.footer(local_key(p)) is not None for p in paths] == [False] * 3 + [True] * 3
+    assert cache.footer(local_key(paths[5])).num_rows == 2_000
+    cache.resize(size * 8)  # room for one: the least recently used go
+    assert [cache.footer(local_key(p)) is not None for p in paths[3:]] == [False, False, True]
+    cache.resize(0)
+    assert cache.footer(local_key(paths[5])) is None

@@ -17,7 +17,8 @@ cost a request). A missing file is never hidden: the file is opened on every rea
 Only small reads use it (:data:`MAX_GROUPS` row groups per file): a scan of many groups would
 push out the hot ones and gains nothing from them. The budget is per process, least recently
 used first out, :data:`DEFAULT_MAX_BYTES` unless :func:`configure` says otherwise (0 turns it
-off); a group bigger than a quarter of the budget is not kept.
+off); a group bigger than a quarter of the budget is not kept. Footers take at most an eighth of
+the budget again (by their serialized size).
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ import pyarrow.parquet as pq
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 #: reads of more row groups than this per file bypass the cache
 MAX_GROUPS = 2
-#: footers kept (a footer is small; the count bounds it)
-MAX_FOOTERS = 1024
+#: the share of the budget footers may take (a footer grows with columns × row groups)
+FOOTER_SHARE = 8
 
 FileKey = tuple[Hashable, ...]
 
@@ -63,8 +64,9 @@ class RowGroupCache:
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
         self._columns: OrderedDict[tuple, pa.ChunkedArray] = OrderedDict()
-        self._footers: OrderedDict[FileKey, pq.FileMetaData] = OrderedDict()
+        self._footers: OrderedDict[FileKey, tuple[pq.FileMetaData, int]] = OrderedDict()
         self._bytes = 0
+        self._footer_bytes = 0
         self.hits = 0
         self.misses = 0
 
@@ -77,19 +79,34 @@ class RowGroupCache:
         if key is None or not self.enabled:
             return None
         with self._lock:
-            meta = self._footers.get(key)
-            if meta is not None:
-                self._footers.move_to_end(key)
-            return meta
+            entry = self._footers.get(key)
+            if entry is None:
+                return None
+            self._footers.move_to_end(key)
+            return entry[0]
 
     def keep_footer(self, key: FileKey | None, metadata: pq.FileMetaData) -> None:
+        """Keep ``metadata`` for the next open of the same file, within 1/:data:`FOOTER_SHARE`
+        of the budget (by serialized size; least recently used first out)."""
         if key is None or not self.enabled:
             return
+        limit = self.max_bytes // FOOTER_SHARE
+        size = metadata.serialized_size
         with self._lock:
-            self._footers[key] = metadata
-            self._footers.move_to_end(key)
-            while len(self._footers) > MAX_FOOTERS:
-                self._footers.popitem(last=False)
+            if key in self._footers:
+                self._footers.move_to_end(key)
+                return
+            if size > limit:
+                return
+            self._footers[key] = (metadata, size)
+            self._footer_bytes += size
+            self._evict_footers_above(limit)
+
+    def _evict_footers_above(self, limit: int) -> None:
+        """Drop least recently used footers until at most ``limit`` bytes remain (lock held)."""
+        while self._footer_bytes > limit and self._footers:
+            _, (_, evicted) = self._footers.popitem(last=False)
+            self._footer_bytes -= evicted
 
     # -------------------------------------------------------------- row groups
     def read_row_groups(self, pf: pq.ParquetFile, key: FileKey | None, groups: list[int],
@@ -148,14 +165,13 @@ class RowGroupCache:
         with self._lock:
             self.max_bytes = max_bytes
             self._evict_above(max_bytes)
-            if max_bytes == 0:
-                self._footers.clear()
+            self._evict_footers_above(max_bytes // FOOTER_SHARE)
 
     def clear(self) -> None:
         with self._lock:
             self._columns.clear()
             self._footers.clear()
-            self._bytes = 0
+            self._bytes = self._footer_bytes = 0
             self.hits = self.misses = 0
 
     @property

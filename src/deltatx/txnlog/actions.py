@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import orjson
 import pyarrow as pa
@@ -89,17 +89,26 @@ CDC_SCHEMA = pa.schema(
 _MAP_FIELDS = ("partitionValues", "tags")
 
 
-_EMPTY_TABLES: dict[pa.Schema, pa.Table] = {}
-_STRUCT_TYPES: dict[pa.Schema, pa.StructType] = {}
+#: per schema object: (the schema, what was built for it). Keyed by ``id``, with the schema
+#: kept to make the id safe: hashing a pa.Schema costs ~8 µs, paid twice per file-action table
+#: on every parsed commit. Other equal schemas get their own entries (a few module constants).
+_EMPTY_TABLES: dict[int, tuple[pa.Schema, pa.Table]] = {}
+_STRUCT_TYPES: dict[int, tuple[pa.Schema, pa.StructType]] = {}
+
+
+def _built_for(cache: dict[int, tuple[pa.Schema, Any]], schema: pa.Schema, build: Callable[[], Any]) -> Any:
+    entry = cache.get(id(schema))
+    if entry is None or entry[0] is not schema:
+        entry = (schema, build())
+        if len(cache) < 64:  # bounded: a caller building schemas on the fly just builds
+            cache[id(schema)] = entry
+    return entry[1]
 
 
 def empty_table(schema: pa.Schema) -> pa.Table:
     """``schema.empty_table()``, built once per schema: tables are immutable, and building one
     converts a Python sequence per column (~60 µs for a file-action schema) — on every commit."""
-    table = _EMPTY_TABLES.get(schema)
-    if table is None:
-        table = _EMPTY_TABLES.setdefault(schema, schema.empty_table())
-    return table
+    return _built_for(_EMPTY_TABLES, schema, schema.empty_table)
 
 
 def file_actions_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
@@ -109,9 +118,7 @@ def file_actions_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Tabl
     ignored), not one per column: 2–4× cheaper for the few rows of a typical commit."""
     if not rows:
         return empty_table(schema)
-    struct = _STRUCT_TYPES.get(schema)
-    if struct is None:
-        struct = _STRUCT_TYPES.setdefault(schema, pa.struct(list(schema)))
+    struct = _built_for(_STRUCT_TYPES, schema, lambda: pa.struct(list(schema)))
     try:
         batch = pa.RecordBatch.from_struct_array(pa.array(rows, type=struct))
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError) as exc:

@@ -48,6 +48,10 @@ def test_z85_round_trip_and_bad_text():
         z85_decode("abcd")
     with pytest.raises(ValueError, match="not a Z85 character"):
         z85_decode("abc~d")
+    with pytest.raises(ValueError, match="outside ASCII"):
+        z85_decode("abcdé")
+    with pytest.raises(ValueError, match="out of range"):
+        z85_decode("00000#####")  # '#' is 84: 85**5 - 1 does not fit in 4 bytes
 
 
 def test_descriptors_that_do_not_add_up_are_corrupt(tmp_path):

@@ -116,8 +116,11 @@ def test_a_deleted_data_file_still_raises_with_the_cache_warm(tmp_path):
     t.update(where="id = 1", set={"v": "v + 1"})
     big = max(t.files().column("path").to_pylist(), key=lambda p: os.path.getsize(tmp_path / "t" / p))
     os.remove(tmp_path / "t" / big)
+    before = sorted(os.listdir(tmp_path / "t" / "_delta_log"))
     with pytest.raises(deltatx.errors.DataFileNotFoundError):
         t.update(where="id = 2", set={"v": "v + 1"})
+    assert sorted(os.listdir(tmp_path / "t" / "_delta_log")) == before  # nothing committed
+    assert deltatx.Table(str(tmp_path / "t")).version == t.version
 
 
 def test_no_matching_group_reads_nothing(tmp_path):

@@ -58,7 +58,7 @@ from ..errors import (
 from ..expr import TRUE, Expr, files_matching, partition_predicate
 from ..isolation import IsolationLevel
 from ..txnlog.actions import CommitActions
-from ..txnlog.replay import without_rows
+from ..txnlog.replay import without_paths, without_rows
 from ..txnlog.schema import schema_from_json
 from .hints import added_file_location, file_location, operation_name
 from ..txnlog import row_tracking
@@ -327,10 +327,7 @@ def _unresolved_removes(txn: TransactionInfo, winner: CommitActions) -> pa.Table
     settled = txn.row_level.resolved_for(winner.version) if txn.row_level is not None else frozenset()
     if not settled or removes.num_rows == 0:
         return removes
-    if removes.num_rows <= _FEW_FILES:
-        drop = [i for i, path in enumerate(removes.column("path").to_pylist()) if path in settled]
-        return without_rows(removes, np.array(drop, np.int64)) if drop else removes
-    return removes.filter(pc.invert(pc.is_in(removes["path"], value_set=pa.array(sorted(settled)))))
+    return without_paths(removes, pa.array(sorted(settled), pa.string()))
 
 
 def check_row_level_changes(txn: TransactionInfo, winner: CommitActions,

@@ -41,7 +41,6 @@ PORTABLE_MAGIC = 1681511377
 NATIVE_MAGIC = 1681511376
 
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
-_Z85_VALUE = {c: i for i, c in enumerate(_Z85)}
 
 
 _Z85_TABLE = np.full(256, 255, dtype=np.uint8)

@@ -33,7 +33,6 @@ several (:func:`size_groups`; usually there is one). The join's row index takes 
 
 from __future__ import annotations
 
-import re
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -41,6 +40,7 @@ import pyarrow as pa
 
 from ..errors import CorruptDeletionVectorError
 from ..io.deletion_vectors import deleted_rows
+from ..txnlog.stats import record_counts
 from ..txnlog.store import LogStore
 
 #: most bitmap words (64 rows each) one read sends to Spark; the rest is anti-joined
@@ -56,7 +56,6 @@ KEY_EXPRESSION = "shiftleft(_metadata.file_size, 32) | _metadata.row_index"
 MAX_ROWS_PER_FILE = 1 << 32
 
 _LOW_32 = (1 << 32) - 1
-_NUM_RECORDS = re.compile(r'"numRecords":(\d+)')
 #: the one-row relation that carries every bitmap word to Spark
 _WORDS_SCHEMA = ('{"type":"struct","fields":[{"name":"words","type":{"type":"array","elementType":"long",'
                  '"containsNull":false},"nullable":false,"metadata":{}}]}')
@@ -73,12 +72,9 @@ def row_counts(files: pa.Table, paths: Sequence[str]) -> list[int]:
     its Parquet footer's count when the statistic is missing (only local files reach here)."""
     import pyarrow.parquet as pq
 
-    stats = files.column("stats").to_pylist() if "stats" in files.column_names else [None] * files.num_rows
-    counts = []
-    for path, text in zip(paths, stats):
-        found = _NUM_RECORDS.search(text) if text else None
-        counts.append(int(found.group(1)) if found else pq.read_metadata(path).num_rows)
-    return counts
+    stated = (record_counts(files.column("stats")).to_pylist() if "stats" in files.column_names
+              else [None] * files.num_rows)
+    return [n if n is not None else pq.read_metadata(path).num_rows for path, n in zip(paths, stated)]
 
 
 def size_groups(sizes: Sequence[int], mask: int = -1) -> list[list[int]]:

@@ -97,8 +97,8 @@ _STRUCT_TYPES: dict[int, tuple[pa.Schema, pa.StructType]] = {}
 
 
 def _built_for(cache: dict[int, tuple[pa.Schema, Any]], schema: pa.Schema, build: Callable[[], Any]) -> Any:
-    entry = cache.get(id(schema))
-    if entry is None or entry[0] is not schema:
+    entry = cache.get(id(schema))  # the entry keeps its schema alive: the id is still that schema's
+    if entry is None:
         entry = (schema, build())
         if len(cache) < 64:  # bounded: a caller building schemas on the fly just builds
             cache[id(schema)] = entry

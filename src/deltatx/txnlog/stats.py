@@ -602,5 +602,6 @@ def _read_many(stats: pa.Array, json_schema: pa.Schema, float_keys: set[str]) ->
         # the bare tokens for float fields (and _finish turns NaN into an unknown bound)
         keys = "|".join(re.escape(orjson.dumps(k).decode()) for k in sorted(float_keys))
         cleaned = pc.replace_substring_regex(cleaned, f'({keys}):\\s*"(-?Infinity|NaN)"', r"\1:\2")
-    table = _read_few(cleaned, json_schema) if len(cleaned) <= _FEW_STATS else None
+    # parse_stats tried the few-strings reader already, unless float bounds had to be rewritten
+    table = _read_few(cleaned, json_schema) if float_keys and len(cleaned) <= _FEW_STATS else None
     return table if table is not None else _read_tolerant(cleaned, json_schema)

@@ -30,7 +30,10 @@ demo: install
 test: install
 	$(PY) -m pytest
 
+# Bytecode first: a worker process that compiled a module inside a measured window (with
+# PYTHONDONTWRITEBYTECODE set, every process would) would time the compiler, not the library.
 bench: install
+	$(PY) -m compileall -q src benchmarks
 	$(PY) -m benchmarks
 
 soak: install

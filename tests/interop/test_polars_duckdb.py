@@ -9,12 +9,15 @@ from __future__ import annotations
 from datetime import date, datetime, timezone
 from decimal import Decimal
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 import deltatx
+from deltatx.io.encodings import DELTA, SAMPLE_ROWS
 from interop_helpers import (
     Model,
     assert_has_checkpoint,
@@ -231,3 +234,31 @@ def test_types_read_by_every_client(tmp_path, duck, partition_by):
     assert_same_rows(read_polars(uri), data, "polars")
     assert_same_rows(duck.execute("SELECT * FROM delta_scan(?)", [uri]).to_arrow_table(), data, "duckdb")
     assert_same_rows(read_polars(uri, version=1), data.slice(0, 2), "polars v1")
+
+
+def test_delta_encoded_columns_are_read_by_every_client(tmp_path, duck):
+    """Large files write sorted ids, times and dates DELTA_BINARY_PACKED (io/encodings.py):
+    deltalake, polars and DuckDB read them, with a deletion vector on top, and skip by stats."""
+    n = SAMPLE_ROWS * 4
+    ids = np.arange(n, dtype=np.int64)
+    data = pa.table({
+        "id": ids,
+        "at": pa.array(ids * 1_000_000 + 1_700_000_000_000_000, pa.timestamp("us", "UTC")),
+        "day": pa.array((ids // 7).astype(np.int32), pa.int32()).cast(pa.date32()),
+        "small": pa.array((ids % 50_000).astype(np.int32), pa.int32()),
+        "v": pa.array(np.random.default_rng(3).random(n)),
+    })
+    uri = str(tmp_path / "delta_encoded")
+    t = deltatx.create_table(uri, data.schema, properties={"delta.enableDeletionVectors": "true"})
+    t.append(data)
+    path = f"{uri}/{t.files()['path'][0].as_py()}"
+    group = pq.ParquetFile(path).metadata.row_group(0)
+    used = {group.column(i).path_in_schema: group.column(i).encodings for i in range(group.num_columns)}
+    assert all(DELTA in used[c] for c in ("id", "at", "day", "small")), used
+    t.delete(where="id = 1234 OR id = 40000")
+    expected = data.filter(pc.invert(pc.is_in(data["id"], pa.array([1234, 40000], pa.int64()))))
+    assert_same_rows(read_deltalake(uri), expected, "deltalake")
+    assert_same_rows(read_polars(uri), expected, "polars")
+    assert_same_rows(duck.execute("SELECT * FROM delta_scan(?)", [uri]).to_arrow_table(), expected, "duckdb")
+    picked = duck.execute("SELECT id, small FROM delta_scan(?) WHERE id BETWEEN 39999 AND 40001", [uri]).fetchall()
+    assert sorted(picked) == [(39999, 39999), (40001, 40001)]

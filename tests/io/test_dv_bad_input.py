@@ -118,3 +118,29 @@ def test_a_winners_corrupt_dv_refuses_the_losers_commit_and_cleans_up(table_uri)
     assert deltatx.Table(table_uri).version == 2
     after = _listing(table_uri)
     assert set(after) <= set(before) and len(before) - len(after) >= 1  # the loser's data file is gone
+
+
+def test_inline_dvs_decode_once_read_only_and_a_bad_one_still_names_its_file():
+    """Inline DVs (the descriptor holds the bitmap) are decoded once per process and shared
+    read-only; a bad inline DV is refused every time, naming the data file, never cached."""
+    import numpy as np
+    from dvtables import portable_bitmap, z85_encode
+
+    from deltatx.io.deletion_vectors import _inline_rows, deleted_rows
+
+    payload = portable_bitmap([3, 5, 8])
+    descriptor = {"storageType": "i", "pathOrInlineDv": z85_encode(payload), "offset": None,
+                  "sizeInBytes": len(payload), "cardinality": 3}
+    first = deleted_rows(None, descriptor, "part-a.parquet")
+    again = deleted_rows(None, dict(descriptor), "part-b.parquet")
+    assert first is again and first.tolist() == [3, 5, 8]
+    with pytest.raises(ValueError):
+        first[0] = 1  # shared: callers cannot change it
+    assert _inline_rows.cache_info().hits >= 1
+    bad = dict(descriptor, pathOrInlineDv="~" * len(descriptor["pathOrInlineDv"]))
+    for name in ("part-c.parquet", "part-d.parquet"):
+        with pytest.raises(CorruptDeletionVectorError, match=name):
+            deleted_rows(None, bad, name)
+    with pytest.raises(CorruptDeletionVectorError, match="descriptor says 4"):
+        deleted_rows(None, dict(descriptor, cardinality=4), "part-e.parquet")
+    assert np.array_equal(deleted_rows(None, descriptor, "part-a.parquet"), [3, 5, 8])

@@ -302,3 +302,32 @@ def test_not_null_columns_read_back_with_their_flag(table_uri):
     wide = pa.schema([*schema, pa.field("n", pa.int32(), nullable=False)])
     old = read_files(store, adds, wide, ["p"])
     assert old["n"].null_count == 2
+
+
+def test_true_positions_skip_nulls_across_chunks_and_past_the_kept_range():
+    import numpy as np
+
+    from deltatx.io import reader
+
+    assert reader._true_positions(pa.array([True, None, False, True])).tolist() == [0, 3]
+    assert reader._true_positions(pa.chunked_array([[False, True], [None, True, True]])).tolist() == [1, 3, 4]
+    assert reader._true_positions(pa.chunked_array([], pa.bool_())).tolist() == []
+    mask = np.zeros(300_000, dtype=bool)
+    mask[[0, 131_071, 299_999]] = True
+    assert reader._true_positions(pa.array(mask)).tolist() == [0, 131_071, 299_999]
+    big = np.zeros(reader._COUNTING_MAX + 3, dtype=bool)
+    big[-1] = True
+    assert reader._true_positions(pa.array(big)).tolist() == [reader._COUNTING_MAX + 2]
+    assert reader._true_positions(pa.array(big)).dtype == np.int64
+
+
+def test_deleted_among_tests_each_position_against_a_sorted_dv():
+    import numpy as np
+
+    from deltatx.io import reader
+
+    deleted = np.array([2, 7, 9, 1_000_000], dtype=np.uint64)
+    positions = np.array([0, 2, 8, 9, 1_000_000, 2_000_000], dtype=np.uint64)
+    assert reader._deleted_among(positions, deleted).tolist() == [False, True, False, True, True, False]
+    assert reader._deleted_among(positions, np.empty(0, np.uint64)).tolist() == [False] * 6
+    assert reader._deleted_among(np.empty(0, np.uint64), deleted).tolist() == []

@@ -158,3 +158,42 @@ def test_footers_are_kept_within_an_eighth_of_the_budget(tmp_path):
     assert [cache.footer(local_key(p)) is not None for p in paths[3:]] == [False, False, True]
     cache.resize(0)
     assert cache.footer(local_key(paths[5])) is None
+
+
+def test_row_group_bounds_are_gathered_once_per_file_and_columns(tmp_path, monkeypatch):
+    """A point change finds its row group from the footer's min/max; the second change of the
+    same file reuses them, a replaced file or a cleared cache gathers them again."""
+    from deltatx.io import reader
+
+    t = _point_updates(str(tmp_path / "t"))
+    ROW_GROUPS.clear()
+    gathered: list[tuple[str, ...]] = []
+    real = reader._footer_bounds
+
+    def counting(metadata, names):
+        gathered.append(names)
+        return real(metadata, names)
+
+    monkeypatch.setattr(reader, "_footer_bounds", counting)
+    t.delete("id = 10")
+    t.delete("id = 150000")  # another row group of the same file: the same bounds
+    assert gathered == [("id",)]
+    (path,) = [p for p in t.files().column("path").to_pylist()]
+    bounds = ROW_GROUPS.bounds(local_key(str(tmp_path / "t" / path)), ("id",))
+    assert [b["minValues"]["id"] for b in bounds] == [0, 131072, 262144]
+    ROW_GROUPS.clear()
+    t.delete("id = 11")
+    assert gathered == [("id",), ("id",)]
+    assert sorted(set(range(9, 13)) - set(t.to_arrow(where="id < 13 AND id > 8")["id"].to_pylist())) == [10, 11]
+
+
+def test_bounds_are_bounded_and_go_with_the_cache():
+    cache = RowGroupCache(max_bytes=1 << 20)
+    for i in range(row_group_cache.MAX_BOUNDS + 5):
+        cache.keep_bounds(("f", i), ("id",), [{"minValues": {"id": i}, "maxValues": {"id": i}}])
+    assert cache.bounds(("f", 0), ("id",)) is None
+    assert cache.bounds(("f", row_group_cache.MAX_BOUNDS + 4), ("id",))[0]["minValues"] == {"id": row_group_cache.MAX_BOUNDS + 4}
+    assert cache.bounds(("f", row_group_cache.MAX_BOUNDS + 4), ("v",)) is None
+    assert cache.bounds(None, ("id",)) is None
+    cache.resize(0)
+    assert cache.bounds(("f", row_group_cache.MAX_BOUNDS + 4), ("id",)) is None

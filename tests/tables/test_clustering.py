@@ -260,8 +260,14 @@ def test_clustering_keeps_every_row_and_tags_files(million):
     tags = [dict(tg) for tg in files["tags"].to_pylist()]
     assert {tg["ZCUBE_ZORDER_BY"] for tg in tags} == {'["x","y"]'}
     assert {tg["ZCUBE_ZORDER_CURVE"] for tg in tags} == {"hilbert"} and len({tg["ZCUBE_ID"] for tg in tags}) == 1
+    # Files are cut by rows, estimated from the input's Parquet bytes per row: all but the short
+    # pieces at the ends of the curve's ranges hold the same rows; clustered output compresses
+    # better than the random input (sorted neighbours are delta-encoded), so sizes land a bit
+    # under the target, never above it.
+    records = np.sort([orjson.loads(s)["numRecords"] for s in files["stats"].to_pylist()])
+    assert (records[2:] > 0.95 * records[-1]).all()
     sizes = files["size"].to_numpy()
-    assert (sizes[np.argsort(sizes)][1:] > 0.5 * 512 * 1024).all()  # all but the tail near the target
+    assert 0.5 * 512 * 1024 < np.median(sizes) <= 1.1 * 512 * 1024
 
 
 def test_clustering_commit_is_data_change_free_and_recorded_like_delta(million):

@@ -327,7 +327,7 @@ def _unresolved_removes(txn: TransactionInfo, winner: CommitActions) -> pa.Table
     settled = txn.row_level.resolved_for(winner.version) if txn.row_level is not None else frozenset()
     if not settled or removes.num_rows == 0:
         return removes
-    return without_paths(removes, pa.array(sorted(settled), pa.string()))
+    return without_paths(removes, settled)
 
 
 def check_row_level_changes(txn: TransactionInfo, winner: CommitActions,

@@ -53,10 +53,34 @@ def _resolve_path(top: pa.Field, path: tuple[str, ...], shown: str) -> tuple[str
     return tuple(out)
 
 
+#: empty tables of recently bound schemas (by identity; the entry keeps its schema alive)
+_EMPTY: OrderedDict[int, tuple[pa.Schema, pa.Table]] = OrderedDict()
+
+
+def _empty_table(schema: pa.Schema) -> pa.Table:
+    """``schema.empty_table()`` (~30 µs), once per schema object: a table's schema is bound
+    against on every operation."""
+    with _RECENT_LOCK:
+        entry = _EMPTY.get(id(schema))
+        if entry is not None and entry[0] is schema:
+            return entry[1]
+    if len(set(schema.names)) != len(schema.names):
+        return pa.schema(_unique(list(schema))).empty_table()
+    table = schema.empty_table()
+    with _RECENT_LOCK:
+        _EMPTY[id(schema)] = (schema, table)
+        while len(_EMPTY) > 32:
+            _EMPTY.popitem(last=False)
+    return table
+
+
 class _Binder:
     def __init__(self, schema: pa.Schema, aliases: Mapping[str, pa.Schema] | None):
         self.schema = schema
         self.aliases = dict(aliases or {})
+        if not self.aliases:
+            self.empty = _empty_table(schema)
+            return
         fields = list(schema)
         for alias, s in self.aliases.items():
             fields += [pa.field(f"{alias}.{f.name}", f.type) for f in s]
@@ -229,21 +253,28 @@ def bind(expr: Expr, schema: pa.Schema, *, aliases: Mapping[str, pa.Schema] | No
     """
     if aliases is None and _already_bound(expr, schema, condition=False):
         return expr
+    return _bind_typed(expr, schema, aliases)[0]
+
+
+def _bind_typed(expr: Expr, schema: pa.Schema, aliases: Mapping[str, pa.Schema] | None) -> tuple[Expr, pa.DataType]:
+    """:func:`bind`'s work, and the bound expression's result type (its type check)."""
     binder = _Binder(schema, aliases)
     resolved = expr.transform(lambda n: binder.resolve(n, expr) if isinstance(n, Column) else n)
     bound = resolved.transform(binder.coerce)
-    binder.type_of(bound)  # raises PredicateError naming the expression if kernels do not fit
+    kind = binder.type_of(bound)  # raises PredicateError naming the expression if kernels do not fit
     if aliases is None:
         _remember_bound(bound, schema, condition=False)
-    return bound
+    return bound, kind
 
 
 def bind_predicate(expr: Expr, schema: pa.Schema, *, aliases: Mapping[str, pa.Schema] | None = None) -> Expr:
     """:func:`bind`, and require a boolean result (a WHERE/ON/replaceWhere condition)."""
     if aliases is None and _already_bound(expr, schema, condition=True):
         return expr
-    bound = bind(expr, schema, aliases=aliases)
-    t = _Binder(schema, aliases).type_of(bound)
+    if aliases is None and _already_bound(expr, schema, condition=False):
+        bound, t = expr, _Binder(schema, aliases).type_of(expr)
+    else:
+        bound, t = _bind_typed(expr, schema, aliases)
     if not (pa.types.is_boolean(t) or pa.types.is_null(t)):
         raise PredicateError(f"{expr} is not a condition: it evaluates to {t}, not boolean")
     if aliases is None:

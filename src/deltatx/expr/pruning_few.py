@@ -1,9 +1,11 @@
-"""Data skipping for a handful of files in plain Python: a winning commit's few adds.
+"""Data skipping for a handful of files in plain Python: a winning commit's few adds, a small
+table's files.
 
 :func:`deltatx.expr.pruning.files_matching` answers "may this file hold a matching row?" for many
 files at once with Arrow kernels. A conflict check asks it about the one or two files a winning
 UPDATE or MERGE added, once per winner, and there the kernels' fixed cost (a few dozen calls per
-predicate) is most of the check. This module gives the same answers for the predicates it fully
+predicate) is most of the check; so is a point DELETE's scan of a table of a few dozen files.
+This module gives the same answers for the predicates it fully
 understands — AND / OR of comparisons and IN lists between an integer data column and integer
 literals, the shape of a point or range change — straight from the stats JSON, and declines
 (returns None) for anything else so the columnar path decides.
@@ -23,8 +25,9 @@ import pyarrow as pa
 from ..txnlog.column_mapping import physical_name
 from .model import FLIPPED, And, Column, Comparison, Expr, In, Literal, Or
 
-#: above this many files the columnar path is cheaper than a Python loop
-MAX_FILES = 8
+#: above this many files the columnar path is cheaper than a Python loop (measured: 10 files
+#: 40 µs here vs 78 µs columnar with warm caches; even at ~40 files; 80 files 169 vs 109 µs)
+MAX_FILES = 32
 #: IN lists longer than this are left to the columnar path (it checks their range only)
 _MAX_IN_VALUES = 64
 

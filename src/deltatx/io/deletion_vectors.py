@@ -25,6 +25,8 @@ other I/O errors propagate as they are.
 
 from __future__ import annotations
 
+import functools
+
 import struct
 import uuid
 import zlib
@@ -140,12 +142,25 @@ def _read_stored(store: "LogStore", descriptor: dict[str, Any], data_path: str) 
     return payload
 
 
+@functools.lru_cache(maxsize=1024)
+def _inline_rows(text: str, size: int) -> np.ndarray:
+    """An inline DV's positions, decoded once: the descriptor holds the whole bitmap, so the
+    same text always means the same rows, and a point change meets the same DV three times (its
+    read, the DV it extends, each conflict check). Read-only: callers share it."""
+    rows = decode_bitmap(z85_decode(text)[:size])
+    rows.flags.writeable = False
+    return rows
+
+
 def deleted_rows(store: "LogStore", descriptor: dict[str, Any], data_path: str) -> np.ndarray:
     """Row positions the descriptor deletes from ``data_path`` (sorted uint64), checked."""
     try:
         if descriptor.get("storageType") not in ("i", "u", "p"):
             raise ValueError(f"unknown storageType {descriptor.get('storageType')!r}")
-        rows = decode_bitmap(_read_stored(store, descriptor, data_path))
+        if descriptor["storageType"] == "i":
+            rows = _inline_rows(descriptor["pathOrInlineDv"], int(descriptor["sizeInBytes"]))
+        else:
+            rows = decode_bitmap(_read_stored(store, descriptor, data_path))
     except (ValueError, KeyError, TypeError, IndexError, struct.error) as exc:
         raise CorruptDeletionVectorError(f"the deletion vector of {data_path!r} cannot be read: {exc}") from exc
     expected = descriptor.get("cardinality")

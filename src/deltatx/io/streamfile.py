@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..txnlog.stats import FileStats
+from .encodings import Encodings
 
 #: rows per row group when streaming: small enough to overlap encoding with arrival
 STREAM_ROW_GROUP_ROWS = 128 * 1024
@@ -31,10 +32,10 @@ class StreamedFile:
     """An open data file: ``add`` tables, then ``close()`` → (size, mtime, stats JSON)."""
 
     def __init__(self, sink: pa.NativeFile, schema: pa.Schema, *, compression: str,
-                 use_dictionary: list[str] | bool, row_group_rows: int,
+                 encodings: Encodings, row_group_rows: int,
                  stats: FileStats):
         self._sink = sink
-        self._writer = pq.ParquetWriter(sink, schema, compression=compression, use_dictionary=use_dictionary)
+        self._writer = pq.ParquetWriter(sink, schema, compression=compression, **encodings.writer_args())
         self._group_rows = max(1, min(row_group_rows, STREAM_ROW_GROUP_ROWS))
         self._stats = stats
         self._buffer: list[pa.Table] = []

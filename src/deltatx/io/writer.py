@@ -9,8 +9,9 @@ Owns the write half of the data path::
                   a few keys   -> each worker filters its own partition (no row-sized indices)
                   many keys    -> one stable sort of dense group codes, slices of the order
                   └─► thread pool, one task per output file (pyarrow releases the GIL):
-                        rows (data columns only) ─► Parquet (snappy, ~1M-row groups, dictionary
-                        only where a sample says it pays) ─► size, mtime ─► stats JSON
+                        rows (data columns only) ─► Parquet (snappy, 128k-row groups; dictionary
+                        or delta encoding where a sample says it pays: encodings.py)
+                        ─► size, mtime ─► stats JSON
       └─► add actions as a pyarrow Table with actions.FILE_SCHEMA columns
 
 Delta conventions kept: partition columns are not stored in the files, folders are Hive-style
@@ -40,6 +41,7 @@ import pyarrow.parquet as pq
 from ..errors import SchemaMismatchError
 from ..txnlog.actions import FILE_SCHEMA
 from ..txnlog.stats import FileStats, compute_stats
+from . import encodings
 from .grouping import group_codes
 from .paths import encode_path, partition_dir, serialize_partition_value
 from .streamfile import StreamedFile
@@ -135,11 +137,6 @@ def _check_partitioning(schema: pa.Schema, partition_columns: list[str]) -> None
         )
 
 
-#: rows sampled to decide whether a column is worth a Parquet dictionary
-_DICTIONARY_SAMPLE_ROWS = 16384
-#: above this share of distinct values in the sample, a column is written without a dictionary
-_DICTIONARY_MAX_DISTINCT_RATIO = 0.5
-
 #: at most this many partitions in one chunk are split by filtering (one pass over the data each);
 #: more are split by one sort of the group codes
 _FILTER_MAX_PARTITIONS = 12
@@ -216,9 +213,7 @@ class _WriteJob:
         self.aborted = False
         codec = (options.compression or "none").lower()
         self.suffix = ".parquet" if codec in ("none", "uncompressed") else f".{codec}.parquet"
-        self.primitive_columns = {
-            f.name for f in self.file_schema if not pa.types.is_nested(f.type) and not pa.types.is_boolean(f.type)
-        }
+        self.has_nested = any(pa.types.is_nested(f.type) for f in self.file_schema)
 
     @functools.cached_property
     def _stats_schema(self) -> pa.Schema:
@@ -226,8 +221,8 @@ class _WriteJob:
 
     @functools.cached_property
     def leaf_paths(self) -> dict[str, list[str]]:
-        """Only large files consult it (dictionary choice), so small writes never pay for it."""
-        return _parquet_leaf_paths(self.file_schema)
+        """Only large files with nested columns consult it, so small writes never pay for it."""
+        return encodings.leaf_paths(self.file_schema)
 
     @property
     def pool(self) -> ThreadPoolExecutor:
@@ -271,7 +266,7 @@ class _WriteJob:
         """Unpartitioned: each file is encoded row group by row group while its rows arrive.
 
         The first rows of a file are held back until there are enough to decide which columns
-        deserve a dictionary (see :meth:`_dictionary_columns`).
+        deserve a dictionary or delta encoding (see :meth:`_encodings`).
         """
         current: StreamedFile | None = None
         relative = ""
@@ -287,7 +282,7 @@ class _WriteJob:
                 while rows.num_rows:
                     if current is None:
                         head.append(rows)
-                        if sum(t.num_rows for t in head) < _DICTIONARY_SAMPLE_ROWS:
+                        if sum(t.num_rows for t in head) < encodings.SAMPLE_ROWS:
                             break
                         rows, head = pa.concat_tables(head), []
                         current, relative = self._open_streamed(rows)
@@ -297,7 +292,7 @@ class _WriteJob:
                     if current.rows >= limit:
                         self._finish_streamed(current, relative)
                         current = None
-            if head:  # the rest is shorter than the dictionary sample: plain small files
+            if head:  # the rest is shorter than the encodings' sample: small files, Arrow's defaults
                 rows = pa.concat_tables(head)
                 for offset, length in _pieces(rows.num_rows, limit or rows.num_rows):
                     self._write_file(rows.slice(offset, length), "", ())
@@ -313,7 +308,7 @@ class _WriteJob:
         name, full = self._new_file("")
         sink = self.fs.open_output_stream(full)
         streamed = StreamedFile(sink, self.file_schema, compression=self.options.compression,
-                                use_dictionary=self._dictionary_columns(sample),
+                                encodings=self._encodings(sample),
                                 row_group_rows=self.options.row_group_rows,
                                 stats=FileStats(self._stats_schema, self.options.stats_columns,
                                                 self.options.num_indexed_cols))
@@ -465,7 +460,7 @@ class _WriteJob:
                 sink,
                 row_group_size=self.options.row_group_rows,
                 compression=self.options.compression,
-                use_dictionary=self._dictionary_columns(rows),
+                **self._encodings(rows).writer_args(),
             )
             size = sink.tell()
         mtime = int(time.time() * 1000)
@@ -475,29 +470,9 @@ class _WriteJob:
         with self.lock:
             self.results.append((encode_path(relative), values, size, mtime, stats))
 
-    def _dictionary_columns(self, rows: pa.Table) -> list[str] | bool:
-        """Parquet columns worth dictionary-encoding in this file.
-
-        The encoder would try every column and fall back to plain after a 1 MB dictionary; for
-        near-unique columns (ids, measurements) that attempt costs as much as the encoding
-        itself. A sample of the first rows decides for top-level primitive columns; nested
-        columns keep the default (dictionary on).
-        """
-        if rows.num_rows < _DICTIONARY_SAMPLE_ROWS:
-            return True
-        keep: list[str] = []
-        skipped = False
-        for name, column in zip(rows.column_names, rows.columns):
-            if name not in self.primitive_columns:
-                keep.extend(self.leaf_paths[name])
-                continue
-            sample = column.slice(0, _DICTIONARY_SAMPLE_ROWS)
-            distinct = pc.count_distinct(sample, mode="all").as_py()
-            if distinct > _DICTIONARY_SAMPLE_ROWS * _DICTIONARY_MAX_DISTINCT_RATIO:
-                skipped = True
-            else:
-                keep.append(name)
-        return keep if skipped else True
+    def _encodings(self, rows: pa.Table) -> encodings.Encodings:
+        """Per-column Parquet encodings for a file starting with ``rows`` (io/encodings.py)."""
+        return encodings.choose(rows, self.leaf_paths if self.has_nested else None)
 
     def _next_file_number(self) -> int:
         with self.lock:
@@ -554,10 +529,3 @@ class _WriteJob:
             self._pool.shutdown(wait=True)
 
 
-def _parquet_leaf_paths(schema: pa.Schema) -> dict[str, list[str]]:
-    """Parquet column paths (``a.b``, ``l.list.element``) under each top-level field."""
-    sink = pa.BufferOutputStream()
-    pq.write_table(schema.empty_table(), sink)
-    parquet_schema = pq.ParquetFile(pa.BufferReader(sink.getvalue())).schema
-    paths = [parquet_schema.column(i).path for i in range(len(parquet_schema))]
-    return {name: [p for p in paths if p == name or p.startswith(name + ".")] for name in schema.names}

@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import IdentityColumnError
+from ..io import encodings
 from ..io.paths import decode_path, encode_path
 from ..txnlog import identity as idmeta
 from ..txnlog.identity import INT64_MAX, INT64_MIN, IdentitySpec, identity_specs
@@ -287,7 +288,8 @@ def _rewrite_one(tx: "Transaction", add_path: str, runs: dict[str, _Run], shifts
     name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
     new_relative = f"{folder}/{name}" if folder else name
     with fs.open_output_stream(store.data_path(new_relative)) as sink:
-        pq.write_table(rows, sink, compression="snappy", row_group_size=128 * 1024)
+        pq.write_table(rows, sink, compression="snappy", row_group_size=128 * 1024,
+                       **encodings.choose(rows).writer_args())
         size = sink.tell()
     unindexed = [c for c in rows.column_names if c not in table_columns]
     stats = compute_stats(rows.drop_columns(unindexed) if unindexed else rows, None, num_indexed)

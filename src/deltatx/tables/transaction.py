@@ -275,7 +275,9 @@ class Transaction(CommitsOnExit):
         update): those files are not this transaction's to delete on abort."""
         self._ensure_open()
         if adds.num_rows:
-            adds = adds.select(FILE_SCHEMA.names).cast(FILE_SCHEMA)
+            adds = adds.select(FILE_SCHEMA.names)
+            if not adds.schema.equals(FILE_SCHEMA):  # a cast per column costs even when a no-op
+                adds = adds.cast(FILE_SCHEMA)
             if written:
                 self._written.update(adds.column("path").to_pylist())
             self._adds.append(adds)

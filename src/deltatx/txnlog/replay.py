@@ -326,16 +326,34 @@ def _drop_keys(table: pa.Table, touched: pa.Array) -> pa.Table:
         return table
     # Compare paths first (plain strings, no key built per row); build the path + DV keys only
     # for the rows whose path was touched.
-    if len(touched) <= _SMALL:
-        touched_paths = pa.array({k.split(_KEY_SEPARATOR, 1)[0] for k in touched.to_pylist()}, pa.string())
+    few = len(touched) <= _SMALL
+    touched_keys = touched.to_pylist() if few else None
+    if touched_keys is not None:
+        touched_paths = pa.array({k.split(_KEY_SEPARATOR, 1)[0] for k in touched_keys}, pa.string())
     else:
         touched_paths = pc.unique(pc.list_element(pc.split_pattern(touched, _KEY_SEPARATOR, max_splits=1), 0))
     same_path = pc.is_in(table.column("path"), value_set=touched_paths)
     if not pc.any(same_path).as_py():
         return table
-    if len(touched) <= _SMALL and "deletionVector" in table.column_names:
-        same_path = pc.and_(same_path, _maybe_same_dv(table.column("deletionVector"), touched.to_pylist()))
     rows = pc.indices_nonzero(same_path)
+    has_dvs = "deletionVector" in table.schema.names
+    if touched_keys is not None and has_dvs and len(rows) > _SMALL:
+        # many rows share a touched path (a hot file's tombstones): narrow them by DV location
+        maybe = _maybe_same_dv(table.column("deletionVector").take(rows), touched_keys)
+        rows = rows.filter(maybe)
+    if touched_keys is not None and len(rows) <= _SMALL:
+        # a handful of candidates: their exact keys in Python beat a dozen kernels
+        # (indexing a chunked column per row: a take of the DV structs costs ~5x more here)
+        wanted = set(touched_keys)
+        path_column = table.column("path")
+        dv_column = table.column("deletionVector") if has_dvs else None
+        drop_rows = []
+        for row in rows.to_pylist():
+            path = path_column[row].as_py()
+            dv = dv_column[row].as_py() if dv_column is not None else None
+            if (path if dv is None else f"{path}{_KEY_SEPARATOR}{deletion_vector_unique_id(dv)}") in wanted:
+                drop_rows.append(row)
+        return without_rows(table, np.array(drop_rows, dtype=np.int64)) if drop_rows else table
     hit = pc.is_in(file_keys(table.select(["path", "deletionVector"]).take(rows)), value_set=touched)
     drop = rows.filter(hit)
     if not len(drop):
@@ -388,9 +406,18 @@ def without_rows(table: pa.Table, rows: np.ndarray) -> pa.Table:
     return pa.concat_tables(pieces) if pieces else table.slice(0, 0)
 
 
-def without_paths(files: pa.Table, paths: pa.Array | pa.ChunkedArray) -> pa.Table:
+def without_paths(files: pa.Table, paths: pa.Array | pa.ChunkedArray | frozenset[str]) -> pa.Table:
     """``files`` less the rows whose path is in ``paths``: a few rows are cut out as zero-copy
-    slices (cheaper than filtering every nested column, and derived stats stay cached)."""
+    slices (cheaper than filtering every nested column, and derived stats stay cached). A
+    handful of files (a commit's actions) is compared in Python: three kernels cost more."""
+    if files.num_rows <= _SMALL:
+        gone = paths if isinstance(paths, (set, frozenset)) else set(paths.to_pylist())
+        if not gone:
+            return files
+        hit = [i for i, path in enumerate(files.column("path").to_pylist()) if path in gone]
+        return without_rows(files, np.array(hit, dtype=np.int64)) if hit else files
+    if isinstance(paths, (set, frozenset)):
+        paths = pa.array(sorted(paths), pa.string())
     hits = pc.indices_nonzero(pc.fill_null(pc.is_in(files["path"], value_set=_as_array(paths)), False))
     if len(hits) == 0:
         return files

@@ -171,6 +171,13 @@ def bump_commit_versions(adds: pa.Table, winner_version: int) -> pa.Table:
     if not adds.num_rows:
         return adds
     versions = adds["defaultRowCommitVersion"]
+    if adds.num_rows <= _FEW_ADDS:  # one list beats four kernels for a commit's few adds
+        values = versions.to_pylist()
+        if winner_version not in values:
+            return adds
+        bumped_few = [winner_version + 1 if v == winner_version else v for v in values]
+        return adds.set_column(adds.schema.get_field_index("defaultRowCommitVersion"), "defaultRowCommitVersion",
+                               pa.array(bumped_few, pa.int64()))
     hit = pc.equal(versions, winner_version)
     if not pc.any(pc.fill_null(hit, False)).as_py():
         return adds

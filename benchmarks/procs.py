@@ -14,7 +14,7 @@ import queue as queue_module
 from collections import Counter
 from typing import Any, Callable
 
-from .common import now
+from .common import now, settle_disk
 
 WORKER_TIMEOUT_S = 900
 MAX_OP_ATTEMPTS = 50  # per operation, in the benchmark's own retry loop after a conflict
@@ -34,6 +34,7 @@ def _entry(worker: Callable[..., dict[str, Any]], index: int, barrier, results, 
 
 def run_workers(worker: Callable[..., dict[str, Any]], processes: int, args: tuple) -> list[dict[str, Any]]:
     """Start ``processes`` copies of ``worker(index, barrier, *args)``; return their reports."""
+    settle_disk()  # the previous round's (or peer's) unsynced writes are not this round's to flush
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(processes)
     results = ctx.Queue()

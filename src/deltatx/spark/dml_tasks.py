@@ -66,7 +66,7 @@ from ..tables.ops.merge_rows import MergeExecutor
 from ..tables.row_level import RowLevelRecorder
 from ..txnlog import column_mapping
 from ..txnlog.actions import Protocol
-from ..txnlog.store import open_store
+from ..txnlog.store import LogStore, open_store
 from .ipc import to_ipc
 from .job_files import JobFiles
 
@@ -310,6 +310,20 @@ class DmlTask:
             return
         index = np.concatenate(ids).astype(np.int64)
         store = open_store(self.uri, self.storage_options)
+        running = self.job_files.begin(store) if self.job_files is not None else None
+        if self.job_files is not None and running is None:
+            return  # the driver gave up on this job before this task started: write nothing
+        try:
+            result = self._work(store, index)
+        finally:
+            if running is not None:
+                self.job_files.end(store, running)
+        if result is not None:
+            yield result
+
+    def _work(self, store: LogStore, index: np.ndarray) -> pa.RecordBatch | None:
+        """Run the task and name what it wrote; None when the job closed meanwhile (its files
+        are deleted then)."""
         files = self.files.take(pa.array(index)) if self.kind != MERGE_INSERT else self.files
         tx = TaskTransaction(store, self.schema, self.partition_columns, self.properties, self.protocol, files)
         try:
@@ -340,8 +354,8 @@ class DmlTask:
             raise
         if not still_open:  # the driver gave up on this job (another task failed): leave nothing
             tx.delete_written()
-            return
-        yield result
+            return None
+        return result
 
     def _run(self, tx: TaskTransaction, index: np.ndarray) -> np.ndarray:
         from ..tables.ops.delete import stage_delete

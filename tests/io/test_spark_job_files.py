@@ -84,6 +84,9 @@ def test_a_task_starting_after_the_job_closed_writes_nothing(tmp_path):
     os.remove(os.path.join(job.folder, "OPEN"))  # the driver closed the job first
     assert job.begin(store) is None
     assert os.listdir(job.folder) == []
+    assert job.close(store) == [] and not os.path.exists(job.folder)
+    assert job.begin(store) is None  # the folder itself is gone: still nothing written
+    assert not os.path.exists(job.folder)
 
 
 def test_a_task_killed_while_running_delays_the_driver_only_boundedly(tmp_path, monkeypatch):

@@ -69,7 +69,10 @@ class JobFiles:
         """Task, before it writes anything: its RUNNING marker, or None if the job is closed
         already (then the task must write nothing)."""
         marker = f"{self.folder}/{uuid.uuid4().hex}{_RUNNING}"
-        store.fs.pipe_file(marker, b"")
+        try:
+            store.fs.pipe_file(marker, b"")
+        except FileNotFoundError:  # the driver removed the job's folder: it is over
+            return None
         if store.fs.exists(f"{self.folder}/{_OPEN}"):
             return marker
         _remove(store, [marker])

@@ -103,6 +103,25 @@ def test_a_descriptor_that_disagrees_with_its_dv_is_refused(table_uri, field, va
     assert deltatx.Table(table_uri).version == version and _listing(table_uri) == before
 
 
+@pytest.mark.parametrize("write", sorted(WRITES))
+def test_a_corrupt_inline_dv_refuses_the_write_every_time_and_writes_nothing(table_uri, write):
+    """Inline DVs are decoded once per process (io/deletion_vectors.py); a bad one is never kept,
+    so a second attempt is refused the same way, naming the data file."""
+    table = deltatx.create_table(table_uri, SCHEMA, properties={"delta.enableDeletionVectors": "true"})
+    table.append(pa.table({"id": list(range(100)), "v": [0] * 100}, schema=SCHEMA))
+    table.delete("id = 50")  # a one-row DV: inline
+    assert table.files().column("deletionVector")[0].as_py()["storageType"] == "i"
+    _rewrite_last_commit_dv(table_uri, lambda dv: dv.__setitem__("pathOrInlineDv", "~" * len(dv["pathOrInlineDv"])))
+    table = deltatx.Table(table_uri)
+    [data_file] = table.files().column("path").to_pylist()
+    before, version = _listing(table_uri), table.version
+    for _ in range(2):
+        with pytest.raises(CorruptDeletionVectorError, match=data_file.split("-c000")[0]):
+            WRITES[write](table)
+        assert deltatx.Table(table_uri).version == version
+        assert _listing(table_uri) == before
+
+
 def test_a_winners_corrupt_dv_refuses_the_losers_commit_and_cleans_up(table_uri):
     """The DVs a row-level rebase needs are loaded before the checker; a bad one stops the commit."""
     table = deltatx.create_table(table_uri, SCHEMA, properties={"delta.enableDeletionVectors": "true"})

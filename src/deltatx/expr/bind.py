@@ -17,6 +17,7 @@ from typing import Mapping
 import pyarrow as pa
 
 from ..errors import PredicateError
+from ..txnlog.actions import empty_table
 from .model import Arithmetic, Case, Column, Comparison, Expr, Func, In, Literal
 from .rows import evaluate
 from .values import convert_literal, plain_type
@@ -53,33 +54,12 @@ def _resolve_path(top: pa.Field, path: tuple[str, ...], shown: str) -> tuple[str
     return tuple(out)
 
 
-#: empty tables of recently bound schemas (by identity; the entry keeps its schema alive)
-_EMPTY: OrderedDict[int, tuple[pa.Schema, pa.Table]] = OrderedDict()
-
-
-def _empty_table(schema: pa.Schema) -> pa.Table:
-    """``schema.empty_table()`` (~30 µs), once per schema object: a table's schema is bound
-    against on every operation."""
-    with _RECENT_LOCK:
-        entry = _EMPTY.get(id(schema))
-        if entry is not None and entry[0] is schema:
-            return entry[1]
-    if len(set(schema.names)) != len(schema.names):
-        return pa.schema(_unique(list(schema))).empty_table()
-    table = schema.empty_table()
-    with _RECENT_LOCK:
-        _EMPTY[id(schema)] = (schema, table)
-        while len(_EMPTY) > 32:
-            _EMPTY.popitem(last=False)
-    return table
-
-
 class _Binder:
     def __init__(self, schema: pa.Schema, aliases: Mapping[str, pa.Schema] | None):
         self.schema = schema
         self.aliases = dict(aliases or {})
-        if not self.aliases:
-            self.empty = _empty_table(schema)
+        if not self.aliases and len(set(schema.names)) == len(schema.names):
+            self.empty = empty_table(schema)  # built once per schema object (txnlog/actions.py)
             return
         fields = list(schema)
         for alias, s in self.aliases.items():

@@ -176,6 +176,11 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def _file_key(path: str, descriptor: dict[str, Any] | None) -> str:
+    """One logical-file key in Python (see :func:`file_keys`)."""
+    return path if descriptor is None else f"{path}{_KEY_SEPARATOR}{deletion_vector_unique_id(descriptor)}"
+
+
 def file_keys(table: pa.Table) -> pa.ChunkedArray:
     """The logical-file key per row: path, or path + NUL + deletion-vector uniqueId."""
     path = table.column("path")
@@ -183,8 +188,7 @@ def file_keys(table: pa.Table) -> pa.ChunkedArray:
     if dv.null_count == len(dv):
         return path
     if table.num_rows <= _SMALL:  # a commit's few actions: a dozen compute calls cost more than this
-        keys = [p if d is None else f"{p}{_KEY_SEPARATOR}{deletion_vector_unique_id(d)}"
-                for p, d in zip(path.to_pylist(), dv.to_pylist())]
+        keys = [_file_key(p, d) for p, d in zip(path.to_pylist(), dv.to_pylist())]
         return pa.chunked_array([pa.array(keys, pa.string())])
     storage = pc.fill_null(pc.struct_field(dv, "storageType"), "")
     location = pc.fill_null(pc.struct_field(dv, "pathOrInlineDv"), "")
@@ -349,9 +353,8 @@ def _drop_keys(table: pa.Table, touched: pa.Array) -> pa.Table:
         dv_column = table.column("deletionVector") if has_dvs else None
         drop_rows = []
         for row in rows.to_pylist():
-            path = path_column[row].as_py()
             dv = dv_column[row].as_py() if dv_column is not None else None
-            if (path if dv is None else f"{path}{_KEY_SEPARATOR}{deletion_vector_unique_id(dv)}") in wanted:
+            if _file_key(path_column[row].as_py(), dv) in wanted:
                 drop_rows.append(row)
         return without_rows(table, np.array(drop_rows, dtype=np.int64)) if drop_rows else table
     hit = pc.is_in(file_keys(table.select(["path", "deletionVector"]).take(rows)), value_set=touched)

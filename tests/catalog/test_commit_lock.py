@@ -74,6 +74,7 @@ def test_a_loser_rebases_on_what_its_offer_read(cat, tmp_path, monkeypatch, opti
     other = deltatx.Catalog(cat.url)
     first, second = cat.table("t"), other.table("t")
     tx = second.transaction()  # pinned at version 0
+    tx.read(where="id = 2")  # not a blind append: it must check the winner (a commuting one need not)
     tx.append(_row(2))
     first.append(_row(1))
     log_before = _log_files(uri)

@@ -340,5 +340,5 @@ class _StampingStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def prepare_commit(self, data: bytes) -> PreparedCommit:
-        return self.inner.prepare_commit(stamp_in_commit_timestamp(data, self.ict)[0])
+    def prepare_commit(self, data: bytes, **hints: bool) -> PreparedCommit:
+        return self.inner.prepare_commit(stamp_in_commit_timestamp(data, self.ict)[0], **hints)

@@ -19,6 +19,7 @@ with ``?`` placeholders; the PostgreSQL backend rewrites them to ``%s``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sqlite3
 import threading
@@ -34,8 +35,9 @@ try:  # the SQLite writers' queue (POSIX); elsewhere SQLite's own busy handler a
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-#: 2: deltatx_tables.maintenance (maintenance gating); 3: deltatx_commits.content (inline commits)
-SCHEMA_VERSION = 3
+#: 2: deltatx_tables.maintenance (maintenance gating); 3: deltatx_commits.content (inline commits);
+#: 4: deltatx_commits.plain (commits a blind append commutes with: conflicts/commuting.py)
+SCHEMA_VERSION = 4
 
 
 class DuplicateRowError(Exception):
@@ -47,7 +49,9 @@ class Ratification:
     """One row to ratify: ``version`` of ``table_id``, stamped with in-commit timestamp ``ict``.
 
     Where its bytes are: ``content`` (an inline commit), or the staged file ``staged_name``, or
-    neither (already in ``_delta_log``: the registration commit)."""
+    neither (already in ``_delta_log``: the registration commit). ``plain``: the commit holds
+    only commitInfo/add/remove/cdc actions (:func:`~deltatx.conflicts.commuting.is_plain_commit`),
+    so a blind append may be ratified after it unread."""
 
     table_id: str
     version: int
@@ -55,6 +59,7 @@ class Ratification:
     txn_id: str
     ict: int
     content: bytes | None = None
+    plain: bool = False
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,7 @@ class RatifiedCommit:
     ict: int
     staged_name: str | None
     content: bytes | None
+    plain: bool = False
 
 
 def _ddl(serial: str, blob: str) -> list[str]:
@@ -77,13 +83,17 @@ def _ddl(serial: str, blob: str) -> list[str]:
         "committed_ms BIGINT NOT NULL)",
         "CREATE TABLE IF NOT EXISTS deltatx_commits (table_id TEXT NOT NULL, version BIGINT NOT NULL, "
         "staged_name TEXT, txn_id TEXT NOT NULL, ict BIGINT NOT NULL, catalog_seq BIGINT NOT NULL, "
-        f"content {blob}, PRIMARY KEY (table_id, version))",
+        f"content {blob}, plain BOOLEAN NOT NULL DEFAULT FALSE, PRIMARY KEY (table_id, version))",
     ]
 
 
-_RATIFIED_SINCE = ("SELECT version, ict, staged_name, content FROM deltatx_commits "
+_RATIFIED_SINCE = ("SELECT version, ict, staged_name, content, plain FROM deltatx_commits "
                    "WHERE table_id = ? AND version >= ? ORDER BY version")
-_LATEST = "SELECT version, ict, staged_name, content FROM deltatx_commits WHERE table_id = ? ORDER BY version DESC LIMIT 1"
+#: the same without the bytes: what a commuting offer needs to decide (conflicts/commuting.py)
+_RATIFIED_SINCE_FLAGS = ("SELECT version, ict, staged_name, NULL, plain FROM deltatx_commits "
+                         "WHERE table_id = ? AND version >= ? ORDER BY version")
+_LATEST = ("SELECT version, ict, staged_name, content, plain FROM deltatx_commits WHERE table_id = ? "
+           "ORDER BY version DESC LIMIT 1")
 
 
 class Database:
@@ -136,13 +146,17 @@ class Database:
     def _release_writer(self) -> None:
         pass
 
-    def _read_for_commit(self, cur: "_Cursor", since: dict[str, int]) -> dict[str, list[RatifiedCommit]]:
+    def _read_for_commit(self, cur: "_Cursor", since: dict[str, int], content: bool = True
+                         ) -> dict[str, list[RatifiedCommit]]:
         """Inside an open write transaction: lock the tables' commits, then read every version
-        ``>= since[table]`` (or the latest when there is none), oldest first."""
-        return {table_id: self._ratified_since(cur, table_id, version) for table_id, version in sorted(since.items())}
+        ``>= since[table]`` (or the latest when there is none), oldest first; without their
+        bytes unless ``content``."""
+        return {table_id: self._ratified_since(cur, table_id, version, content)
+                for table_id, version in sorted(since.items())}
 
-    def _ratified_since(self, cur: "_Cursor", table_id: str, version: int) -> list[RatifiedCommit]:
-        rows = cur.execute(_RATIFIED_SINCE, (table_id, version)).fetchall()
+    def _ratified_since(self, cur: "_Cursor", table_id: str, version: int, content: bool = True
+                        ) -> list[RatifiedCommit]:
+        rows = cur.execute(_RATIFIED_SINCE if content else _RATIFIED_SINCE_FLAGS, (table_id, version)).fetchall()
         if not rows:  # behind the caller's snapshot, or an unknown table: the latest tells which
             rows = cur.execute(_LATEST, (table_id,)).fetchall()
         return [_ratified(r) for r in rows]
@@ -180,8 +194,10 @@ class Database:
             self._lock.release()
             raise
 
-    def end_write(self, cur: "_Cursor", commit: bool) -> None:
-        """Commit (or roll back) the open write transaction and let the next writer in."""
+    def end_write(self, cur: "_Cursor", commit: bool, then: Callable[[], None] | None = None) -> None:
+        """Commit (or roll back) the open write transaction and let the next writer in; ``then``
+        runs after a successful commit, before the next writer is let in (SQLite's queue: the
+        committer publishes its version before anyone can ratify the next one)."""
         try:
             try:
                 if commit:
@@ -192,6 +208,8 @@ class Database:
             else:
                 if not commit:
                     self._rollback(self._conn)
+                elif then is not None:
+                    then()
         finally:
             self._write_cur = None
             self.current_lease = None
@@ -259,6 +277,9 @@ class Database:
             if found < 3 and "content" not in cur.columns("deltatx_commits"):
                 # version 2 catalogs: their commits are all staged files (content NULL)
                 cur.execute(f"ALTER TABLE deltatx_commits ADD COLUMN content {self._blob()}")
+            if found < 4 and "plain" not in cur.columns("deltatx_commits"):
+                # older commits count as not plain: a commuting offer reads them as any rebase does
+                cur.execute("ALTER TABLE deltatx_commits ADD COLUMN plain BOOLEAN NOT NULL DEFAULT FALSE")
             if found < SCHEMA_VERSION:
                 cur.execute("UPDATE deltatx_schema_version SET version = ?", (SCHEMA_VERSION,))
 
@@ -270,35 +291,46 @@ class Database:
                 pass
 
     # ---- the catalog's operations -------------------------------------------------------------
-    def lease(self, since: dict[str, int]) -> "CommitLease":
+    def lease(self, since: dict[str, int], content: bool = True) -> "CommitLease":
         """Take the commit lock of the tables in ``since`` ({table id: first version wanted})
-        and read what was ratified from those versions on (their content included)."""
+        and read what was ratified from those versions on (their bytes too unless not ``content``)."""
         cur = self.begin_write()
         try:
-            commits = self._read_for_commit(cur, since)
+            commits = self._read_for_commit(cur, since, content)
         except BaseException:
             self.end_write(cur, commit=False)
             raise
         self.current_lease = CommitLease(self, cur, commits)
         return self.current_lease
 
-    def offer(self, table_id: str, version: int, make_row: Callable[[RatifiedCommit | None], Ratification],
-              known: RatifiedCommit | None, now_ms: int) -> tuple[Ratification | None, "CommitLease"]:
+    def offer(self, table_id: str, version: int, make_row: "MakeRow", known: RatifiedCommit | None, now_ms: int,
+              commutes: bool = False, on_ratified: "OnRatified | None" = None
+              ) -> tuple[Ratification | None, "CommitLease"]:
         """One offer of ``version``, in one database transaction under the table's commit lock:
-        if the latest ratified version is ``version - 1``, ratify ``make_row(latest)``.
+        if the latest ratified version is ``version - 1``, ratify ``make_row(latest, version)``.
+        With ``commutes`` (the commit is a blind append that commutes with plain commits,
+        conflicts/commuting.py) it is ratified after the latest version as well when every
+        version from ``version`` on is plain: the checker's answer is known without their bytes.
 
-        Returns (the row ratified, or None when the table had moved on) and a view of what was
-        ratified from ``version - 1`` on — the winners, bytes included — for the loser's rebase.
-        The lock is held for a few statements only, never across the caller's work. ``known``
-        is the caller's best knowledge of version ``version - 1`` (PostgreSQL stamps from it so as
-        to send everything in one round trip)."""
-        lease = self.lease({table_id: version - 1})
+        Returns (the row ratified — its ``version`` is where it landed — or None when the table
+        had moved on) and a view of what was ratified from ``version - 1`` on — the winners,
+        bytes included, unless the offer landed — for the loser's rebase. The lock is held for a
+        few statements only, never across the caller's work. ``known`` is the caller's best
+        knowledge of version ``version - 1`` (PostgreSQL stamps from it so as to send everything
+        in one round trip). ``on_ratified(row, view)`` runs once the row is ratified — where the
+        backend can, before the next writer may ratify (SQLite: still first in the writers' queue),
+        so that the committer publishes in order without waiting for, or redoing, anyone's work."""
+        lease = self.lease({table_id: version - 1}, content=not commutes)
         try:
-            latest = lease.latest(table_id)
-            if latest is None or latest.version != version - 1:
+            commits = lease.commits.get(table_id, [])
+            at = next_free_version(commits, version, commutes)
+            if at is None:
+                if commutes and commits:  # the rebase needs the winners' bytes after all
+                    lease.commits[table_id] = self._ratified_since(lease._cur, table_id, version - 1)
                 return None, lease
-            row = make_row(latest)
-            lease.ratify([row], row.txn_id, now_ms)
+            row = make_row(commits[-1], at)
+            lease.ratify([row], row.txn_id, now_ms,
+                         then=None if on_ratified is None else lambda: on_ratified(row, lease))
             return row, lease
         finally:
             lease.release()
@@ -333,7 +365,8 @@ class Database:
         # one lock order for everyone: two catalog transactions inserting (a, n), (b, m) in
         # opposite orders deadlock on PostgreSQL's unique index (found by the bank2 harness)
         for r in sorted(rows, key=lambda r: (r.table_id, r.version)):
-            cur.execute(_INSERT_COMMIT, (r.table_id, r.version, r.staged_name, r.txn_id, r.ict, seq, r.content))
+            cur.execute(_INSERT_COMMIT, (r.table_id, r.version, r.staged_name, r.txn_id, r.ict, seq, r.content,
+                                         r.plain))
         return seq
 
     def drop_content(self, table_id: str, versions: Sequence[int]) -> None:
@@ -355,11 +388,35 @@ class Database:
         return [_ratified(r) for r in self.query(_RATIFIED_SINCE, (table_id, version + 1))]
 
 
-_INSERT_COMMIT = ("INSERT INTO deltatx_commits (table_id, version, staged_name, txn_id, ict, catalog_seq, content) "
-                  "VALUES (?, ?, ?, ?, ?, ?, ?)")
+_INSERT_COMMIT = ("INSERT INTO deltatx_commits (table_id, version, staged_name, txn_id, ict, catalog_seq, content, "
+                  "plain) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+
+#: ``on_ratified(row, view)``: what a committer does once its offer is ratified (publish it)
+OnRatified = Callable[[Ratification, "CommitLease"], None]
+
+#: ``make_row(previous, version)``: the row ratifying the caller's bytes as ``version``, stamped
+#: after ``previous`` (the latest ratified version, None for a table's first)
+MakeRow = Callable[[RatifiedCommit | None, int], Ratification]
+
+
+def next_free_version(commits: Sequence[RatifiedCommit], version: int, commutes: bool) -> int | None:
+    """Where an offer of ``version`` lands, given what was ratified from ``version - 1`` on:
+    ``version`` when it is next; after the latest when the commit ``commutes`` and every
+    winner is plain; None when it must rebase first (or the catalog is behind the writer)."""
+    if not commits:
+        return None
+    latest = commits[-1].version
+    if latest == version - 1:
+        return version
+    if commutes and latest >= version and all(c.plain for c in commits if c.version >= version):
+        return latest + 1
+    return None
+
+
 def _ratified(row: Sequence[Any]) -> RatifiedCommit:
     content = row[3]
-    return RatifiedCommit(int(row[0]), int(row[1]), row[2], None if content is None else bytes(content))
+    return RatifiedCommit(int(row[0]), int(row[1]), row[2], None if content is None else bytes(content),
+                          bool(row[4]) if len(row) > 4 else False)
 
 
 class CommitLease:
@@ -398,8 +455,10 @@ class CommitLease:
         """Open, and this thread's (reads inside it are served from what it read)."""
         return self.open and self.owner == threading.get_ident()
 
-    def ratify(self, rows: Sequence[Ratification], catalog_txn_id: str, now_ms: int, extra: Any = None) -> int:
-        """Insert the rows and commit; the lock is released either way."""
+    def ratify(self, rows: Sequence[Ratification], catalog_txn_id: str, now_ms: int, extra: Any = None,
+               then: Callable[[], None] | None = None) -> int:
+        """Insert the rows and commit; the lock is released either way. ``then`` runs after the
+        commit (the rows are this lease's latest by then), before the next writer is let in."""
         if not self.open:
             raise RuntimeError("this commit lease has ended")
         self.open = False
@@ -413,14 +472,19 @@ class CommitLease:
             if db._is_duplicate(exc):
                 raise DuplicateRowError(str(exc)) from None
             raise
+        def ratified() -> None:  # the new versions are the lease's latest now (the committer publishes from here)
+            for r in rows:
+                self.commits.setdefault(r.table_id, []).append(
+                    RatifiedCommit(r.version, r.ict, r.staged_name, r.content, r.plain))
+            if then is not None:
+                then()
+
         try:
-            db.end_write(self._cur, commit=True)
+            db.end_write(self._cur, commit=True, then=ratified)
         except BaseException as exc:
             if db._is_duplicate(exc):
                 raise DuplicateRowError(str(exc)) from None
             raise
-        for r in rows:  # the new versions are the lease's latest now (the committer publishes from here)
-            self.commits.setdefault(r.table_id, []).append(RatifiedCommit(r.version, r.ict, r.staged_name, r.content))
         return seq
 
     def release(self) -> None:
@@ -597,31 +661,35 @@ class PostgresDatabase(Database):
             finally:
                 cur.close()
 
-    def _read_for_commit(self, cur: "_Cursor", since: dict[str, int]) -> dict[str, list[RatifiedCommit]]:
+    def _read_for_commit(self, cur: "_Cursor", since: dict[str, int], content: bool = True
+                         ) -> dict[str, list[RatifiedCommit]]:
         # The row locks come first, in one order for everyone (no deadlock between two
         # multi-table commits), and in their own statement: in READ COMMITTED the reads after it
         # take a new snapshot, which sees every version the previous lock holder ratified.
         ids = sorted(since)
         cur.execute("SELECT id FROM deltatx_tables WHERE id = ANY(?) ORDER BY id FOR UPDATE", (ids,))
-        return super()._read_for_commit(cur, since)
+        return super()._read_for_commit(cur, since, content)
 
-    def offer(self, table_id: str, version: int, make_row: Callable[[RatifiedCommit | None], Ratification],
-              known: RatifiedCommit | None, now_ms: int) -> tuple[Ratification | None, "CommitLease"]:
-        """One round trip (``deltatx_offer``). The row is stamped from ``known`` beforehand; if that
-        guess was stale but the version is still free (the timestamp was too small), the offer is
-        sent again, stamped after what the first one read."""
+    def offer(self, table_id: str, version: int, make_row: MakeRow, known: RatifiedCommit | None, now_ms: int,
+              commutes: bool = False, on_ratified: OnRatified | None = None
+              ) -> tuple[Ratification | None, "CommitLease"]:
+        """One round trip (``deltatx_offer``, which decides where a commuting offer lands — see
+        :meth:`Database.offer`). The row is stamped from ``known`` beforehand; if that guess was
+        stale but the offer could land (the timestamp was too small), it is sent again, stamped
+        after what the first one read."""
         if known is None or known.version != version - 1:
             known = None
         view = CommitLease.view(self, {table_id: []})
         for _ in range(3):
-            row = make_row(known)
+            row = make_row(known, version)
             with self._lock:
                 if self._write_cur is not None:
                     raise RuntimeError("a catalog write transaction is open already on this connection")
                 cur = self._conn_for_process().cursor()
                 try:
-                    cur.execute("SELECT * FROM deltatx_offer(%s, %s, %s, %s, %s, %s, %s)",
-                                (table_id, version, row.staged_name, row.txn_id, row.ict, row.content, now_ms))
+                    cur.execute("SELECT * FROM deltatx_offer(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                                (table_id, version, row.staged_name, row.txn_id, row.ict, row.content, now_ms,
+                                 row.plain, commutes))
                     rows = cur.fetchall()
                 except BaseException as exc:
                     if self._is_duplicate(exc):
@@ -629,13 +697,16 @@ class PostgresDatabase(Database):
                     raise
                 finally:
                     cur.close()
-            view = CommitLease.view(self, {table_id: [_ratified(r[1:]) for r in rows]})
-            if rows and rows[0][0]:
+            commits = [_ratified(r[1:]) for r in rows]
+            view = CommitLease.view(self, {table_id: commits})
+            if rows and rows[0][0]:  # the last row is the one ratified (the one before it has its bytes)
+                row = dataclasses.replace(row, version=commits[-1].version)
+                if on_ratified is not None:
+                    on_ratified(row, view)
                 return row, view
-            latest = view.latest(table_id)
-            if latest is None or latest.version != version - 1:
+            if next_free_version(commits, version, commutes) is None:
                 return None, view
-            known = latest  # the version is free: only the timestamp guess was stale
+            known = commits[-1]  # it could land: only the timestamp guess was stale
         return None, view
 
 
@@ -644,27 +715,39 @@ class PostgresDatabase(Database):
 #: offered version is next with a larger in-commit timestamp, and what was ratified since.
 _OFFER_FUNCTION = """
 CREATE OR REPLACE FUNCTION deltatx_offer(p_table TEXT, p_version BIGINT, p_staged TEXT, p_txn TEXT,
-                                         p_ict BIGINT, p_content BYTEA, p_now BIGINT)
-RETURNS TABLE (out_ratified BOOLEAN, out_version BIGINT, out_ict BIGINT, out_staged TEXT, out_content BYTEA)
+                                         p_ict BIGINT, p_content BYTEA, p_now BIGINT, p_plain BOOLEAN,
+                                         p_commutes BOOLEAN)
+RETURNS TABLE (out_ratified BOOLEAN, out_version BIGINT, out_ict BIGINT, out_staged TEXT, out_content BYTEA,
+               out_plain BOOLEAN)
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     prev_version BIGINT;
     prev_ict BIGINT;
     new_seq BIGINT;
+    at_version BIGINT := NULL;
+    since BIGINT := p_version - 1;
     done BOOLEAN := FALSE;
 BEGIN
     PERFORM 1 FROM deltatx_tables t WHERE t.id = p_table FOR UPDATE;
     SELECT c.version, c.ict INTO prev_version, prev_ict
         FROM deltatx_commits c WHERE c.table_id = p_table ORDER BY c.version DESC LIMIT 1;
-    IF prev_version = p_version - 1 AND prev_ict < p_ict THEN
+    IF prev_version = p_version - 1 THEN
+        at_version := p_version;
+    ELSIF p_commutes AND prev_version >= p_version AND NOT EXISTS (
+            SELECT 1 FROM deltatx_commits c
+            WHERE c.table_id = p_table AND c.version >= p_version AND NOT c.plain) THEN
+        at_version := prev_version + 1;  -- after plain winners only: no rebase could change it
+    END IF;
+    IF at_version IS NOT NULL AND prev_ict < p_ict THEN
         INSERT INTO deltatx_catalog_commits (txn_id, committed_ms) VALUES (p_txn, p_now)
             RETURNING deltatx_catalog_commits.seq INTO new_seq;
-        INSERT INTO deltatx_commits (table_id, version, staged_name, txn_id, ict, catalog_seq, content)
-            VALUES (p_table, p_version, p_staged, p_txn, p_ict, new_seq, p_content);
+        INSERT INTO deltatx_commits (table_id, version, staged_name, txn_id, ict, catalog_seq, content, plain)
+            VALUES (p_table, at_version, p_staged, p_txn, p_ict, new_seq, p_content, p_plain);
         done := TRUE;
+        since := prev_version;  -- the version before ours (its publisher may still be at work) and ours
     END IF;
-    RETURN QUERY SELECT done, c.version, c.ict, c.staged_name, c.content
-        FROM deltatx_commits c WHERE c.table_id = p_table AND c.version >= p_version - 1 ORDER BY c.version;
+    RETURN QUERY SELECT done, c.version, c.ict, c.staged_name, c.content, c.plain
+        FROM deltatx_commits c WHERE c.table_id = p_table AND c.version >= since ORDER BY c.version;
 END
 $$
 """

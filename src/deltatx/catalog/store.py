@@ -76,6 +76,10 @@ class CatalogLogStore:
 
     catalog_managed = True
 
+    #: commuting appends are ratified after plain winners unread (conflicts/commuting.py), so a
+    #: Table appends from its snapshot as it is, without catching up first
+    ratifies_commuting = True
+
     def __init__(self, catalog: "Catalog", table_id: str, inner: LogStore, *, maintenance: bool = False):
         self.catalog = catalog
         self.table_id = table_id
@@ -141,6 +145,11 @@ class CatalogLogStore:
         for commit in reversed(commits):
             if self._published(commit.version):
                 break
+            if commit.content is None and commit.staged_name is None:
+                # unpublished, and its bytes were not read (a commuting offer's winner): the
+                # catalog has them, and publishes everything pending in order
+                self.publish_pending()
+                return
             pending.append(commit)
         else:
             self.publish_pending()
@@ -300,11 +309,15 @@ class CatalogLogStore:
         with self.prepare_commit(data) as prepared:
             prepared.put(version)
 
-    def prepare_commit(self, data: bytes) -> "CatalogPreparedCommit":
-        return CatalogPreparedCommit(self, data)
+    def prepare_commit(self, data: bytes, *, plain: bool = False, commutes: bool = False) -> "CatalogPreparedCommit":
+        """The Transaction's word on its bytes (conflicts/commuting.py): ``plain``, they hold
+        only commitInfo/add/remove/cdc actions; ``commutes``, a blind append that the conflict
+        checker passes unchanged against any plain winner — so the catalog may ratify it after
+        plain winners unread."""
+        return CatalogPreparedCommit(self, data, plain=plain, commutes=commutes)
 
-    def ratification(self, version: int, data: bytes, previous_ict: int | None, txn_id: str | None = None
-                     ) -> Ratification:
+    def ratification(self, version: int, data: bytes, previous_ict: int | None, txn_id: str | None = None,
+                     plain: bool = False) -> Ratification:
         """The row that ratifies ``data`` as ``version``: stamped with the next in-commit timestamp
         after ``previous_ict``, inline when small, else written now to a staged file (the version
         is known: the caller holds the commit lock, or creates the table)."""
@@ -313,11 +326,11 @@ class CatalogLogStore:
         txn_id = txn_id or stamped_txn_id or str(uuid.uuid4())
         if self.fits_inline(data):
             phases.reached("staged", version=version, table=self.inner.uri, txn_id=txn_id, inline=True)
-            return Ratification(self.table_id, version, None, txn_id, ict, content=stamped)
+            return Ratification(self.table_id, version, None, txn_id, ict, content=stamped, plain=plain)
         name = f"{version:020d}.{uuid.uuid4()}.json"
         self._write_staged(name, stamped)
         phases.reached("staged", version=version, table=self.inner.uri, txn_id=txn_id, inline=False)
-        return Ratification(self.table_id, version, name, txn_id, ict)
+        return Ratification(self.table_id, version, name, txn_id, ict, plain=plain)
 
     def _write_staged(self, name: str, data: bytes) -> None:
         if isinstance(self.inner, LocalLogStore):
@@ -381,30 +394,36 @@ class CatalogPreparedCommit(PreparedCommit):
 
     store: CatalogLogStore
 
-    def __init__(self, store: CatalogLogStore, data: bytes):
+    def __init__(self, store: CatalogLogStore, data: bytes, *, plain: bool = False, commutes: bool = False):
         super().__init__(store, data)
         if store._open_commits == 0:  # a new transaction's first bytes
             store._offers = 0
         store._open_commits += 1
         self._closed = False
+        #: the Transaction's word on these bytes (conflicts/commuting.py): plain, and commuting with plain
+        self.plain = plain
+        self.commutes = commutes and plain
 
-    def put(self, version: int) -> None:
+    def put(self, version: int) -> int:
+        """Returns the version ratified: ``version``, or — for commuting bytes — a later one,
+        after winners that were all plain (the Transaction did not need to read them)."""
         store = self.store
         db = store.catalog._db
         now_ms = int(time.time() * 1000)
         lease = store._lease
-        if lease is None and store._offers < OPTIMISTIC_OFFERS and store.fits_inline(self.data):
+        commutes = self.commutes and store.fits_inline(self.data)
+        if lease is None and (commutes or store._offers < OPTIMISTIC_OFFERS) and store.fits_inline(self.data):
             # one database transaction: ratified, or the winners read — the lock is not kept
             store._offers += 1
             try:
-                row, view = db.offer(store.table_id, version, self._row_maker(version), store._known, now_ms)
+                row, view = db.offer(store.table_id, version, self._row_maker(), store._known, now_ms,
+                                     commutes=commutes, on_ratified=self._ratified)
             except DuplicateRowError:  # the primary key backstop: nothing was ratified
                 raise VersionExistsError(version) from None
-            store._view = view
             if row is None:
+                store._view = view
                 self._lost(version, view.latest(store.table_id))
-            self._ratified(row, view)
-            return
+            return row.version
         if lease is None or not lease.open:  # this offer keeps the lock if it loses
             lease = store._lease = db.lease({store.table_id: version - 1})
             store._view = lease
@@ -412,7 +431,7 @@ class CatalogPreparedCommit(PreparedCommit):
         latest = lease.latest(store.table_id)
         if latest is None or latest.version != version - 1:
             self._lost(version, latest)  # the lock stays held: the rebase runs under it
-        row = self._row_maker(version)(latest)
+        row = self._row_maker()(latest, version)
         store._lease = None
         try:
             db.ratify([row], row.txn_id, now_ms, lease=lease)
@@ -426,10 +445,12 @@ class CatalogPreparedCommit(PreparedCommit):
         finally:
             lease.release()  # no-op once ratified
         self._ratified(row, lease)
+        return version
 
-    def _row_maker(self, version: int):
+    def _row_maker(self):
         store = self.store
-        return lambda previous: store.ratification(version, self.data, previous.ict if previous else None)
+        return lambda previous, version: store.ratification(version, self.data, previous.ict if previous else None,
+                                                            plain=self.plain)
 
     def _lost(self, version: int, latest: RatifiedCommit | None) -> None:
         """Raise what the offer's view says: lost the version (rebase and offer the next one),
@@ -449,11 +470,11 @@ class CatalogPreparedCommit(PreparedCommit):
     def _ratified(self, row: Ratification, view: CommitLease) -> None:
         store = self.store
         store._view = None
-        store._known = RatifiedCommit(row.version, row.ict, row.staged_name, None)
+        store._known = RatifiedCommit(row.version, row.ict, row.staged_name, None, row.plain)
         phases.reached("ratified", version=row.version, table=store.inner.uri, txn_id=row.txn_id)
         commits = view.commits[store.table_id]
         if not commits or commits[-1].version != row.version:  # a lease's own row is appended by ratify
-            commits = [*commits, RatifiedCommit(row.version, row.ict, row.staged_name, row.content)]
+            commits = [*commits, RatifiedCommit(row.version, row.ict, row.staged_name, row.content, row.plain)]
         store.publish_ratified(commits)
 
     def close(self) -> None:

@@ -74,7 +74,7 @@ def _replace_commit_put(put: Callable[[Any, int, bytes], None]) -> Callable[[], 
             undos.append(_patch(cls, "put_commit", put))
         if "prepare_commit" in cls.__dict__:
             undos.append(_patch(cls, "prepare_commit",
-                                lambda self, data: _FaultyPreparedCommit(self, data, put)))
+                                lambda self, data, **_hints: _FaultyPreparedCommit(self, data, put)))
 
     def undo() -> None:
         for u in reversed(undos):

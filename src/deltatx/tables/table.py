@@ -15,7 +15,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..errors import DeltaTxError, PostCommitHookWarning, SchemaMismatchError, TableAlreadyExistsError
+from ..errors import (ConcurrentModificationException, DeltaTxError, PostCommitHookWarning, SchemaMismatchError,
+                      TableAlreadyExistsError)
 from ..txnlog.actions import Metadata, encode_commit
 from ..txnlog.checkpoint import checkpoint_interval, write_checkpoint
 from ..txnlog.checkpoint_protection import check_checkpoint_allowed
@@ -33,6 +34,11 @@ from .defaults import validate_defaults
 from .transaction import ENGINE_INFO, CommitResult, Transaction
 
 
+#: how many commits past its own a handle that committed behind reads by name, at most, when it
+#: catches up for a checkpoint (then it lists the log)
+CATCH_UP_BY_NAME = 32
+
+
 class Table:
     """A Delta table at a URI: latest version by default, or pinned by ``version``/``timestamp``.
 
@@ -47,6 +53,9 @@ class Table:
         self.storage_options = dict(storage_options or {})
         self._store = _store or open_store(self.uri, self.storage_options)
         self._pinned = version is not None or timestamp is not None
+        #: this handle's own commit at a version its snapshot has not caught up with (see
+        #: _after_commit_behind); the snapshot catches up on first use
+        self._behind_to: int | None = None
         if _snapshot is not None:
             self._snapshot = _snapshot
         elif not self._pinned:
@@ -59,6 +68,17 @@ class Table:
         check_path_access(self._snapshot.protocol, self._store, self.uri)
 
     # ------------------------------------------------------------------ state
+    @property
+    def _snapshot(self) -> Snapshot:
+        if self._behind_to is not None:  # read-your-writes: catch up with our own commit first
+            self._snap, self._behind_to = self._snap.catch_up(self._store), None
+            SNAPSHOTS.remember(self._store, self._snap)
+        return self._snap
+
+    @_snapshot.setter
+    def _snapshot(self, snapshot: Snapshot) -> None:
+        self._snap, self._behind_to = snapshot, None
+
     @property
     def store(self) -> LogStore:
         """Where the table lives (its log and data files), e.g. to hand file paths to another engine."""
@@ -109,13 +129,28 @@ class Table:
             SNAPSHOTS.remember(self._store, self._snapshot)
         return self
 
-    def _after_commit(self, snapshot: Snapshot) -> None:
+    def _after_commit_behind(self, base: Snapshot, version: int) -> None:
+        """Our commit landed at ``version`` after plain commits we never read (a catalog ratified
+        it past them: conflicts/commuting.py). Reading them now would cost what the catalog
+        spared, so the snapshot stays at ``base`` and catches up when next used — at once only
+        when ``version`` is due a checkpoint. ``base``'s protocol and metadata are the latest
+        (plain commits change neither), so the post-commit hooks can decide from it."""
+        self._snap, self._behind_to = base, version
+        due = version % checkpoint_interval(base.properties) == 0
+        if due or props.flag(base.properties, props.AUTO_COMPACT, False):
+            # caught up to ``version`` or beyond, reading the commits by name (every one up to
+            # ours is published); the checkpoint is of the version reached
+            caught_up = base.catch_up(self._store, limit=max(CATCH_UP_BY_NAME, version - base.version + 1))
+            self._after_commit(caught_up, checkpoint=due)
+
+    def _after_commit(self, snapshot: Snapshot, checkpoint: bool | None = None) -> None:
         """Post-commit hooks. The commit is durable already: a hook that fails must not fail it
         (a checkpoint is an optimisation, auto-compaction a courtesy), so failures only warn."""
         self._snapshot = snapshot
         SNAPSHOTS.remember(self._store, snapshot)  # the next fresh Table(uri) starts here
-        interval = checkpoint_interval(snapshot.properties)
-        if snapshot.version > 0 and snapshot.version % interval == 0:
+        if checkpoint is None:
+            checkpoint = snapshot.version > 0 and snapshot.version % checkpoint_interval(snapshot.properties) == 0
+        if checkpoint:
             try:
                 write_checkpoint(self._store, snapshot)
             except Exception as exc:  # readers fall back to older checkpoints and JSON
@@ -219,17 +254,37 @@ class Table:
                app_version: int | None = None, user_metadata: str | None = None) -> CommitResult:
         """Add rows. With (app_id, app_version) the write is idempotent: a repeated or older
         version of the same app is skipped and reported with ``skipped=True``."""
-        tx = self._latest_transaction(user_metadata)
-        try:
-            staged = tx.append(data, schema_mode=schema_mode, app_id=app_id, app_version=app_version)
-            if staged is False:
+        as_is = self._may_append_as_is(data)
+        while True:
+            tx = Transaction(self, self._snap, user_metadata=user_metadata) if as_is \
+                else self._latest_transaction(user_metadata)
+            try:
+                staged = tx.append(data, schema_mode=schema_mode, app_id=app_id, app_version=app_version)
+                if staged is False:
+                    tx.abort()
+                    return CommitResult(version=self.version, operation="WRITE", attempts=0, skipped=True,
+                                        read_version=self.version, txn_id=tx.txn_id)
+                return tx.commit()
+            except ConcurrentModificationException:
                 tx.abort()
-                return CommitResult(version=self.version, operation="WRITE", attempts=0, skipped=True,
-                                    read_version=self.version, txn_id=tx.txn_id)
-            return tx.commit()
-        except BaseException:
-            tx.abort()
-            raise
+                if not as_is:
+                    raise
+            except BaseException:
+                tx.abort()
+                raise
+            # It started from this handle's snapshot, which the table may have moved past: what it
+            # conflicted with may predate the snapshot an append that caught up first would have
+            # read. Start over from the latest version; a conflict then is real.
+            as_is = False
+
+    def _may_append_as_is(self, data: Any) -> bool:
+        """Append from this handle's snapshot without catching up first? Where the store orders
+        commits itself and ratifies a commuting append after plain winners unread (a catalog:
+        conflicts/commuting.py), catching up would read exactly what the catalog spares; the
+        offer tells whether anything else happened since. Only for data that can be read twice
+        (the append starts over from the latest version when it met something else)."""
+        return (getattr(self._store, "ratifies_commuting", False) and not self._pinned
+                and isinstance(data, (pa.Table, pa.RecordBatch)))
 
     def overwrite(self, data: Any, where: str | None = None, schema_mode: str | None = None,
                   user_metadata: str | None = None) -> CommitResult:

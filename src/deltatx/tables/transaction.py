@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 
 from .. import __version__, phases
 from ..conflicts import ReadSet, TransactionInfo, check_commit
+from ..conflicts.commuting import commutes_with_plain_commits, is_plain
 from ..conflicts.row_level import load_request
 from ..errors import CommitRetriesExceededError, DeltaTxError
 from ..expr import Expr
@@ -643,6 +644,7 @@ class Transaction(CommitsOnExit):
         version = self.read_version + 1
         attempts = 0
         resolved = 0
+        unread = 0  # winners a catalog ratified this commit after without our reading them
         winners: list[CommitActions] = []
         prepared = None
         prepared_for: TransactionInfo | None = None
@@ -656,13 +658,21 @@ class Transaction(CommitsOnExit):
                     # ones are prepared: a catalog's commit lock passes from one to the other.
                     previous = prepared
                     info, commit_info, payload = self._encode(info, version)
-                    prepared, prepared_for = store.prepare_commit(payload), info
+                    prepared = store.prepare_commit(payload, plain=is_plain(info),
+                                                    commutes=commutes_with_plain_commits(info))
+                    prepared_for = info
                     if previous is not None:
                         previous.close()
                 phases.reached("attempt_commit", txn_id=self.txn_id, version=version, attempt=attempts)
                 try:
-                    prepared.put(version)
+                    landed = prepared.put(version)
                     self._may_have_landed = True
+                    if landed is not None and landed != version:
+                        # ratified after winners that were all plain (a catalog's word): the
+                        # checker passes this commit unchanged against them, unread
+                        unread = landed - version
+                        resolved += unread
+                        version = landed
                     break
                 except VersionExistsError:
                     pass
@@ -701,7 +711,7 @@ class Transaction(CommitsOnExit):
             txns=list(info.txns), domains=list(info.domains),
         )
         own._adds, own._removes = info.adds, info.removes
-        return self._finish(version, attempts, info, winners, own=own, resolved=resolved)
+        return self._finish(version, attempts, info, winners, own=own, resolved=resolved, unread=unread)
 
     def _encode(self, info: TransactionInfo, version: int | None = None
                 ) -> tuple[TransactionInfo, dict[str, Any], bytes]:
@@ -786,13 +796,14 @@ class Transaction(CommitsOnExit):
         return info.replace(adds=adds, row_level=state)
 
     def _finish(self, version: int, attempts: int, info: TransactionInfo, winners: list[CommitActions],
-                own: CommitActions, resolved: int) -> CommitResult:
+                own: CommitActions, resolved: int, unread: int = 0) -> CommitResult:
         name, _, metrics, _ = self._operation()
         if self.read_version + len(winners) == version - 1:
-            snapshot = self.snapshot.apply(*winners, own)
+            self.table._after_commit(self.snapshot.apply(*winners, own))
+        elif unread:  # landed after plain winners it never read: the table catches up when next asked
+            self.table._after_commit_behind(self.snapshot.apply(*winners), version)
         else:  # winners we did not read (lost-response path): read what is there
-            snapshot = self.snapshot.apply(*winners).refresh(self.store)
-        self.table._after_commit(snapshot)
+            self.table._after_commit(self.snapshot.apply(*winners).refresh(self.store))
         return CommitResult(version=version, operation=name, attempts=attempts, metrics=metrics,
                             read_version=self.read_version, isolation_level=info.isolation_level.value,
                             txn_id=self.txn_id, conflicts_resolved=resolved)

@@ -149,9 +149,10 @@ class Snapshot:
                 break
             commits.append(parse_commit(raw, version, validate=False))
             version += 1
-        if len(commits) == limit:
-            return self.refresh(store)
-        return _advance(self, commits, mtimes=None) if commits else self
+        if not commits:
+            return self
+        caught_up = _advance(self, commits, mtimes=None)
+        return caught_up.refresh(store) if len(commits) == limit else caught_up
 
     @without_gc
     def refresh(self, store: LogStore) -> "Snapshot":

@@ -160,12 +160,14 @@ class LogStore:
             )
         self._put_if_absent(commit_name(version), data, version)
 
-    def prepare_commit(self, data: bytes) -> "PreparedCommit":
+    def prepare_commit(self, data: bytes, *, plain: bool = False, commutes: bool = False) -> "PreparedCommit":
         """Stage commit bytes once for put-if-absent at whichever version is next.
 
         The bytes of a commit do not name their version, so a writer that loses a race can offer
         the same staged bytes for the next version: on local disk that is one more ``link``,
-        without writing and fsyncing the file again.
+        without writing and fsyncing the file again. ``plain`` and ``commutes`` describe the
+        bytes (conflicts/commuting.py); only a store that orders commits itself (a catalog)
+        uses them — storage's put-if-absent cannot tell what the winners held without reading.
         """
         return PreparedCommit(self, data)
 
@@ -302,7 +304,7 @@ class LocalLogStore(LogStore):
         with self.prepare_commit(data) as prepared:
             prepared.put(version)
 
-    def prepare_commit(self, data: bytes) -> "PreparedCommit":
+    def prepare_commit(self, data: bytes, *, plain: bool = False, commutes: bool = False) -> "PreparedCommit":
         return _LocalPreparedCommit(self, data)
 
     def _write_commit_tmp(self, data: bytes) -> str:
@@ -367,9 +369,12 @@ class PreparedCommit:
         self.store = store
         self.data = data
 
-    def put(self, version: int) -> None:
-        """Put-if-absent at ``version``; VersionExistsError if another writer has it."""
+    def put(self, version: int) -> int | None:
+        """Put-if-absent at ``version``; VersionExistsError if another writer has it. Returns the
+        version that was written when the store chose another one (a catalog ratifying commuting
+        bytes after plain winners), else None."""
         self.store.put_commit(version, self.data)
+        return None
 
     def close(self) -> None:
         """Release whatever staging holds (nothing here; the temp file on local disk)."""

@@ -1,0 +1,152 @@
+"""Commuting appends through the catalog (conflicts/commuting.py), on SQLite and PostgreSQL: a
+blind append is ratified after plain winners without the writer reading them — one offer, no
+rebase — and anything else the table went through sends it down the usual road (rebase, or a
+fresh start from the latest version), with the outcome an append that caught up first would have."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+
+import pyarrow as pa
+import pytest
+from threads import run_threads
+
+import deltatx
+from deltatx.catalog.db import RatifiedCommit, next_free_version
+
+SCHEMA = pa.schema([("id", pa.int64()), ("balance", pa.int64())])
+
+
+def _row(i: int) -> pa.Table:
+    return pa.table({"id": [i], "balance": [i]}, schema=SCHEMA)
+
+
+def _published(uri: str) -> list[int]:
+    return sorted(int(f[:20]) for f in os.listdir(os.path.join(uri, "_delta_log")) if f.endswith(".json")
+                  and f[:20].isdigit())
+
+
+def _ids(table: deltatx.Table) -> list[int]:
+    return sorted(table.to_arrow()["id"].to_pylist())
+
+
+@pytest.fixture
+def two(catalog_url, tmp_path):
+    """Two writers of one table, each with its own catalog connection (two jobs)."""
+    uri = str(tmp_path / "t")
+    a, b = deltatx.Catalog(catalog_url), deltatx.Catalog(catalog_url)
+    a.create_table("t", uri, SCHEMA)
+    yield a, b, uri
+    a.close()
+    b.close()
+
+
+def test_a_stale_append_lands_after_plain_winners_unread(two):
+    a, b, uri = two
+    ta, tb = a.table("t"), b.table("t")
+    for i in range(1, 4):
+        ta.append(_row(i))
+    ta.delete("id = 1")  # a plain winner that removes a file: no blind append depends on it
+    reads = []
+    tb.store.read_commit = lambda v: reads.append(v) or pytest.fail("read a winner")  # type: ignore[method-assign]
+    result = tb.append(_row(9))
+    del tb.store.read_commit
+    assert (result.version, result.attempts, result.conflicts_resolved, result.read_version) == (5, 1, 4, 0)
+    assert reads == []
+    assert _published(uri) == [0, 1, 2, 3, 4, 5]  # in order, nothing missing
+    # read your writes: the handle catches up when asked
+    assert tb.version == 5 and _ids(tb) == [2, 3, 9]
+    assert _ids(a.table("t")) == [2, 3, 9]
+
+
+def test_the_catalog_records_which_commits_are_plain(two):
+    a, _, _ = two
+    t = a.table("t")
+    t.append(_row(1))
+    t.set_properties({"delta.appendOnly": "false"})
+    t.append(_row(2), app_id="job", app_version=1)
+    t.delete("id = 1")
+    rows = a._db.query("SELECT version, plain FROM deltatx_commits ORDER BY version")
+    assert [(int(v), bool(p)) for v, p in rows] == [(0, False), (1, True), (2, False), (3, False), (4, True)]
+
+
+def test_a_metadata_change_sends_a_stale_append_back_to_the_latest_version(two):
+    a, b, uri = two
+    ta, tb = a.table("t"), b.table("t")
+    ta.append(_row(1))
+    ta.set_properties({"delta.checkpointInterval": "7"})  # not plain: the offer cannot land unread
+    ta.append(_row(2))
+    result = tb.append(_row(3))
+    assert result.version == 4 and result.read_version == 3  # started again from the latest
+    assert tb.properties["delta.checkpointInterval"] == "7"
+    assert _ids(tb) == [1, 2, 3]
+    assert _published(uri) == [0, 1, 2, 3, 4]
+
+
+def test_a_stale_idempotent_append_is_still_skipped(two):
+    """The stale handle never saw the winner's txn action; the catalog does not let it past it."""
+    a, b, _ = two
+    ta, tb = a.table("t"), b.table("t")
+    ta.append(_row(1), app_id="job", app_version=1)
+    skipped = tb.append(_row(2), app_id="job", app_version=1)
+    assert skipped.skipped and skipped.version == 1
+    assert _ids(tb) == [1]
+    assert tb.append(_row(3), app_id="job", app_version=2).version == 2
+    assert _ids(a.table("t")) == [1, 3]
+
+
+def test_a_commuting_landing_due_a_checkpoint_catches_up_and_writes_it(two):
+    a, b, uri = two
+    ta, tb = a.table("t"), b.table("t")
+    for i in range(1, 10):  # versions 1..9
+        ta.append(_row(i))
+    assert tb.append(_row(10)).version == 10
+    assert os.path.exists(os.path.join(uri, "_delta_log", f"{10:020d}.checkpoint.parquet"))
+    assert tb._behind_to is None and tb._snap.version == 10
+    assert _ids(deltatx.Catalog(a.url).table("t")) == list(range(1, 11))
+
+
+def test_concurrent_appenders_never_lose_an_offer(catalog_url, tmp_path):
+    """Four writers, released together by a barrier: every append is ratified on its first
+    offer (no winner is read, no rebase), every version is published once, in order."""
+    uri = str(tmp_path / "t")
+    with deltatx.Catalog(catalog_url) as c:
+        c.create_table("t", uri, SCHEMA)
+    writers, each = 4, 15
+    start = threading.Barrier(writers)
+    results: dict[int, list] = {}
+
+    def writer(w: int) -> None:
+        with deltatx.Catalog(catalog_url) as cat:
+            t = cat.table("t")
+            start.wait()
+            results[w] = [t.append(_row(w * 100 + i)) for i in range(each)]
+
+    assert run_threads(writer, writers) == []
+    flat = [r for rs in results.values() for r in rs]
+    assert all(r.attempts == 1 for r in flat)
+    assert sorted(r.version for r in flat) == list(range(1, writers * each + 1))
+    assert _published(uri) == list(range(0, writers * each + 1))
+    with deltatx.Catalog(catalog_url) as c:
+        assert _ids(c.table("t")) == sorted(w * 100 + i for w in range(writers) for i in range(each))
+    # deltalake reads the released table: the log is whole
+    with deltatx.Catalog(catalog_url) as c:
+        c.release("t")
+    from deltalake import DeltaTable
+
+    assert DeltaTable(uri).version() == writers * each + 1  # + the release commit
+
+
+def test_where_an_offer_lands():
+    def c(v: int, plain: bool = True) -> RatifiedCommit:
+        return RatifiedCommit(v, 1000 + v, None, None, plain)
+
+    assert next_free_version([c(4)], 5, commutes=False) == 5
+    assert next_free_version([c(4), c(5), c(6)], 5, commutes=False) is None
+    assert next_free_version([c(4), c(5), c(6)], 5, commutes=True) == 7
+    assert next_free_version([c(4, plain=False), c(5), c(6)], 5, commutes=True) == 7  # before the read version
+    assert next_free_version([c(4), c(5, plain=False), c(6)], 5, commutes=True) is None
+    assert next_free_version([c(2)], 5, commutes=True) is None  # the catalog is behind the writer
+    assert next_free_version([], 5, commutes=True) is None

@@ -31,12 +31,10 @@ import argparse
 import multiprocessing
 import random
 import shutil
-import socket
 import sys
 import tempfile
 import time
 import traceback
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
@@ -173,35 +171,13 @@ def part_r2(sizes: dict[str, int], scratch: Path) -> dict[str, Any]:
             "summary": f"{sum(by_phase.values())}/{sizes['r2_points']} points verified, {len(failures)} failures"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def part_r4(sizes: dict[str, int], scratch: Path) -> dict[str, Any]:
-    import logging
+    from .s3 import moto_bucket
 
-    import boto3
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        endpoint = f"http://127.0.0.1:{port}"
-        # moto accepts any credentials; these are dummies, not secrets
-        options = {"endpoint_url": endpoint, "key": "testing", "secret": "testing",
-                   "client_kwargs": {"region_name": "us-east-1"}}
-        bucket = f"deltatx-soak-{uuid.uuid4().hex[:10]}"
-        boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing",
-                     region_name="us-east-1").create_bucket(Bucket=bucket)
-        run = _stress("R4 S3 appends", f"s3://{bucket}/r4", scratch / "h-r4", processes=sizes["r4_processes"],
+    with moto_bucket("deltatx-soak") as (bucket, options):
+        run = _stress("R4 S3 appends", f"{bucket}/r4", scratch / "h-r4", processes=sizes["r4_processes"],
                       ops=sizes["r4_ops"],
                       workload="append", isolation="WriteSerializable", storage_options=options, seed=4)
-    finally:
-        server.stop()
     expected = sizes["r4_processes"] * sizes["r4_ops"]
     ok = run["ok"] and run["commits"] == expected
     return {"ok": ok, "run": run, "expected_commits": expected,

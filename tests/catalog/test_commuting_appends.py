@@ -6,8 +6,9 @@ fresh start from the latest version), with the outcome an append that caught up 
 from __future__ import annotations
 
 import os
-import sqlite3
 import threading
+
+import orjson
 
 import pyarrow as pa
 import pytest
@@ -129,6 +130,12 @@ def test_concurrent_appenders_never_lose_an_offer(catalog_url, tmp_path):
     assert all(r.attempts == 1 for r in flat)
     assert sorted(r.version for r in flat) == list(range(1, writers * each + 1))
     assert _published(uri) == list(range(0, writers * each + 1))
+    # in-commit timestamps strictly increase (PostgreSQL moves a stale one past the winner's in place)
+    icts = []
+    for v in range(1, writers * each + 1):
+        with open(os.path.join(uri, "_delta_log", f"{v:020d}.json"), "rb") as fh:
+            icts.append(orjson.loads(fh.readline())["commitInfo"]["inCommitTimestamp"])
+    assert all(a < b for a, b in zip(icts, icts[1:]))
     with deltatx.Catalog(catalog_url) as c:
         assert _ids(c.table("t")) == sorted(w * 100 + i for w in range(writers) for i in range(each))
     # deltalake reads the released table: the log is whole
@@ -150,3 +157,64 @@ def test_where_an_offer_lands():
     assert next_free_version([c(4), c(5, plain=False), c(6)], 5, commutes=True) is None
     assert next_free_version([c(2)], 5, commutes=True) is None  # the catalog is behind the writer
     assert next_free_version([], 5, commutes=True) is None
+
+
+def test_catching_up_reads_the_catalog_not_the_files(two):
+    """The commits a handle has not seen come from the catalog's inline bytes in one query (on an
+    object store, one request instead of one GET per version)."""
+    a, b, _ = two
+    ta, tb = a.table("t"), b.table("t")
+    for i in range(1, 6):
+        ta.append(_row(i))
+    tb.store.inner.read_commit = lambda v: pytest.fail(f"read version {v} from storage")  # type: ignore[method-assign]
+    assert tb.delete("id = 1").version == 6  # a DML catches up first
+    del tb.store.inner.read_commit
+    assert _ids(tb) == [2, 3, 4, 5]
+
+
+def test_a_catalog_on_s3(catalog_url, s3_bucket):
+    """Tables of a catalog on an object store: the storage options stay in the process (not in
+    the database); commuting appends land unread and are published in order with conditional PUTs."""
+    prefix, options = s3_bucket
+    uri = f"{prefix}/t"
+    with deltatx.Catalog(catalog_url, storage_options=options) as a, \
+            deltatx.Catalog(catalog_url, storage_options=options) as b:
+        a.create_table("t", uri, SCHEMA)
+        ta, tb = a.table("t"), b.table("t")
+        ta.append(_row(1))
+        ta.append(_row(2))
+        result = tb.append(_row(3))
+        assert (result.version, result.attempts) == (3, 1)
+        assert _ids(tb) == [1, 2, 3]
+        names = sorted(p.rsplit("/", 1)[-1] for p in tb.store.fs.ls(f"{uri}/_delta_log", detail=False))
+        assert [n for n in names if n.endswith(".json")] == [f"{v:020d}.json" for v in range(4)]
+        assert "testing" not in repr(a._db.query("SELECT * FROM deltatx_tables"))
+        a.release("t")
+    assert deltatx.Table(uri, storage_options=options).to_arrow().num_rows == 3
+
+
+def test_postgresql_moves_a_stale_timestamp_past_the_winners_in_place(postgres_server, tmp_path):
+    """An offer whose in-commit timestamp is not after the latest ratified one (stamped before it
+    waited its turn) is ratified with the latest + 1, written into the same digits: no lost offer."""
+    from deltatx.catalog.db import Ratification
+    from deltatx.catalog.store import ict_offset, stamp_in_commit_timestamp
+
+    url = postgres_server.new_database()
+    with deltatx.Catalog(url) as cat:
+        t = cat.create_table("t", str(tmp_path / "t"), SCHEMA)
+        t.append(_row(1))
+        store = t.store
+        latest = cat._db.ratified_after(store.table_id, 0)[-1]
+        old = 1_000_000_000_000  # 2001: long before the winner's
+        data = b'{"commitInfo":{"operation":"WRITE","txnId":"x"}}\n{"add":{"path":"p","size":1}}\n'
+        stamped, _ = stamp_in_commit_timestamp(data, old)
+
+        def make_row(previous, version):
+            return Ratification(store.table_id, version, None, "x", old, content=stamped, plain=True,
+                                ict_at=ict_offset(stamped, old))
+
+        row, _ = cat._db.offer(store.table_id, 2, make_row, None, 0, commutes=True)
+        assert row is not None and (row.version, row.ict) == (2, latest.ict + 1)
+        assert orjson.loads(row.content.split(b"\n", 1)[0])["commitInfo"]["inCommitTimestamp"] == latest.ict + 1
+        assert row.content.split(b"\n", 1)[1] == data.split(b"\n", 1)[1]
+        assert cat._db.ratified_after(store.table_id, 1)[0].content == row.content

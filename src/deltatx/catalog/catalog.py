@@ -53,8 +53,11 @@ class CatalogEntry:
 class Catalog:
     """A catalog of Delta tables whose commits it ratifies (see the module docstring)."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None):
+        """``storage_options`` open the tables' files (``s3://`` endpoint and credentials, as for
+        :class:`deltatx.Table`); they stay in this process, never in the catalog's database."""
         self.url = url
+        self.storage_options = dict(storage_options or {})
         self._db: Database = open_database(url)
         #: inline commits this process published, by table: (store, versions). Their content
         #: leaves the catalog once their files are fsynced (close, or log cleanup)
@@ -87,7 +90,11 @@ class Catalog:
     def store(self, name: str) -> CatalogLogStore:
         """The commit path of table ``name`` (its log ratified by this catalog)."""
         entry = self._entry(name)
-        return CatalogLogStore(self, entry.table_id, open_store(entry.uri))
+        return CatalogLogStore(self, entry.table_id, self._open(entry.uri))
+
+    def _open(self, uri: str) -> LogStore:
+        """The path store of a table's files, with this catalog's storage options."""
+        return open_store(uri, self.storage_options or None)
 
     # ------------------------------------------------------------------ tables
     def table(self, name: str, version: int | None = None) -> Table:
@@ -105,7 +112,7 @@ class Catalog:
         uri = _normal_uri(uri)
         self._check_new(name, uri)
         table_id = str(uuid.uuid4())
-        store = _CreatingStore(self, table_id, open_store(uri), name)
+        store = _CreatingStore(self, table_id, self._open(uri), name)
         config = {**(properties or {}), **CATALOG_CONFIG}
         create_table(uri, schema, partition_by=partition_by, properties=config, _store=store,  # type: ignore[arg-type]
                      **kwargs)
@@ -119,7 +126,7 @@ class Catalog:
         adopts it without another commit."""
         uri = _normal_uri(uri)
         self._check_new(name, uri)
-        inner = open_store(uri)
+        inner = self._open(uri)
         snapshot = load_snapshot(inner)
         if CATALOG_MANAGED not in (snapshot.protocol.writer_features or ()):
             self._commit_registration(inner, snapshot)
@@ -166,7 +173,7 @@ class Catalog:
         tx.note_operation("RELEASE FROM CATALOG", {}, changes_data=False)
         tx.commit()
         self._forget(entry)
-        return Table(entry.uri)
+        return Table(entry.uri, storage_options=self.storage_options or None)
 
     def drop_table(self, name: str, purge: bool = False) -> None:
         """Forget ``name``; with ``purge`` delete its files too. Without purge the files stay a
@@ -174,7 +181,7 @@ class Catalog:
         entry = self._entry(name)
         self._forget(entry)
         if purge:
-            path = open_store(entry.uri)
+            path = self._open(entry.uri)
             shutil.rmtree(path.root, ignore_errors=True) if os.path.isdir(path.root) else path.fs.rm(path.root, recursive=True)
 
     def _forget(self, entry: CatalogEntry) -> None:
@@ -288,7 +295,7 @@ class CatalogSnapshot:
         if name not in self._cut:
             raise CatalogTableNotFoundError(f"no table named {name!r} in this snapshot of {self.catalog.url!r}")
         entry, version = self._cut[name]
-        store = CatalogLogStore(self.catalog, entry.table_id, open_store(entry.uri))
+        store = CatalogLogStore(self.catalog, entry.table_id, self.catalog._open(entry.uri))
         return Table(entry.uri, version=version, _store=store)  # type: ignore[arg-type]
 
 

@@ -60,6 +60,8 @@ class Ratification:
     ict: int
     content: bytes | None = None
     plain: bool = False
+    #: the byte offset of ``ict``'s digits in ``content`` (PostgreSQL restamps there in place)
+    ict_at: int | None = None
 
 
 @dataclass(frozen=True)
@@ -383,9 +385,11 @@ class Database:
                           (table_id,))
         return (int(rows[0][0]), int(rows[0][1])) if rows else None
 
-    def ratified_after(self, table_id: str, version: int) -> list[RatifiedCommit]:
-        """Every ratified version > ``version``, ascending."""
-        return [_ratified(r) for r in self.query(_RATIFIED_SINCE, (table_id, version + 1))]
+    def ratified_after(self, table_id: str, version: int, limit: int | None = None) -> list[RatifiedCommit]:
+        """Every ratified version > ``version``, ascending (the first ``limit`` of them)."""
+        if limit is None:
+            return [_ratified(r) for r in self.query(_RATIFIED_SINCE, (table_id, version + 1))]
+        return [_ratified(r) for r in self.query(_RATIFIED_SINCE + " LIMIT ?", (table_id, version + 1, limit))]
 
 
 _INSERT_COMMIT = ("INSERT INTO deltatx_commits (table_id, version, staged_name, txn_id, ict, catalog_seq, content, "
@@ -670,6 +674,19 @@ class PostgresDatabase(Database):
         cur.execute("SELECT id FROM deltatx_tables WHERE id = ANY(?) ORDER BY id FOR UPDATE", (ids,))
         return super()._read_for_commit(cur, since, content)
 
+    def _end_publishing_turn(self, table_id: str) -> None:
+        """Release the table's publishing turn that a ratifying ``deltatx_offer`` kept (a no-op
+        when this session does not hold it). Should this connection be gone, so is the turn."""
+        with self._lock:
+            cur = self._conn_for_process().cursor()
+            try:
+                cur.execute("SELECT pg_advisory_unlock(hashtext('deltatx_publish'), hashtext(%s))", (table_id,))
+                cur.fetchall()
+            except Exception:
+                pass  # a broken connection: the server released the session's locks with it
+            finally:
+                cur.close()
+
     def offer(self, table_id: str, version: int, make_row: MakeRow, known: RatifiedCommit | None, now_ms: int,
               commutes: bool = False, on_ratified: OnRatified | None = None
               ) -> tuple[Ratification | None, "CommitLease"]:
@@ -687,11 +704,12 @@ class PostgresDatabase(Database):
                     raise RuntimeError("a catalog write transaction is open already on this connection")
                 cur = self._conn_for_process().cursor()
                 try:
-                    cur.execute("SELECT * FROM deltatx_offer(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    cur.execute("SELECT * FROM deltatx_offer(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                                 (table_id, version, row.staged_name, row.txn_id, row.ict, row.content, now_ms,
-                                 row.plain, commutes))
+                                 row.plain, commutes, row.ict_at))
                     rows = cur.fetchall()
                 except BaseException as exc:
+                    self._end_publishing_turn(table_id)  # the statement failed: no turn to keep
                     if self._is_duplicate(exc):
                         raise DuplicateRowError(str(exc)) from None
                     raise
@@ -700,9 +718,13 @@ class PostgresDatabase(Database):
             commits = [_ratified(r[1:]) for r in rows]
             view = CommitLease.view(self, {table_id: commits})
             if rows and rows[0][0]:  # the last row is the one ratified (the one before it has its bytes)
-                row = dataclasses.replace(row, version=commits[-1].version)
-                if on_ratified is not None:
-                    on_ratified(row, view)
+                mine = commits[-1]  # as ratified: its timestamp may have moved past a winner's
+                row = dataclasses.replace(row, version=mine.version, ict=mine.ict, content=mine.content)
+                try:
+                    if on_ratified is not None:
+                        on_ratified(row, view)
+                finally:
+                    self._end_publishing_turn(table_id)
                 return row, view
             if next_free_version(commits, version, commutes) is None:
                 return None, view
@@ -710,13 +732,13 @@ class PostgresDatabase(Database):
         return None, view
 
 
-#: PostgreSQL's offer, one statement: the table's row lock, then (each statement of a volatile
+#: PostgreSQL's offer, one statement (and, when it ratified, one more to end the publishing turn): the table's row lock, then (each statement of a volatile
 #: function sees a fresh snapshot under READ COMMITTED) the latest version, the ratification if the
 #: offered version is next with a larger in-commit timestamp, and what was ratified since.
 _OFFER_FUNCTION = """
 CREATE OR REPLACE FUNCTION deltatx_offer(p_table TEXT, p_version BIGINT, p_staged TEXT, p_txn TEXT,
                                          p_ict BIGINT, p_content BYTEA, p_now BIGINT, p_plain BOOLEAN,
-                                         p_commutes BOOLEAN)
+                                         p_commutes BOOLEAN, p_ict_at INTEGER)
 RETURNS TABLE (out_ratified BOOLEAN, out_version BIGINT, out_ict BIGINT, out_staged TEXT, out_content BYTEA,
                out_plain BOOLEAN)
 LANGUAGE plpgsql VOLATILE AS $$
@@ -725,9 +747,14 @@ DECLARE
     prev_ict BIGINT;
     new_seq BIGINT;
     at_version BIGINT := NULL;
+    new_ict BIGINT := p_ict;
+    new_content BYTEA := p_content;
     since BIGINT := p_version - 1;
     done BOOLEAN := FALSE;
 BEGIN
+    -- the table's publishing turn (session-level: a ratified offer keeps it until its committer
+    -- has published, so versions are published in order without anyone redoing another's work)
+    PERFORM pg_advisory_lock(hashtext('deltatx_publish'), hashtext(p_table));
     PERFORM 1 FROM deltatx_tables t WHERE t.id = p_table FOR UPDATE;
     SELECT c.version, c.ict INTO prev_version, prev_ict
         FROM deltatx_commits c WHERE c.table_id = p_table ORDER BY c.version DESC LIMIT 1;
@@ -738,13 +765,21 @@ BEGIN
             WHERE c.table_id = p_table AND c.version >= p_version AND NOT c.plain) THEN
         at_version := prev_version + 1;  -- after plain winners only: no rebase could change it
     END IF;
-    IF at_version IS NOT NULL AND prev_ict < p_ict THEN
+    IF at_version IS NOT NULL AND prev_ict >= p_ict AND p_ict_at IS NOT NULL
+            AND length((prev_ict + 1)::text) = length(p_ict::text) THEN
+        -- ratified meanwhile with a later timestamp: ours moves just past it, digits in place
+        new_ict := prev_ict + 1;
+        new_content := overlay(p_content PLACING convert_to(new_ict::text, 'UTF8') FROM p_ict_at + 1);
+    END IF;
+    IF at_version IS NOT NULL AND prev_ict < new_ict THEN
         INSERT INTO deltatx_catalog_commits (txn_id, committed_ms) VALUES (p_txn, p_now)
             RETURNING deltatx_catalog_commits.seq INTO new_seq;
         INSERT INTO deltatx_commits (table_id, version, staged_name, txn_id, ict, catalog_seq, content, plain)
-            VALUES (p_table, at_version, p_staged, p_txn, p_ict, new_seq, p_content, p_plain);
+            VALUES (p_table, at_version, p_staged, p_txn, new_ict, new_seq, new_content, p_plain);
         done := TRUE;
-        since := prev_version;  -- the version before ours (its publisher may still be at work) and ours
+        since := prev_version;  -- the version before ours (its publisher may have died) and ours
+    ELSE
+        PERFORM pg_advisory_unlock(hashtext('deltatx_publish'), hashtext(p_table));
     END IF;
     RETURN QUERY SELECT done, c.version, c.ict, c.staged_name, c.content, c.plain
         FROM deltatx_commits c WHERE c.table_id = p_table AND c.version >= since ORDER BY c.version;

@@ -59,6 +59,14 @@ def stamp_in_commit_timestamp(data: bytes, ict: int) -> tuple[bytes, str | None]
     return orjson.dumps({"commitInfo": commit_info}) + b"\n" + rest, commit_info.get("txnId")
 
 
+def ict_offset(stamped: bytes, ict: int) -> int | None:
+    """Where the digits of ``ict`` stand in ``stamped`` (a database that finds a later timestamp
+    ratified meanwhile rewrites them in place: same number of digits, valid JSON)."""
+    marker = b'"inCommitTimestamp":' + str(ict).encode()
+    at = stamped.find(marker, 0, stamped.find(b"\n") if b"\n" in stamped else len(stamped))
+    return None if at < 0 else at + len(b'"inCommitTimestamp":')
+
+
 def next_ict(previous_ict: int | None) -> int:
     """PROTOCOL.md inCommitTimestamp: max(now, previous + 1), so timestamps strictly increase."""
     now = int(time.time() * 1000)
@@ -138,11 +146,12 @@ class CatalogLogStore:
 
     def publish_ratified(self, commits: list[RatifiedCommit]) -> None:
         """Publish, in order, the tail of ``commits`` (a committer's lease: the version before its
-        snapshot's next, the winners, its own) that is not published yet — from the bytes in
-        hand, without asking the catalog again. When none of them is published, older versions may
-        not be either: then the catalog says what is pending."""
-        pending = []
-        for commit in reversed(commits):
+        snapshot's next, the winners, its own — last, just ratified, so not asked about) that is
+        not published yet — from the bytes in hand, without asking the catalog again. When none
+        of the others is published, older versions may not be either: then the catalog says what
+        is pending."""
+        pending = [commits[-1]]
+        for commit in reversed(commits[:-1]):
             if self._published(commit.version):
                 break
             if commit.content is None and commit.staged_name is None:
@@ -152,8 +161,11 @@ class CatalogLogStore:
                 return
             pending.append(commit)
         else:
-            self.publish_pending()
-            return
+            # none of the others is published (their committers may be publishing right now):
+            # the one before them decides — published, the bytes in hand follow it in order
+            if pending[-1].version > 0 and not self._published(pending[-1].version - 1):
+                self.publish_pending()
+                return
         for commit in reversed(pending):
             self.publish(commit)
 
@@ -276,6 +288,29 @@ class CatalogLogStore:
                     return commit.content
         return data
 
+    def read_commits_after(self, version: int, limit: int) -> list[bytes]:
+        """The ratified versions after ``version`` (at most ``limit``) in one query: their bytes
+        from the catalog when inline, else from the published (or staged) file. On an object
+        store this is one request where reading by name is one per version."""
+        if self._view_here() is not None:  # a rebase reads what its offer saw
+            return LogStore.read_commits_after(self, version, limit)  # type: ignore[arg-type]
+        found: list[bytes] = []
+        for commit in self.catalog._db.ratified_after(self.table_id, version, limit):
+            if commit.version != version + 1 + len(found):
+                break  # the catalog has no such version: nothing after it counts
+            if commit.content is not None:
+                found.append(commit.content)
+                continue
+            try:
+                found.append(self.inner.read_commit(commit.version))
+            except FileNotFoundError:
+                if commit.staged_name is None:
+                    self.publish_pending()
+                    found.append(self.inner.read_commit(commit.version))
+                else:
+                    found.append(self._read_staged(commit.staged_name))
+        return found
+
     def _read_leased(self, lease: CommitLease, version: int) -> bytes:
         """Commit ``version`` as the lease read it: its inline bytes, or the published or staged
         file; versions beyond the latest ratified one then do not exist (whatever files say)."""
@@ -326,7 +361,8 @@ class CatalogLogStore:
         txn_id = txn_id or stamped_txn_id or str(uuid.uuid4())
         if self.fits_inline(data):
             phases.reached("staged", version=version, table=self.inner.uri, txn_id=txn_id, inline=True)
-            return Ratification(self.table_id, version, None, txn_id, ict, content=stamped, plain=plain)
+            return Ratification(self.table_id, version, None, txn_id, ict, content=stamped, plain=plain,
+                                ict_at=ict_offset(stamped, ict))
         name = f"{version:020d}.{uuid.uuid4()}.json"
         self._write_staged(name, stamped)
         phases.reached("staged", version=version, table=self.inner.uri, txn_id=txn_id, inline=False)

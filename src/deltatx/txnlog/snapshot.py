@@ -140,15 +140,8 @@ class Snapshot:
         checkpoint — so this falls back to :meth:`refresh`. The timestamps come from the
         commits' own clocks, as for :meth:`apply`.
         """
-        commits: list[CommitActions] = []
-        version = self.version + 1
-        while len(commits) < limit:
-            try:
-                raw = store.read_commit(version)
-            except FileNotFoundError:
-                break
-            commits.append(parse_commit(raw, version, validate=False))
-            version += 1
+        raws = store.read_commits_after(self.version, limit)
+        commits = [parse_commit(raw, self.version + 1 + i, validate=False) for i, raw in enumerate(raws)]
         if not commits:
             return self
         caught_up = _advance(self, commits, mtimes=None)

@@ -138,6 +138,18 @@ class LogStore:
     def read_commit(self, version: int) -> bytes:
         return self.read_log_file(commit_name(version))
 
+    def read_commits_after(self, version: int, limit: int) -> list[bytes]:
+        """The commits after ``version``, oldest first, up to the first missing one or ``limit``
+        of them: what a writer catching up reads (by name, no listing). A store that knows the
+        versions by other means (a catalog) answers in one request."""
+        found: list[bytes] = []
+        while len(found) < limit:
+            try:
+                found.append(self.read_commit(version + 1 + len(found)))
+            except FileNotFoundError:
+                break
+        return found
+
     def write_log_file(self, name: str, data: bytes) -> None:
         """Plain (overwriting) write for checkpoints and ``_last_checkpoint``; never commits."""
         self.fs.makedirs(self.log_root, exist_ok=True)

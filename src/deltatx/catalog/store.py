@@ -208,13 +208,11 @@ class CatalogLogStore:
                 pass
 
     def _put_published(self, version: int, data: bytes) -> bool:
-        """Publish an inline commit's bytes; False when another publisher was first (object
-        stores: a conditional PUT).
+        """Put-if-absent of an inline commit's bytes; False when another publisher was first.
 
-        On local disk a temp file is renamed over the name: a reader sees the whole file or
-        none, and since a version's ratified bytes are the same whoever publishes them, a
-        publisher that comes second rewrites what is there already (a file an OS crash left
-        empty included). Not fsynced: the catalog keeps the bytes until :meth:`make_durable` has
+        A second publisher never replaces a published file (but one an OS crash left empty): the
+        first one's may be fsynced already and the catalog's copy of its bytes dropped.
+        Not fsynced on local disk: the catalog keeps the bytes until :meth:`make_durable` has
         fsynced the file (at ``Catalog.close`` or log cleanup), so a file an OS crash loses or
         empties is published again from them. The fsync is the commit's cost on a path table;
         here the database already made the commit durable."""
@@ -225,6 +223,7 @@ class CatalogLogStore:
                 return True
             except VersionExistsError:
                 return False
+        final = os.path.join(inner.log_root, commit_name(version))
         tmp = os.path.join(inner.log_root, f".publish.{uuid.uuid4().hex}.tmp")
         try:
             fh = open(tmp, "wb")
@@ -233,8 +232,18 @@ class CatalogLogStore:
             fh = open(tmp, "wb")
         with fh:
             fh.write(data)
-        os.replace(tmp, os.path.join(inner.log_root, commit_name(version)))
-        return True
+        try:
+            os.link(tmp, final)  # a reader sees the whole file or none
+            return True
+        except FileExistsError:
+            if os.stat(final).st_size == 0:  # left empty by an OS crash: the catalog's bytes win
+                os.replace(tmp, final)
+                tmp = ""
+                return True
+            return False
+        finally:
+            if tmp:
+                os.unlink(tmp)
 
     def make_durable(self, versions: list[int]) -> None:
         """fsync the published files of ``versions`` (local disk; other stores' puts are durable)."""

@@ -197,6 +197,37 @@ def test_a_winning_backfill_gives_its_ids_to_the_files_we_rewrite():
     assert rebased.removes.column("baseRowId").to_pylist() == [0]
 
 
+def test_a_watermark_left_without_fresh_files_never_falls_below_the_winners():
+    """The transaction's fresh files were dropped (a compaction whose rows a concurrent one moved)
+    but its watermark domain stayed: against a winner that gave out more ids it must rise to the
+    winner's, or the commit would take the table's watermark back (found by the soak)."""
+    nothing_left = tracked([], hwm=302, read_hwm=201)
+    won = winner(7, "WRITE", add_rows=[add("theirs.parquet", baseRowId=202, defaultRowCommitVersion=7)],
+                 domains=[row_tracking.watermark_domain(401)], blind=True)
+    rebased = check_commit(nothing_left, won)
+    assert row_tracking.high_watermark(rebased.domains) == 401
+    assert rebased.read_row_id_high_watermark == 401
+    only_dv_readds = tracked([add(F, dv("mine", 1), baseRowId=10, defaultRowCommitVersion=2)], hwm=302, read_hwm=201)
+    assert row_tracking.high_watermark(check_commit(only_dv_readds, won).domains) == 401
+    # a higher watermark of its own stays (ids it gave out that were dropped leave a gap: harmless)
+    assert row_tracking.high_watermark(check_commit(tracked([], hwm=500, read_hwm=201), won).domains) == 500
+
+
+def test_a_winners_file_adopted_later_keeps_its_ids():
+    """With nothing added yet, the transaction still learns the winner's watermark: a file of that
+    winner that a later row-level rebase adopts (its ids at or below it) is not given new ids by
+    the next winner's rebase."""
+    rebased = check_commit(tracked([], hwm=-1, read_hwm=99).replace(domains=()),
+                           winner(6, "OPTIMIZE", add_rows=[], domains=[row_tracking.watermark_domain(200)]))
+    assert rebased.read_row_id_high_watermark == 200
+    adopted = rebased.replace(adds=table([add("compacted.parquet", dv("mine", 1), baseRowId=150,
+                                              defaultRowCommitVersion=6)], FILE_SCHEMA))
+    again = check_commit(adopted, winner(7, "WRITE", add_rows=[add("more.parquet", baseRowId=201)],
+                                         domains=[row_tracking.watermark_domain(260)], blind=True))
+    assert again.adds.column("baseRowId").to_pylist() == [150]
+    assert row_tracking.high_watermark(again.domains) == row_tracking.NO_WATERMARK
+
+
 def test_watermark_domain_is_never_a_domain_conflict():
     txn = tracked([add("new.parquet", baseRowId=100, defaultRowCommitVersion=6)])
     won = winner(6, "WRITE", add_rows=[], domains=[DomainMetadata(row_tracking.ROW_TRACKING_DOMAIN,

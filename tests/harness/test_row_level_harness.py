@@ -103,6 +103,23 @@ def test_row_ids_checker_catches_an_id_given_to_another_row(table_uri):
     assert any(m.startswith("reused") for m in messages)
 
 
+def test_row_ids_checker_names_the_commit_that_takes_the_watermark_back(table_uri):
+    """A hand-written commit lowers rowIdHighWaterMark (what the soak's compaction did): the
+    checker names that commit, and the collision the next append causes."""
+    table = _table(table_uri)
+    log = os.path.join(table_uri, "_delta_log")
+    version = table.version + 1
+    domain = {"domain": "delta.rowTracking", "configuration": json.dumps({"rowIdHighWaterMark": 5}), "removed": False}
+    with open(os.path.join(log, f"{version:020d}.json"), "w") as fh:
+        fh.write(json.dumps({"commitInfo": {"operation": "BROKEN"}}) + "\n")
+        fh.write(json.dumps({"domainMetadata": domain}) + "\n")
+    deltatx.Table(table_uri).append(pa.table({"id": [500], "v": [0]}))
+    found = [(a.message, a.version) for a in check_row_ids(table_uri)]
+    assert any(m.startswith("watermark: the row-id high watermark went from") and v == version for m, v in found), found
+    assert any(m.startswith("watermark: row id") and v == version for m, v in found), found
+    assert any(m.startswith("collide: row id 6") and v == version + 1 for m, v in found), found
+
+
 @pytest.mark.parametrize("isolation", ["Serializable", "WriteSerializable"])
 def test_stress_on_a_row_level_table_passes_every_checker(tmp_path, isolation):
     report = run_stress(str(tmp_path / "t"), processes=3, ops=12, workload="mixed", isolation=isolation, seed=7,

@@ -200,3 +200,38 @@ def test_concurrent_inserts_never_share_row_ids(table_uri):
     ids = [r["_metadata.row_id"] for r in rows(table_uri).values()]
     assert len(ids) == len(set(ids)) == 106
     assert max(ids) == 105
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_a_compaction_left_with_nothing_never_takes_the_watermark_back(table_uri, level):
+    """Found by the soak (R1, row-level, Serializable: one row id held by two rows). A compaction
+    loses to a concurrent one, so its output holds only moved rows and is dropped, yet it still
+    carries the watermark it wrote for that output. It then loses again, to an append that gave out
+    more ids than the output had: committed as it was, its watermark took the table's back, and
+    the next append handed out ids the appended rows already held."""
+    from deltatx import phases
+    from deltatx.txnlog import row_tracking
+
+    make(table_uri, level)
+    deltatx.Table(table_uri).append(pa.table({"id": [100], "part": ["a"], "v": [0]}, schema=SCHEMA))
+    first, second = pair(table_uri)
+    first.optimize()
+    second.optimize()
+    first.commit()
+    many = pa.table({"id": list(range(1000, 1200)), "part": ["a"] * 200, "v": [0] * 200}, schema=SCHEMA)
+    appended = []
+
+    def append_between_attempts(phase: str, **context) -> None:
+        # after its first rebase (its output dropped), before its second try
+        if phase == "attempt_commit" and context.get("txn_id") == second.txn_id and context.get("attempt") == 2 \
+                and not appended:
+            appended.append(deltatx.Table(table_uri).append(many))
+
+    with phases.observe(append_between_attempts):
+        result = second.commit()
+    assert appended and result.conflicts_resolved == 2
+    deltatx.Table(table_uri).append(pa.table({"id": [5000], "part": ["a"], "v": [0]}, schema=SCHEMA))
+    latest = deltatx.Table(table_uri)
+    ids = latest.to_arrow(columns=["_metadata.row_id"]).column(0).to_pylist()
+    assert len(ids) == len(set(ids)) == 302
+    assert row_tracking.high_watermark(latest.snapshot.domains) == max(ids)

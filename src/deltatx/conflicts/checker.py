@@ -21,7 +21,8 @@ The checks run in Delta's order (``CHECKS``), one named function each:
 4. ``app_ids``         the winner set a ``txn`` version for an appId we looked up (or write).
 5. ``row_ids``         row tracking (Delta's #5, #7, #8): files a winning backfill gave ids keep
                        them; ids this transaction handed out (above its read watermark) move above
-                       the winner's watermark; adds stamped with the winner's version move past it.
+                       the winner's watermark, and a watermark it writes never falls below the
+                       winner's; adds stamped with the winner's version move past it.
 6. ``row_level``       files both sides changed through deletion vectors are settled row by row
                        (:mod:`.row_level`): only a shared row conflicts (checked before added
                        files, so that a row both changed is reported as that); otherwise rebase
@@ -348,23 +349,36 @@ def rebase_row_ids(txn: TransactionInfo, winner: CommitActions, loaded: WinnerRo
         adds = row_tracking.copy_row_ids(adds, winner.adds)
         removes = row_tracking.copy_row_ids(removes, winner.adds)
         backfilled = winner.adds["path"].combine_chunks()
-    if adds.num_rows == 0:
-        return txn if removes is txn.removes else txn.replace(removes=removes)
-    adds = row_tracking.bump_commit_versions(adds, winner.version)
     domains = txn.domains
     read_hwm = txn.read_row_id_high_watermark
     winner_hwm = row_tracking.high_watermark(winner.domains)
-    if winner_hwm != row_tracking.NO_WATERMARK or adds["baseRowId"].null_count:
-        start = max(winner_hwm, read_hwm)
-        adds, hwm = row_tracking.assign_row_ids(adds, read_hwm, start, winner.version + 1, backfilled)
-        if hwm is not None:
-            others = tuple(d for d in domains if d.domain != row_tracking.ROW_TRACKING_DOMAIN)
-            domains = (row_tracking.watermark_domain(hwm),) + others
-        # every id up to the winner's watermark is someone else's (or copied from them) now
-        read_hwm = max(read_hwm, winner_hwm)
+    if adds.num_rows:
+        adds = row_tracking.bump_commit_versions(adds, winner.version)
+        if winner_hwm != row_tracking.NO_WATERMARK or adds["baseRowId"].null_count:
+            start = max(winner_hwm, read_hwm)
+            adds, hwm = row_tracking.assign_row_ids(adds, read_hwm, start, winner.version + 1, backfilled)
+            if hwm is not None:
+                domains = _with_watermark(domains, hwm)
+    # Every id up to the winner's watermark is someone else's (or copied from them) now, even
+    # when this transaction adds nothing yet: a winner's file a later row-level rebase adopts
+    # carries ids at or below it, which are not this transaction's to hand out again.
+    read_hwm = max(read_hwm, winner_hwm)
+    # A watermark this transaction wrote for ids it no longer hands out (its fresh files were
+    # dropped: a compaction whose rows a concurrent one moved) must not fall below the winner's:
+    # committed as it is, it would take the table's watermark back and a later writer would give
+    # out ids that rows already hold.
+    own_hwm = row_tracking.high_watermark(domains)
+    if own_hwm != row_tracking.NO_WATERMARK and own_hwm < winner_hwm:
+        domains = _with_watermark(domains, winner_hwm)
     if adds is txn.adds and domains is txn.domains and removes is txn.removes and read_hwm == txn.read_row_id_high_watermark:
         return txn
     return txn.replace(adds=adds, removes=removes, domains=domains, read_row_id_high_watermark=read_hwm)
+
+
+def _with_watermark(domains: tuple, hwm: int) -> tuple:
+    """``domains`` with the row-tracking watermark domain set to ``hwm``."""
+    others = tuple(d for d in domains if d.domain != row_tracking.ROW_TRACKING_DOMAIN)
+    return (row_tracking.watermark_domain(hwm),) + others
 
 
 def check_deleted_files_vs_read_files(txn: TransactionInfo, winner: CommitActions,

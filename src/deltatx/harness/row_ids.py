@@ -8,7 +8,10 @@ key column, and three things must hold:
   version to the next keeps its id — an UPDATE, a MERGE, an OPTIMIZE or a purge rewrites the row,
   never its identity (``changed``);
 - an id, once given to a row, is never given to a row with another key later, even after the
-  first row is deleted (``reused``).
+  first row is deleted (``reused``);
+- the table's ``rowIdHighWaterMark`` never goes down and is never below an id a row holds
+  (``watermark``): a writer hands out ids above it, so either would let the next one collide —
+  this names the commit that broke it, where ``collide`` names the later one that suffered.
 
 Versions before row tracking was enabled (ids may be missing there) are skipped. All comparisons
 are Arrow joins and group-bys over the (key, id) pairs: no Python object per row.
@@ -48,12 +51,21 @@ def check_row_ids(uri: str, storage_options: dict[str, Any] | None = None, key: 
     out: list[Anomaly] = []
     previous: pa.Table | None = None
     seen = pa.table({ROW_ID: pa.array([], pa.int64()), "owner": pa.array([], pa.string())})
+    last_mark = row_tracking.NO_WATERMARK
     for version in range(latest.version + 1):
         table = Table(uri, version=version, storage_options=storage_options)
         if not row_tracking.is_enabled(table.properties):
             previous = None
             continue
         rows = table.to_arrow(columns=[key, ROW_ID])
+        mark = row_tracking.high_watermark(table.snapshot.domains)
+        if mark < last_mark:
+            out.append(Anomaly(NAME, f"watermark: the row-id high watermark went from {last_mark} down to {mark}",
+                               version))
+        top = pc.max(rows.column(ROW_ID)).as_py() if rows.num_rows else None
+        if top is not None and top > mark:
+            out.append(Anomaly(NAME, f"watermark: row id {top} is above the high watermark {mark}", version))
+        last_mark = max(last_mark, mark)
         if rows.column(ROW_ID).null_count:
             out.append(Anomaly(NAME, f"{rows.column(ROW_ID).null_count} row(s) have no row id", version))
         counts = pc.value_counts(rows.column(ROW_ID).drop_null()) if rows.num_rows else None

@@ -173,8 +173,10 @@ def write_pending_dvs(store: "LogStore", adds: pa.Table, state: RowLevelState | 
         return adds, state, None
     paths = adds.column("path").to_pylist()
     pending_rows = [i for i, path in enumerate(paths) if path in state.pending]
+    if not pending_rows:  # every add a bitmap was for is gone already (dropped by an earlier write)
+        return adds, state, None
     counts = dict(zip([paths[i] for i in pending_rows],
-                      physical_records(adds.select(["path", "stats"]).take(pending_rows)).tolist()))
+                      physical_records(adds.select(["path", "stats"]).take(pa.array(pending_rows, pa.int64()))).tolist()))
     changed = {path: bitmap for path, bitmap in state.pending.items()
                if path in counts and state.written.get(path) != bitmap}
     if not changed:

@@ -159,6 +159,7 @@ class Transaction(CommitsOnExit):
         self._files = snapshot.files  # the table as this transaction sees it (own writes included)
         self._written: set[str] = set()  # add paths of the data files this transaction wrote
         self._dv_files: list[str] = []  # deletion-vector files it wrote (relative to the root)
+        self._durable: set[str] = set()  # files of those made durable for a commit already
         self.row_level = RowLevelRecorder()  # files changed or read row by row (DV tables)
         self.changes: ChangeRecorder | None = None  # rows DML changed, for the change data feed
         self._cdc: list[pa.Table] = []  # cdc actions of the change data files written at commit
@@ -721,6 +722,7 @@ class Transaction(CommitsOnExit):
         Shared by the single-table loop and the catalog's multi-table commit (whose catalog
         stamps the timestamps itself)."""
         info = self._write_rebased_dvs(info)
+        self._make_files_durable(info)
         commit_info = self._commit_info(info)
         if version is not None and self._clock is not None:
             commit_info, metadata = self._clock.stamp(commit_info, version, info.read_metadata, info.metadata)
@@ -767,6 +769,20 @@ class Transaction(CommitsOnExit):
             winners.append(winner)
             checked += 1
             latest += 1
+
+    def _make_files_durable(self, info: TransactionInfo) -> None:
+        """The files this transaction wrote that the commit names (data, DVs, change data) reach
+        stable storage before the commit can: see ``LogStore.make_files_durable``. Once per file,
+        however many times a rebase re-encodes the commit."""
+        wanted = [p for p in info.adds.column("path").to_pylist() if p in self._written] if self._written else []
+        if self._cdc:
+            wanted += pa.concat_tables(self._cdc).column("path").to_pylist()
+        fresh = _decoded(pa.array(wanted, pa.string())) if wanted else []
+        fresh += self._dv_files
+        fresh = [p for p in fresh if p not in self._durable]
+        if fresh:
+            self.store.make_files_durable(fresh)
+            self._durable.update(fresh)
 
     def _drop_unreferenced(self, adds: pa.Table) -> None:
         """After the commit landed: delete what this transaction wrote that a rebase dropped (a

@@ -220,6 +220,12 @@ class LogStore:
     def makedirs(self, path: str) -> None:
         self.fs.makedirs(path, exist_ok=True)
 
+    def make_files_durable(self, relative_paths: list[str]) -> None:
+        """Make files a commit is about to reference survive an OS crash, before the commit does.
+
+        Nothing to do here: an object store's PUT is durable once acknowledged, and a memory
+        store has nothing an OS crash could keep. Local disk overrides this (fsync)."""
+
     def check_data_file(self, relative: str) -> None:
         if not self.fs.exists(self.data_path(relative)):
             raise DataFileNotFoundError(
@@ -366,12 +372,48 @@ class LocalLogStore(LogStore):
     def makedirs(self, path: str) -> None:
         os.makedirs(path, exist_ok=True)
 
+    def make_files_durable(self, relative_paths: list[str]) -> None:
+        """fsync the data, deletion-vector and change files a commit will reference, unless the
+        store was opened with ``fsync: False``.
+
+        Why: the commit file is fsynced; without this, an OS crash or power loss soon after a
+        commit could leave the durable log naming a data file the kernel had not written back
+        yet (empty or missing after recovery): a table that no longer reads. Several files are
+        fsynced by a few threads at once (fsync releases the GIL; the device works on them
+        together). A file that is gone fails the commit before anything is put.
+
+        The folders are not fsynced: on a journaling filesystem (ext4, xfs) a new file's name is
+        journaled metadata, and the commit's own fsync, which comes after, commits the journal
+        up to and including it; a folder fsync here would cost a third journal commit per
+        commit (P1: ~1.6 → ~2.8 ms) for nothing on those filesystems."""
+        if not self.fsync or not relative_paths:
+            return
+        paths = [self.data_path(rel) for rel in relative_paths]
+        if len(paths) == 1:
+            _fsync_path(paths[0])
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=min(8, len(paths)), thread_name_prefix="deltatx-fsync") as pool:
+                list(pool.map(_fsync_path, paths))
+
     def check_data_file(self, relative: str) -> None:
         if not os.path.exists(self.data_path(relative)):
             raise DataFileNotFoundError(
                 f"data file {relative!r} referenced by the log of {self.uri!r} is missing; "
                 f"it may have been vacuumed or deleted outside deltatx"
             )
+
+
+def _fsync_path(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        raise DataFileNotFoundError(f"{path!r} was written for this commit and is gone: nothing was committed") from None
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class PreparedCommit:

@@ -108,15 +108,21 @@ def test_optimize_never_conflicts_with_dml_and_never_loses_its_change(table_uri,
     assert deltatx.Table(table_uri).files().num_rows <= 2
 
 
+def two_compactions(uri: str, level: str):
+    """Two transactions at one version, each staging OPTIMIZE of the same two files."""
+    make(uri, level)
+    deltatx.Table(uri).append(pa.table({"id": [100], "part": ["a"], "v": [0]}, schema=SCHEMA))
+    a, b = pair(uri)
+    a.optimize()
+    b.optimize()
+    return a, b
+
+
 @pytest.mark.parametrize("level", LEVELS)
 def test_two_compactions_of_the_same_files_keep_every_row_once(table_uri, level):
     """OPTIMIZE vs OPTIMIZE does not conflict on row-level tables (Databricks' matrix): the loser
     finds its source rows already moved and adds nothing."""
-    make(table_uri, level)
-    deltatx.Table(table_uri).append(pa.table({"id": [100], "part": ["a"], "v": [0]}, schema=SCHEMA))
-    a, b = pair(table_uri)
-    a.optimize()
-    b.optimize()
+    a, b = two_compactions(table_uri, level)
     a.commit()
     b.commit()
     after = deltatx.Table(table_uri)
@@ -212,11 +218,7 @@ def test_a_compaction_left_with_nothing_never_takes_the_watermark_back(table_uri
     from deltatx import phases
     from deltatx.txnlog import row_tracking
 
-    make(table_uri, level)
-    deltatx.Table(table_uri).append(pa.table({"id": [100], "part": ["a"], "v": [0]}, schema=SCHEMA))
-    first, second = pair(table_uri)
-    first.optimize()
-    second.optimize()
+    first, second = two_compactions(table_uri, level)
     first.commit()
     many = pa.table({"id": list(range(1000, 1200)), "part": ["a"] * 200, "v": [0] * 200}, schema=SCHEMA)
     appended = []

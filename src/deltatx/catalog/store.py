@@ -34,7 +34,8 @@ import orjson
 
 from .. import phases
 from ..errors import CatalogError, CatalogTableNotFoundError
-from ..txnlog.store import LOG_DIR, LocalLogStore, LogFile, LogStore, PreparedCommit, VersionExistsError, commit_name
+from ..txnlog.store import (LOG_DIR, LocalLogStore, LogFile, LogStore, PreparedCommit, VersionExistsError, commit_name,
+                            fsync_path)
 from .db import CommitLease, DuplicateRowError, Ratification, RatifiedCommit
 
 if TYPE_CHECKING:
@@ -250,16 +251,8 @@ class CatalogLogStore:
         if not isinstance(self.inner, LocalLogStore) or not self.inner.fsync:
             return
         for version in versions:
-            fd = os.open(os.path.join(self.inner.log_root, commit_name(version)), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        fd = os.open(self.inner.log_root, os.O_RDONLY)
-        try:
-            os.fsync(fd)  # the names too
-        finally:
-            os.close(fd)
+            fsync_path(os.path.join(self.inner.log_root, commit_name(version)))
+        fsync_path(self.inner.log_root)  # the names too
 
     def list_log(self, start_version: int = 0) -> list[LogFile]:
         latest = self.publish_pending()

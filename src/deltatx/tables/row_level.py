@@ -176,7 +176,7 @@ def write_pending_dvs(store: "LogStore", adds: pa.Table, state: RowLevelState | 
     if not pending_rows:  # every add a bitmap was for is gone already (dropped by an earlier write)
         return adds, state, None
     counts = dict(zip([paths[i] for i in pending_rows],
-                      physical_records(adds.select(["path", "stats"]).take(pa.array(pending_rows, pa.int64()))).tolist()))
+                      physical_records(adds.select(["path", "stats"]).take(pending_rows)).tolist()))
     changed = {path: bitmap for path, bitmap in state.pending.items()
                if path in counts and state.written.get(path) != bitmap}
     if not changed:

@@ -244,3 +244,40 @@ def test_partition_predicate_keeps_partition_only_conjuncts():
     assert str(partition_predicate(e, ["part", "region"])) == "part = 3 AND region IN ('eu') AND 1 = 1"
     assert partition_predicate(parse_predicate("id > 10"), ["part"]) == TRUE
     assert partition_predicate(parse_predicate("t.part = 1"), ["part"]) == TRUE
+
+
+# --------------------------------------------------------------------------------------------
+# ``column op integer`` is parsed from a cached template (expr/parse.py::_point_comparison)
+
+_NAMES = st.one_of(
+    st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True),
+    st.sampled_from(["null", "NULL", "true", "false", "select", "from", "and", "or", "not", "in", "is",
+                     "case", "date", "timestamp", "interval", "id", "ID", "_", "x1"]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(name=_NAMES, op=st.sampled_from(["=", "==", "!=", "<>", "<", "<=", ">", ">="]),
+       sign=st.sampled_from(["", "-"]), value=st.integers(0, 10**18 - 1),
+       left=st.sampled_from(["", " ", "  "]), middle=st.sampled_from(["", " "]), right=st.sampled_from(["", " "]))
+def test_a_point_comparison_parses_as_sqlglot_parses_it(name, op, sign, value, left, middle, right):
+    from deltatx.expr.parse import _convert, _parse
+
+    sql = f"{left}{name}{middle}{op}{middle}{sign}{value}{right}"
+    try:
+        expected = _convert(_parse(sql, "predicate"))
+    except PredicateError as exc:
+        with pytest.raises(PredicateError) as raised:
+            parse_predicate(sql)
+        assert str(raised.value) == str(exc)  # the caller's text is quoted, never the template's
+        return
+    got = parse_predicate(sql)
+    assert got == expected and str(got) == str(expected)
+    assert type(getattr(got, "right", None)) is type(getattr(expected, "right", None))
+
+
+def test_a_point_comparison_keeps_the_numbers_type_and_sign():
+    got = parse_predicate("id = -42")
+    assert isinstance(got, Comparison) and got.right == Literal(-42) and type(got.right.value) is int
+    assert parse_predicate("id = 42") != parse_predicate("id = 43")  # the template is not returned
+    assert parse_predicate("id = 007") == parse_predicate("id = 7")  # leading zeros: sqlglot decides

@@ -299,3 +299,26 @@ def test_a_bad_inline_limit_is_refused_and_writes_nothing(table_uri, bad):
     with pytest.raises(InvalidPropertyError, match="inlineMaxBytes"):
         table.set_properties({"deltatx.deletionVectors.inlineMaxBytes": bad})
     assert deltatx.Table(table_uri).version == version
+
+
+def test_one_transaction_sees_its_own_staged_files_after_every_step(table_uri):
+    """Staged adds and removes reach ``current_files()`` in the order they were staged (they are
+    applied lazily, when the files are next read)."""
+    table = make(table_uri, DV, files=1, rows=10)
+    committed = table.files()["path"].to_pylist()
+    with table.transaction() as tx:
+        tx.append(pa.table({"id": [100, 101, 102], "part": ["p0"] * 3, "v": [0] * 3}, schema=SCHEMA))
+        own = [p for p in tx.current_files()["path"].to_pylist() if p not in committed]
+        assert len(own) == 1
+        tx.delete("id = 101 OR id = 3")  # a DV on the committed file and on this txn's own file
+        files = tx.current_files()
+        assert sorted(files["path"].to_pylist()) == sorted(committed + own)  # each path once
+        assert files["deletionVector"].null_count == 0
+        assert sorted(tx.read()["id"].to_pylist()) == [0, 1, 2, 4, 5, 6, 7, 8, 9, 100, 102]
+        tx.delete("id >= 100")  # every row of its own file: the file goes
+        assert tx.current_files()["path"].to_pylist() == committed
+        tx.append(pa.table({"id": [200], "part": ["p1"], "v": [0]}, schema=SCHEMA))
+        assert tx.current_files().num_rows == 2
+    after = deltatx.Table(table_uri)
+    assert sorted(after.to_arrow()["id"].to_pylist()) == [0, 1, 2, 4, 5, 6, 7, 8, 9, 200]
+    assert after.files().num_rows == 2

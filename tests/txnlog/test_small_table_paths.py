@@ -69,3 +69,43 @@ def test_bump_commit_versions_few_and_many_agree():
         bumped = row_tracking.bump_commit_versions(adds, 2)
         assert bumped["defaultRowCommitVersion"].to_pylist() == [3 if v == 2 else v for v in versions.to_pylist()]
         assert row_tracking.bump_commit_versions(adds, 9) is adds
+
+
+def test_only_rows_is_filter_on_small_and_large_tables():
+    masks = lambda n: [  # noqa: E731 - a table of cases
+        [True] * n, [False] * n, [i == 2 for i in range(n)], [i % 2 == 0 for i in range(n)],
+        [None if i == 1 else i == 3 for i in range(n)],
+    ]
+    for copies in (1, 12):  # 6 rows (slices) and 72 rows (a filter)
+        table = _files([("a", None), ("b", _dv("x")), ("c", None), ("d", None), ("e", _dv("y")), ("f", None)], copies)
+        for values in masks(table.num_rows):
+            mask = pa.array(values, pa.bool_())
+            got = replay.only_rows(table, mask)
+            assert got.equals(table.filter(mask)), values
+        if copies == 1:  # every row kept: the same table, nothing copied
+            assert replay.only_rows(table, pa.array([True] * table.num_rows)) is table
+
+
+def test_a_commit_whose_file_tables_were_built_applies_as_one_that_was_not():
+    from deltatx.txnlog.actions import parse_commit
+
+    base = _files([("a", None), ("b", None)])
+    lines = [
+        b'{"commitInfo":{"operation":"DELETE"}}',
+        b'{"remove":{"path":"a","deletionTimestamp":5,"dataChange":true}}',
+        b'{"add":{"path":"a","partitionValues":{},"size":1,"modificationTime":0,"dataChange":true,'
+        b'"deletionVector":{"storageType":"u","pathOrInlineDv":"vBn[lx{q8@P<9BNH/isA","offset":1,'
+        b'"sizeInBytes":36,"cardinality":1}}}',
+        b'{"add":{"path":"c","partitionValues":{},"size":2,"modificationTime":0,"dataChange":true}}',
+    ]
+    results = []
+    for build_first in (False, True):
+        commit = parse_commit(b"\n".join(lines), 1)
+        if build_first:  # what a conflict check does to a winner before the snapshot applies it
+            assert commit.adds.num_rows == 2 and commit.removes.num_rows == 1
+        tail = replay.FileTail()
+        tail.add_commit(commit)
+        files, tombstones = tail.apply(base, file_actions_table([], replay.REMOVE_SCHEMA))
+        results.append((sorted(replay.file_keys(files).to_pylist()), tombstones.column("path").to_pylist()))
+    assert results[0] == results[1]
+    assert len(results[0][0]) == 3 and results[0][1] == ["a"]

@@ -54,6 +54,10 @@ def _resolve_path(top: pa.Field, path: tuple[str, ...], shown: str) -> tuple[str
     return tuple(out)
 
 
+#: (op, column type, literal type) -> the comparison's type (see ``_Binder._shape_type``)
+_COMPARISON_TYPES: dict[tuple[str, pa.DataType, pa.DataType], pa.DataType] = {}
+
+
 class _Binder:
     def __init__(self, schema: pa.Schema, aliases: Mapping[str, pa.Schema] | None):
         self.schema = schema
@@ -113,7 +117,32 @@ class _Binder:
         return Column(f.name, alias, _resolve_path(f, c.path, str(c)))
 
     def type_of(self, e: Expr) -> pa.DataType:
-        return plain_type(evaluate(e, self.empty).type)
+        known = self._shape_type(e)
+        return known if known is not None else plain_type(evaluate(e, self.empty).type)
+
+    def _shape_type(self, e: Expr) -> pa.DataType | None:
+        """The type of a plain column, and of ``column op literal``, without running kernels on
+        the empty table: a point change binds ``id = 42`` once per statement. A comparison's type
+        (and whether its kernels fit at all) depends on its operand types only, so it is
+        evaluated once per (op, column type, literal type) and remembered; a comparison that
+        fails to type is never remembered and fails again through :func:`evaluate`."""
+        if isinstance(e, Column):
+            if e.qualifier is not None or e.path:
+                return None
+            i = self.empty.schema.get_field_index(e.name)
+            return plain_type(self.empty.schema.field(i).type) if i >= 0 else None
+        if isinstance(e, Comparison) and isinstance(e.left, Column) and isinstance(e.right, Literal):
+            left = self._shape_type(e.left)
+            if left is None:
+                return None
+            key = (e.op, left, e.right.arrow_type)
+            known = _COMPARISON_TYPES.get(key)
+            if known is None:
+                known = plain_type(evaluate(e, self.empty).type)
+                if len(_COMPARISON_TYPES) < 1024:
+                    _COMPARISON_TYPES[key] = known
+            return known
+        return None
 
     def coerce(self, e: Expr) -> Expr:
         if isinstance(e, Comparison):

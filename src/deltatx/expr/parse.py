@@ -13,7 +13,7 @@ NULL`` become the negated node forms.
 from __future__ import annotations
 
 import functools
-
+import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -379,7 +379,33 @@ def _parse(sql: str, what: str) -> exp.Expression:
 def _parsed(sql: str, what: str) -> Expr:
     """Parsing is pure and the model is immutable: a repeated statement (the same DELETE in a
     loop, a predicate re-parsed by several layers) is parsed by sqlglot once."""
-    return _convert(_parse(sql, what))
+    point = _point_comparison(sql, what)
+    return point if point is not None else _convert(_parse(sql, what))
+
+
+#: ``name op integer``: the shape of a point change (``id = 42``), issued in a loop with a new
+#: number each time. Leading zeros and 19+ digits are left to sqlglot.
+_POINT = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=|==|!=|<>|<=|>=|<|>)\s*(-?)(0|[1-9][0-9]{0,17})\s*")
+
+
+def _point_comparison(sql: str, what: str) -> Expr | None:
+    """``column op integer`` without a sqlglot parse per number: the same text with the number
+    replaced by ``0`` is parsed (once, cached) and its literal swapped for this one. The template
+    must come back as exactly Comparison(column, 0), or sqlglot decides: a keyword in the name
+    position (``null = 1``, ``true = 1``) reads as something else. A property test holds this path
+    to sqlglot's answer."""
+    m = _POINT.fullmatch(sql)
+    if m is None or m.group(4) == "0":
+        return None
+    try:
+        template = _parsed(f"{m.group(1)} {m.group(2)} 0", what)
+    except PredicateError:  # raised again by sqlglot's parse, quoting the caller's text
+        return None
+    if not (isinstance(template, Comparison) and isinstance(template.left, Column)
+            and isinstance(template.right, Literal) and template.right == Literal(0)):
+        return None
+    value = int(m.group(4))
+    return Comparison(template.op, template.left, Literal(-value if m.group(3) else value))
 
 
 def parse_expression(sql: str) -> Expr:

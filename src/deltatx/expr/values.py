@@ -60,6 +60,11 @@ def _lossless(value: Any, source: pa.DataType, target: pa.DataType) -> pa.Scalar
     if isinstance(value, _dt.datetime) and pa.types.is_date(target):
         midnight = value.hour == value.minute == value.second == value.microsecond == 0
         return pa.scalar(value.date(), type=target) if midnight else None
+    if type(value) is int and pa.types.is_integer(target) and pa.types.is_integer(source):
+        try:  # an integer into an integer type is exact or out of range: no cast round trip
+            return pa.scalar(value, type=target)
+        except (OverflowError, pa.ArrowInvalid):
+            return None
     if isinstance(value, (int, Decimal)) and not isinstance(value, bool) and pa.types.is_decimal(target):
         try:
             s = pa.scalar(Decimal(value), type=target)

@@ -47,7 +47,7 @@ from ..txnlog.actions import (
 )
 from ..txnlog import column_mapping, row_tracking
 from ..txnlog.features import check_path_access, check_writable
-from ..txnlog.replay import without_paths
+from ..txnlog.replay import only_rows, without_paths
 from ..txnlog.in_commit_timestamps import CommitClock
 from ..txnlog.snapshot import Snapshot
 from ..txnlog.store import VersionExistsError
@@ -156,7 +156,10 @@ class Transaction(CommitsOnExit):
         self._txns: dict[str, Txn] = {}
         self._domains: dict[str, DomainMetadata] = {}  # staged domainMetadata, by domain
         self._ops: list[_StagedOp] = []
-        self._files = snapshot.files  # the table as this transaction sees it (own writes included)
+        # the table as this transaction sees it (own writes included): the snapshot's files, then
+        # the staged drops (paths) and adds, applied when next read (see ``_files``)
+        self._files_seen = snapshot.files
+        self._files_staged: list[tuple[str, Any]] = []
         self._written: set[str] = set()  # add paths of the data files this transaction wrote
         self._dv_files: list[str] = []  # deletion-vector files it wrote (relative to the root)
         self._durable: set[str] = set()  # files of those made durable for a commit already
@@ -209,6 +212,18 @@ class Transaction(CommitsOnExit):
         """Active files as this transaction sees them (snapshot − staged removes + staged adds)."""
         return self._files
 
+    @property
+    def _files(self) -> pa.Table:
+        """Staged changes are applied when the files are next read, not as they are staged: a
+        point DELETE stages remove + re-add of one file and commits without reading them again,
+        and cutting a path out of the table's files costs more than its DV."""
+        if self._files_staged:
+            files = self._files_seen
+            for kind, change in self._files_staged:
+                files = without_paths(files, change) if kind == "drop" else pa.concat_tables([files, change])
+            self._files_seen, self._files_staged = files, []
+        return self._files_seen
+
     # ------------------------------------------------------------------ reads (recorded)
     def record_read(self, predicate: Expr | None, files: pa.Table) -> None:
         """Record that the txn depends on ``files`` found with ``predicate`` (None = whole table)."""
@@ -232,7 +247,7 @@ class Transaction(CommitsOnExit):
             pred = bind_predicate(parse_predicate(where) if isinstance(where, str) else where, self.schema)
             if files.num_rows:
                 mask = files_matching(pred, files, self.schema, self.partition_columns, use_stats=True)
-                files = files.filter(mask)
+                files = only_rows(files, mask)
         self.record_read(pred, files)
         return pred, files
 
@@ -284,8 +299,8 @@ class Transaction(CommitsOnExit):
                 self._written.update(adds.column("path").to_pylist())
             self._adds.append(adds)
             if not written:  # a re-added file replaces the row this transaction saw for it
-                self._files = without_paths(self._files, adds["path"])
-            self._files = pa.concat_tables([self._files, adds])
+                self._files_staged.append(("drop", adds["path"]))
+            self._files_staged.append(("add", adds))
             phases.reached("data_files_written", txn_id=self.txn_id, version=self.read_version,
                            files=adds)
 
@@ -325,7 +340,7 @@ class Transaction(CommitsOnExit):
             files = theirs
         if files.num_rows:
             self._removes.append(removes_for(files, int(time.time() * 1000), data_change))
-        self._files = without_paths(self._files, paths)
+        self._files_staged.append(("drop", paths))
 
     def _own_added_paths(self) -> pa.Table | None:
         return pa.concat_tables(self._adds) if self._adds else None

@@ -251,7 +251,8 @@ class FileTail:
             if commit.file_kinds:
                 self._raw.append((commit, base))
             return
-        if commit.add_rows or commit.remove_rows:  # parsed JSON: keep the dicts until the end
+        built = commit._adds is not None and commit._removes is not None  # a conflict check built them
+        if not built and (commit.add_rows or commit.remove_rows):  # parsed JSON: dicts until the end
             add_pos, remove_pos = _local_positions(commit, len(commit.add_rows), len(commit.remove_rows))
             self._add_rows += commit.add_rows
             self._add_pos += [base + p for p in add_pos]
@@ -407,6 +408,20 @@ def without_rows(table: pa.Table, rows: np.ndarray) -> pa.Table:
     if start < table.num_rows:
         pieces.append(table.slice(start))
     return pa.concat_tables(pieces) if pieces else table.slice(0, 0)
+
+
+def only_rows(table: pa.Table, mask: pa.BooleanArray) -> pa.Table:
+    """``table.filter(mask)`` (null = dropped); a few kept rows of a small table as zero-copy
+    slices: a point change's scan keeps one file of a dozen, and filtering copies every nested
+    column (stats, partition values, DV) to keep it."""
+    if table.num_rows > _SMALL:
+        return table.filter(mask)
+    rows = [i for i, keep in enumerate(mask.to_pylist()) if keep]
+    if len(rows) == table.num_rows:
+        return table
+    if len(rows) == 1:
+        return table.slice(rows[0], 1)
+    return table.filter(mask)
 
 
 def without_paths(files: pa.Table, paths: pa.Array | pa.ChunkedArray | frozenset[str]) -> pa.Table:

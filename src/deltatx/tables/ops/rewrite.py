@@ -173,7 +173,7 @@ def rewrite_files(tx: "Transaction", pred: Expr | None,
             outputs.append(drop_metadata(out))
     if not touched:
         return metrics
-    removed = candidates.take(pa.array(touched, pa.int64()))
+    removed = candidates if len(touched) == candidates.num_rows else candidates.take(pa.array(touched, pa.int64()))
     if on_read:
         metrics.update(stage_changed_rows(tx, removed, changed))
     else:

@@ -315,3 +315,31 @@ def test_unpartitioned_stream_shorter_than_the_sample_and_small_files(table_uri)
     adds = write_data_files(store, reader, data.schema, [], WriteOptions(target_file_rows=300))
     assert sorted(orjson.loads(s)["numRecords"] for s in adds["stats"].to_pylist()) == [250, 250, 250, 250]
     assert _sorted(read_files(store, adds, data.schema, [])).equals(data)
+
+
+def test_a_small_local_file_is_encoded_in_memory_with_the_same_bytes(table_uri, monkeypatch):
+    """Small files reach a local disk in one write (io/writer.py::_parquet_bytes); what lands is
+    byte for byte what the streamed writer produces, and the add's size is the file's."""
+    store = open_store(table_uri)
+    data = _table(300)
+    buffered = write_data_files(store, data, data.schema, [])
+    monkeypatch.setattr(writer_module, "_BUFFERED_FILE_BYTES", -1)  # every file streamed
+    streamed = write_data_files(store, data, data.schema, [])
+    assert buffered.num_rows == streamed.num_rows == 1
+
+    def file_bytes(adds: pa.Table) -> bytes:
+        with open(data_file_path(store, decode_path(adds["path"][0].as_py())), "rb") as fh:
+            return fh.read()
+
+    assert file_bytes(buffered) == file_bytes(streamed)
+    assert buffered["size"][0].as_py() == len(file_bytes(buffered))
+    assert read_files(store, buffered, data.schema, []).equals(data)
+
+
+def test_a_write_makes_its_missing_partition_folders(table_uri):
+    from deltatx.txnlog.store import _ensure_folder
+
+    nested = os.path.join(table_uri, "a=1", "b=2")
+    _ensure_folder(nested)
+    _ensure_folder(nested)  # there already: nothing to do
+    assert os.path.isdir(nested)

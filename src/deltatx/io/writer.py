@@ -42,6 +42,7 @@ import pyarrow.parquet as pq
 from ..errors import SchemaMismatchError
 from ..txnlog.actions import FILE_SCHEMA
 from ..txnlog.stats import FileStats, compute_stats
+from ..txnlog.store import write_new_file
 from . import encodings
 from .grouping import group_codes
 from .paths import encode_path, partition_dir, serialize_partition_value
@@ -53,18 +54,6 @@ if TYPE_CHECKING:
 
 #: data smaller than this (in memory) is encoded into a buffer and written to a local disk at once
 _BUFFERED_FILE_BYTES = 4 * 1024 * 1024
-
-
-def _write_local_file(path: str, data: pa.Buffer) -> int:
-    """``data`` into a new local file with one write (the file is fsynced at commit)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-    finally:
-        os.close(fd)
-    return data.size
 
 
 #: writer threads by default: the core count, read once (``os.cpu_count`` reads /sys per call)
@@ -476,7 +465,7 @@ class _WriteJob:
     def _write_file(self, rows: pa.Table, folder: str, values: tuple[tuple[str, str | None], ...]) -> None:
         relative, full = self._new_file(folder)
         if self.local and rows.nbytes <= _BUFFERED_FILE_BYTES:
-            size = _write_local_file(full, self._parquet_bytes(rows))
+            size = write_new_file(full, self._parquet_bytes(rows))  # fsynced at commit
         else:
             with self.fs.open_output_stream(full) as sink:
                 self._write_parquet(rows, sink)

@@ -312,16 +312,7 @@ class LocalLogStore(LogStore):
             pass
 
     def _write_tmp(self, tmp: str, data: bytes) -> None:
-        # os-level calls: a buffered open() adds an fstat, an isatty ioctl and a seek per commit
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            if self.fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_new_file(tmp, data, fsync=self.fsync)
 
     def _put_if_absent(self, name: str, data: bytes, version: int) -> None:
         with self.prepare_commit(data) as prepared:
@@ -411,6 +402,23 @@ def _ensure_folder(path: str) -> None:
     commit after the first): makedirs tries ``mkdir`` first and checks its parent."""
     if not os.path.isdir(path):
         os.makedirs(path, exist_ok=True)
+
+
+def write_new_file(path: str, data: Any, *, fsync: bool = False) -> int:
+    """``data`` (bytes or a buffer) into a new local file, fsynced when asked; returns its size.
+    Plain ``os`` calls: a buffered ``open()`` adds an fstat, an isatty ioctl and a seek, on every
+    commit and every small data file."""
+    view = memoryview(data)
+    size = view.nbytes
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+    try:
+        while view:
+            view = view[os.write(fd, view):]
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    return size
 
 
 def fsync_path(path: str) -> None:

@@ -336,7 +336,7 @@ def test_a_small_local_file_is_encoded_in_memory_with_the_same_bytes(table_uri, 
     assert read_files(store, buffered, data.schema, []).equals(data)
 
 
-def test_a_write_makes_its_missing_partition_folders(table_uri):
+def test_a_missing_nested_folder_is_made_and_an_existing_one_left_alone(table_uri):
     from deltatx.txnlog.store import _ensure_folder
 
     nested = os.path.join(table_uri, "a=1", "b=2")

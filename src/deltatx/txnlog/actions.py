@@ -471,6 +471,12 @@ class CommitActions:
         return self.raw is not None and self._adds is None
 
     @property
+    def file_tables_built(self) -> bool:
+        """True once both columnar file tables exist (a conflict check built them): replay
+        takes them as they are instead of converting the parsed rows again."""
+        return self._adds is not None and self._removes is not None
+
+    @property
     def adds(self) -> pa.Table:
         if self._adds is None:
             if self.raw is not None:

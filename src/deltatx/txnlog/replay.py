@@ -251,8 +251,7 @@ class FileTail:
             if commit.file_kinds:
                 self._raw.append((commit, base))
             return
-        built = commit._adds is not None and commit._removes is not None  # a conflict check built them
-        if not built and (commit.add_rows or commit.remove_rows):  # parsed JSON: dicts until the end
+        if not commit.file_tables_built and (commit.add_rows or commit.remove_rows):  # dicts until the end
             add_pos, remove_pos = _local_positions(commit, len(commit.add_rows), len(commit.remove_rows))
             self._add_rows += commit.add_rows
             self._add_pos += [base + p for p in add_pos]

@@ -35,7 +35,7 @@ import orjson
 from .. import phases
 from ..errors import CatalogError, CatalogTableNotFoundError
 from ..txnlog.store import (LOG_DIR, LocalLogStore, LogFile, LogStore, PreparedCommit, VersionExistsError, commit_name,
-                            fsync_path)
+                            fsync_path, write_new_file)
 from .db import CommitLease, DuplicateRowError, Ratification, RatifiedCommit
 
 if TYPE_CHECKING:
@@ -227,12 +227,10 @@ class CatalogLogStore:
         final = os.path.join(inner.log_root, commit_name(version))
         tmp = os.path.join(inner.log_root, f".publish.{uuid.uuid4().hex}.tmp")
         try:
-            fh = open(tmp, "wb")
+            write_new_file(tmp, data)
         except FileNotFoundError:  # the table's first commit
             os.makedirs(inner.log_root, exist_ok=True)
-            fh = open(tmp, "wb")
-        with fh:
-            fh.write(data)
+            write_new_file(tmp, data)
         try:
             os.link(tmp, final)  # a reader sees the whole file or none
             return True
@@ -366,12 +364,7 @@ class CatalogLogStore:
     def _write_staged(self, name: str, data: bytes) -> None:
         if isinstance(self.inner, LocalLogStore):
             os.makedirs(self.staged_root, exist_ok=True)
-            path = os.path.join(self.staged_root, name)
-            with open(path, "wb") as fh:
-                fh.write(data)
-                if self.inner.fsync:
-                    fh.flush()
-                    os.fsync(fh.fileno())
+            write_new_file(os.path.join(self.staged_root, name), data, fsync=self.inner.fsync)
         else:
             self.inner.fs.makedirs(self.staged_root, exist_ok=True)
             self.inner.fs.pipe_file(f"{self.staged_root}/{name}", data)

@@ -410,9 +410,9 @@ def without_rows(table: pa.Table, rows: np.ndarray) -> pa.Table:
 
 
 def only_rows(table: pa.Table, mask: pa.BooleanArray) -> pa.Table:
-    """``table.filter(mask)`` (null = dropped); a few kept rows of a small table as zero-copy
-    slices: a point change's scan keeps one file of a dozen, and filtering copies every nested
-    column (stats, partition values, DV) to keep it."""
+    """``table.filter(mask)`` (null = dropped); on a small table, all rows kept is the table
+    itself and one kept row a zero-copy slice: a point change's scan keeps one file of a dozen,
+    and filtering copies every nested column (stats, partition values, DV) to keep it."""
     if table.num_rows > _SMALL:
         return table.filter(mask)
     rows = [i for i, keep in enumerate(mask.to_pylist()) if keep]

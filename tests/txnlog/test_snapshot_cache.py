@@ -335,6 +335,37 @@ def test_lru_bound_on_tables_and_bytes(tmp_path):
     assert len(tiny) == 0  # a snapshot bigger than the budget is served, not kept
 
 
+def test_held_bytes_stay_close_to_the_file_state_and_are_measured_again_after_a_big_change(tmp_path):
+    """Sizes between measurements are scaled by rows (measuring walks every buffer); the
+    cache's byte count stays within a few % of the real one, and a big append re-measures."""
+    from deltatx.txnlog import snapshot_cache as sc
+
+    uri = str(tmp_path / "t")
+    table = deltatx.create_table(uri, SCHEMA)
+    table.append(pa.concat_tables([row(i) for i in range(64)]).combine_chunks())
+    for i in range(40):
+        table.append(row(1000 + i))
+    store = open_store(uri)
+    cache = SnapshotCache()
+    measured: list[tuple[int, int]] = []
+    for i in range(5):  # 5 appends to 42 files: within an eighth of the measured file count
+        deltatx.Table(uri).append(row(2000 + i))
+        cache.latest(store)
+        measured.append(cache._entries[cache_key(store)].measured)
+    assert len(set(measured)) == 1  # one measurement, scaled since
+    held = cache._entries[cache_key(store)]
+    real = sc._nbytes(held.snapshot)
+    assert cache._bytes == held.nbytes and abs(held.nbytes - real) <= real * sc._REMEASURE_DRIFT
+    for i in range(10):  # 10 more files: past the drift, measured again
+        deltatx.Table(uri).append(row(3000 + i))
+    cache.latest(store)
+    again = cache._entries[cache_key(store)]
+    assert again.measured != measured[0] and again.measured == (again.snapshot.files.num_rows
+                                                                + again.snapshot.tombstones.num_rows,
+                                                                sc._nbytes(again.snapshot))
+    assert again.nbytes == again.measured[1] == cache._bytes
+
+
 def test_cache_keys_tell_tables_and_filesystems_apart(tmp_path):
     a, b = open_store(str(tmp_path / "a")), open_store(str(tmp_path / "b"))
     assert cache_key(a) == cache_key(open_store(str(tmp_path / "a"))) != cache_key(b)

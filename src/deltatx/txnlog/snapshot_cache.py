@@ -60,6 +60,8 @@ class _Entry:
     #: identity of the commit file of ``snapshot.version`` when it was remembered; None: unknown
     token: Hashable | None
     nbytes: int
+    #: (file-state rows, bytes) of the last real measurement, which nearby sizes are scaled from
+    measured: tuple[int, int]
 
 
 def cache_key(store: LogStore) -> Hashable | None:
@@ -105,6 +107,28 @@ def _nbytes(snapshot: Snapshot) -> int:
     # get_total_buffer_size: O(buffers) and ~100x cheaper than ``nbytes``, which walks the
     # buffers to count shared ones once (a bound only needs to be close).
     return snapshot.files.get_total_buffer_size() + snapshot.tombstones.get_total_buffer_size()
+
+
+#: a size is measured again once the file-state rows drift from the measured ones by this share
+_REMEASURE_DRIFT = 1 / 8
+
+
+def _size(snapshot: Snapshot, held: _Entry | None) -> tuple[int, tuple[int, int]]:
+    """Bytes of ``snapshot``'s file state, and the (rows, bytes) measurement they come from.
+
+    Why not always measure: that walks every buffer of every chunk of the file state, ~0.1 ms
+    for a table of a few hundred files, and a fresh handle's commit stores two snapshots (the
+    open, the commit) — a few % of a small append's CPU. A snapshot a few commits away from the
+    one held has nearly the same bytes per file, and the cache's byte bound only needs to be
+    close, so its size is the held measurement scaled by rows until the rows drift by
+    :data:`_REMEASURE_DRIFT` (an OPTIMIZE, a big append): then it is measured again."""
+    rows = snapshot.files.num_rows + snapshot.tombstones.num_rows
+    if held is not None:
+        measured_rows, measured_bytes = held.measured
+        if measured_rows and abs(rows - measured_rows) <= measured_rows * _REMEASURE_DRIFT:
+            return measured_bytes * rows // measured_rows, held.measured
+    nbytes = _nbytes(snapshot)
+    return nbytes, (rows, nbytes)
 
 
 class SnapshotCache:
@@ -203,7 +227,10 @@ class SnapshotCache:
 
     def _put(self, key: Hashable, snapshot: Snapshot, token: Hashable | None, *, replace: bool) -> None:
         """Store ``snapshot``; without ``replace`` only over an older version of the table."""
-        nbytes = _nbytes(snapshot)
+        held = self._entries.get(key)
+        if not replace and held is not None and held.snapshot.version > snapshot.version:
+            return
+        nbytes, measured = _size(snapshot, held)  # outside the lock: it may walk the buffers
         with self._lock:
             old = self._entries.get(key)
             if old is not None:
@@ -213,7 +240,7 @@ class SnapshotCache:
                 del self._entries[key]
             if nbytes > self.max_bytes:
                 return
-            self._entries[key] = _Entry(snapshot, token, nbytes)
+            self._entries[key] = _Entry(snapshot, token, nbytes, measured)
             self._bytes += nbytes
             while len(self._entries) > self.max_tables or self._bytes > self.max_bytes:
                 _, evicted = self._entries.popitem(last=False)

@@ -1,4 +1,5 @@
-"""Writing data files (deltatx.io.writer): layout, add actions, stats, splitting, cleanup."""
+"""Writing data files (deltatx.io.writer and the file_sink, partitioned_write and
+streamed_write modules behind it): layout, add actions, stats, splitting, cleanup."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from tablefiles import data_files
 
-import deltatx.io.writer as writer_module
+import deltatx.io.file_sink as file_sink_module
 from deltatx.errors import DataFileNotFoundError, SchemaMismatchError
 from deltatx.io import WriteOptions, decode_path, read_files, write_data_files
 from deltatx.io.paths import HIVE_DEFAULT_PARTITION, data_file_path
@@ -197,7 +198,7 @@ def test_failure_midway_deletes_every_written_file(table_uri, monkeypatch):
     data = _table(20_000, parts=20)
     calls = {"n": 0}
     lock = threading.Lock()
-    real = writer_module.compute_stats
+    real = file_sink_module.compute_stats
 
     def failing_stats(*args, **kwargs):
         with lock:
@@ -206,7 +207,7 @@ def test_failure_midway_deletes_every_written_file(table_uri, monkeypatch):
                 raise RuntimeError("disk on fire")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(writer_module, "compute_stats", failing_stats)
+    monkeypatch.setattr(file_sink_module, "compute_stats", failing_stats)
     with pytest.raises(RuntimeError, match="disk on fire"):
         write_data_files(store, data, data.schema, ["part"], WriteOptions(max_workers=3))
     assert calls["n"] >= 7
@@ -234,7 +235,7 @@ def test_failure_in_a_stream_deletes_every_file_it_wrote(table_uri, partition_co
 def test_failing_parquet_write_cleans_up_partial_files(table_uri, monkeypatch):
     store = open_store(table_uri)
     data = _table(9_000, parts=3)
-    real = writer_module.pq.write_table
+    real = file_sink_module.pq.write_table
     calls = {"n": 0}
     lock = threading.Lock()
 
@@ -248,7 +249,7 @@ def test_failing_parquet_write_cleans_up_partial_files(table_uri, monkeypatch):
                 raise OSError("write failed")
         return real(table, where, **kwargs)
 
-    monkeypatch.setattr(writer_module.pq, "write_table", flaky_write)
+    monkeypatch.setattr(file_sink_module.pq, "write_table", flaky_write)
     with pytest.raises(OSError, match="write failed"):
         write_data_files(store, data, data.schema, ["part"], WriteOptions(max_workers=1))
     assert calls["n"] >= 2
@@ -318,12 +319,12 @@ def test_unpartitioned_stream_shorter_than_the_sample_and_small_files(table_uri)
 
 
 def test_a_small_local_file_is_encoded_in_memory_with_the_same_bytes(table_uri, monkeypatch):
-    """Small files reach a local disk in one write (io/writer.py::_parquet_bytes); what lands is
+    """Small files reach a local disk in one write (io/file_sink.py, DataFileSink._parquet_bytes); what lands is
     byte for byte what the streamed writer produces, and the add's size is the file's."""
     store = open_store(table_uri)
     data = _table(300)
     buffered = write_data_files(store, data, data.schema, [])
-    monkeypatch.setattr(writer_module, "_BUFFERED_FILE_BYTES", -1)  # every file streamed
+    monkeypatch.setattr(file_sink_module, "BUFFERED_FILE_BYTES", -1)  # every file streamed
     streamed = write_data_files(store, data, data.schema, [])
     assert buffered.num_rows == streamed.num_rows == 1
 

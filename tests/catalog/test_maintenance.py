@@ -49,6 +49,11 @@ def test_cat_table_may_optimize_and_vacuum_by_default(cat, tmp_path):
     removed = cat.table("t").vacuum(retention_hours=0, enforce_retention_duration=False)
     assert len(removed) == 3  # the deleted file and the two compacted ones
     assert sorted(cat.table("t").to_arrow()["id"].to_pylist()) == [1, 2]
+    # the VACUUM's START and END records are ratified by the catalog like any commit
+    after = cat.table("t")
+    assert after.version == before + 3
+    assert [h["operation"] for h in after.history(limit=2)] == ["VACUUM END", "VACUUM START"]
+    assert after.history(limit=1)[0]["operationMetrics"]["numDeletedFiles"] == "3"
 
 
 @pytest.mark.parametrize("route", ["pinned version", "catalog snapshot"])

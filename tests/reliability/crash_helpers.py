@@ -326,14 +326,18 @@ def verify_after_crash(uri: str, plan: list[dict[str, Any]], acks: list[dict[str
     if crashed and phase in PRE_COMMIT_PHASES and not in_flight_committed \
             and by_index[in_flight]["kind"] in ("append", "overwrite"):
         _check(bool(orphans), f"crash at {phase}#{nth} in op {in_flight} left no orphan data file")
+    workload_version = table.version
     with vacuum_clock_ahead():
         deleted = set(table.vacuum(retention_hours=0, enforce_retention_duration=False))
+    _check(table.version == workload_version + 2
+           and [h["operation"] for h in table.history(limit=2)] == ["VACUUM END", "VACUUM START"],
+           "VACUUM is not recorded as its VACUUM START and VACUUM END commits")
     live = {decode_path(p) for p in table.files()["path"].to_pylist()}
     _check(orphans <= deleted, f"VACUUM kept orphan files {sorted(orphans - deleted)}")
     _check(not (deleted & live), f"VACUUM deleted referenced files {sorted(deleted & live)}")
     _check(_data_files(uri) == live, f"after VACUUM the files on disk {sorted(_data_files(uri))} "
                                      f"are not the live files {sorted(live)}")
-    _check(_rows(deltatx.Table(uri).to_arrow()) == expected[table.version], "rows changed after VACUUM")
+    _check(_rows(deltatx.Table(uri).to_arrow()) == expected[workload_version], "rows changed after VACUUM")
 
     # 5. a fresh writer commits the next version
     fresh = {"i": len(plan) + 1, "kind": "append", "ids": [999_999], "part": 1}
@@ -343,7 +347,7 @@ def verify_after_crash(uri: str, plan: list[dict[str, Any]], acks: list[dict[str
                                                  f"expected {table.version + 1}")
     _check(_rows(deltatx.Table(uri).to_arrow()) == sorted(apply_model(state, fresh).values()),
            "the fresh writer's commit is not readable")
-    return CrashOutcome(phase=phase, nth=nth, crashed=crashed, table_version=table.version,
+    return CrashOutcome(phase=phase, nth=nth, crashed=crashed, table_version=workload_version,
                         acked_commits=sum(1 for a in done.values() if a["committed"]),
                         in_flight_committed=in_flight_committed, orphans_vacuumed=len(orphans))
 

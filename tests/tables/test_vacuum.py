@@ -179,3 +179,74 @@ def test_vacuum_in_memory_store(memory_uri, monkeypatch):
     monkeypatch.setattr(vacuum_module, "now_ms", lambda: real_now() + 2 * HOUR * 1000)
     assert t.vacuum(retention_hours=1, enforce_retention_duration=False) == sorted(first)
     assert [r["id"] for r in t.to_arrow().to_pylist()] == [2]
+
+
+# --------------------------------------------------------------------------------------------
+# The log records a VACUUM, as Delta and delta-rs do
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_vacuum_is_recorded_as_vacuum_start_and_vacuum_end_commits(rewritten, table_uri):
+    t, old = rewritten
+    age(table_uri, data_files(table_uri), 10)
+    sizes = sum(os.path.getsize(os.path.join(table_uri, p)) for p in old)
+    before = t.version
+    t.vacuum(retention_hours=0, dry_run=True, enforce_retention_duration=False)
+    assert deltatx.Table(table_uri).version == before, "a dry run records nothing"
+
+    t.vacuum(retention_hours=0, enforce_retention_duration=False)
+    assert t.version == before + 2
+    end, start = t.history(limit=2)
+    assert (start["version"], start["operation"]) == (before + 1, "VACUUM START")
+    assert start["operationParameters"] == {"retentionCheckEnabled": "false", "specifiedRetentionMillis": "0",
+                                            "defaultRetentionMillis": str(7 * 24 * HOUR * 1000)}
+    assert start["operationMetrics"] == {"numFilesToDelete": str(len(old)), "sizeOfDataToDelete": str(sizes)}
+    assert (end["version"], end["operation"]) == (before + 2, "VACUUM END")
+    assert end["operationParameters"] == {"status": "COMPLETED"}
+    assert end["operationMetrics"] == {"numDeletedFiles": str(len(old)), "numVacuumedDirectories": "0"}
+    assert start["isBlindAppend"] is False and start["isolationLevel"] == "SnapshotIsolation"
+    raw = [orjson.loads(line) for line in
+           open(os.path.join(table_uri, "_delta_log", f"{before + 1:020d}.json"), "rb").read().splitlines()]
+    assert [list(action) for action in raw] == [["commitInfo"]], "the record holds its commitInfo only"
+
+    from deltalake import DeltaTable
+
+    ops = [h["operation"] for h in DeltaTable(table_uri).history(2)]
+    assert ops == ["VACUUM END", "VACUUM START"]  # another client reads the records
+    assert sorted(t.to_arrow()["id"].to_pylist()) == [10, 11]
+
+
+def test_the_table_retention_is_recorded_without_a_specified_one(table_uri):
+    t = deltatx.create_table(table_uri, SCHEMA, properties={"delta.deletedFileRetentionDuration": "interval 2 hours"})
+    t.append(rows([1], 1))
+    t.vacuum()
+    start = t.history(limit=2)[1]
+    assert start["operationParameters"] == {"retentionCheckEnabled": "true", "defaultRetentionMillis": str(2 * HOUR * 1000)}
+    assert start["operationMetrics"] == {"numFilesToDelete": "0", "sizeOfDataToDelete": "0"}
+
+
+def test_a_failed_deletion_is_recorded_as_failed_and_raised(rewritten, table_uri, monkeypatch):
+    t, old = rewritten
+    age(table_uri, data_files(table_uri), 10)
+
+    def broken(relative):
+        raise PermissionError("read-only bucket")
+
+    monkeypatch.setattr(t._store, "delete_files", broken)
+    with pytest.raises(PermissionError, match="read-only bucket"):
+        t.vacuum(retention_hours=0, enforce_retention_duration=False)
+    end = deltatx.Table(table_uri).history(limit=1)[0]
+    assert end["operation"] == "VACUUM END" and end["operationParameters"] == {"status": "FAILED"}
+    assert old <= data_files(table_uri)
+
+
+def test_a_vacuum_record_never_conflicts_with_a_concurrent_write(rewritten, table_uri):
+    """The records change no data: a writer that committed meanwhile is rebased over, not refused."""
+    t, old = rewritten
+    age(table_uri, data_files(table_uri), 10)
+    tx = deltatx.Table(table_uri).transaction()  # reads the version before the VACUUM
+    t.vacuum(retention_hours=0, enforce_retention_duration=False)
+    tx.delete(where="id = 10")  # its files are written after the VACUUM (retention 0 spares nothing)
+    result = tx.commit()
+    assert result.version == t.version + 1
+    assert sorted(deltatx.Table(table_uri).to_arrow()["id"].to_pylist()) == [11]

@@ -157,10 +157,14 @@ class Table:
                 warnings.warn(f"version {snapshot.version} is committed but its checkpoint could not be "
                               f"written ({type(exc).__name__}: {exc}); the next checkpoint will cover it",
                               PostCommitHookWarning, stacklevel=3)
-        from .ops.autocompact import maybe_auto_compact
+        from .ops.autocompact import auto_compaction_due
 
         try:
-            maybe_auto_compact(self)
+            due = auto_compaction_due(snapshot)
+            if due is not None:
+                self._run(None, lambda tx: tx.optimize(where=due.where))
+        except ConcurrentModificationException:
+            pass  # someone else changed those files; the next commit will try again
         except Exception as exc:
             warnings.warn(f"version {snapshot.version} is committed; auto-compaction after it failed "
                           f"({type(exc).__name__}: {exc})", PostCommitHookWarning, stacklevel=3)
@@ -367,10 +371,40 @@ class Table:
 
     def vacuum(self, retention_hours: float | None = None, dry_run: bool = False,
                enforce_retention_duration: bool = True) -> list[str]:
-        from .ops.vacuum import vacuum
+        """Delete (or with ``dry_run`` only list) unreferenced files older than the retention;
+        returns their paths relative to the table root, sorted (tables/ops/vacuum.py).
 
-        return vacuum(self, retention_hours=retention_hours, dry_run=dry_run,
-                      enforce_retention_duration=enforce_retention_duration)
+        A VACUUM that deletes is recorded as Delta and delta-rs record it: a ``VACUUM START``
+        commit before the first file goes, a ``VACUUM END`` commit after (status ``FAILED``, and
+        the error raised, if deleting failed). Both change no data, so they never conflict."""
+        from ..catalog.maintenance import check_maintenance
+        from .ops.vacuum import delete_planned, plan_vacuum
+
+        check_maintenance(self._store, "VACUUM")  # a catalog-managed table: only where the catalog allows
+        if self._pinned:
+            raise DeltaTxError(
+                f"this Table was opened at version {self.version} for time travel; VACUUM needs the latest "
+                f"version: open deltatx.Table({self.uri!r}) without version/timestamp"
+            )
+        plan = plan_vacuum(self._store, self.refresh().snapshot, retention_hours, enforce_retention_duration)
+        if dry_run:
+            return plan.paths
+        self._record(*plan.start_record())
+        try:
+            deleted = delete_planned(self._store, plan)
+        except BaseException:
+            try:
+                self._record(*plan.end_record(0, completed=False))
+            except Exception:  # the deletion's error is the one to raise
+                pass
+            raise
+        self._record(*plan.end_record(len(deleted), completed=True))
+        return deleted
+
+    def _record(self, operation: str, parameters: dict[str, Any], metrics: dict[str, Any]) -> CommitResult:
+        """Commit an operation that changes nothing but the history (a commitInfo alone)."""
+        return self._run(None, lambda tx: tx.note_operation(operation, parameters, metrics, changes_data=False,
+                                                            recorded_alone=True))
 
     def restore(self, version: int | None = None, timestamp: Any = None) -> CommitResult:
         return self._run(None, lambda tx: tx.restore(version=version, timestamp=timestamp))

@@ -91,6 +91,9 @@ class _StagedOp:
     parameters: dict[str, Any]
     metrics: dict[str, Any]
     changes_data: bool = True
+    #: committed even with no action staged: the commit records the operation itself (Delta's
+    #: VACUUM START / VACUUM END hold only their commitInfo)
+    recorded_alone: bool = False
 
 
 def _encode_parameter(v: Any) -> str:
@@ -394,8 +397,11 @@ class Transaction(CommitsOnExit):
         self._txns[app_id] = Txn(app_id, int(version), int(time.time() * 1000))
 
     def note_operation(self, name: str, parameters: dict[str, Any] | None = None,
-                       metrics: dict[str, Any] | None = None, *, changes_data: bool = True) -> None:
-        self._ops.append(_StagedOp(name, dict(parameters or {}), dict(metrics or {}), changes_data))
+                       metrics: dict[str, Any] | None = None, *, changes_data: bool = True,
+                       recorded_alone: bool = False) -> None:
+        """Name the operation the commit records; ``recorded_alone`` commits it even when nothing
+        else is staged (an empty transaction otherwise commits nothing, as Delta's do)."""
+        self._ops.append(_StagedOp(name, dict(parameters or {}), dict(metrics or {}), changes_data, recorded_alone))
 
     # ------------------------------------------------------------------ operations (staging only)
     def append(self, data: Any, schema_mode: str | None = None, app_id: str | None = None,
@@ -515,7 +521,8 @@ class Transaction(CommitsOnExit):
 
     # ------------------------------------------------------------------ commit
     def has_changes(self) -> bool:
-        return bool(self._adds or self._removes or self._metadata or self._protocol or self._txns or self._domains)
+        return bool(self._adds or self._removes or self._metadata or self._protocol or self._txns or self._domains
+                    or any(op.recorded_alone for op in self._ops))
 
     def _staged_adds(self) -> pa.Table:
         adds = [a for a in self._adds if a.num_rows]

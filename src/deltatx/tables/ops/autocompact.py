@@ -7,31 +7,35 @@ of the compaction never fail the user's write: it was already committed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import properties as props
 
 if TYPE_CHECKING:
-    from ..table import Table
+    from ...txnlog.snapshot import Snapshot
 
 
-def maybe_auto_compact(table: "Table") -> None:
-    snap = table.snapshot
+@dataclass(frozen=True)
+class AutoCompaction:
+    """An OPTIMIZE that is due: of the partitions matching ``where`` (None: the whole table)."""
+
+    where: list[str] | None
+
+
+def auto_compaction_due(snap: "Snapshot") -> AutoCompaction | None:
+    """What to compact after a commit reached ``snap``; None when nothing is due (or it is off).
+
+    Decided from the snapshot alone; the table runs the OPTIMIZE as its own transaction."""
     if not props.flag(snap.properties, props.AUTO_COMPACT, False):
-        return
+        return None
+    from ...txnlog.clustering import is_clustered
     from .optimize import partitions_needing_compaction
 
     min_files = props.int_property(snap.properties, props.AUTO_COMPACT_MIN_FILES, 50)
     predicates = partitions_needing_compaction(snap, min_files)
     if predicates is None:
-        return
-    from ...errors import ConcurrentModificationException
-
-    from ...txnlog.clustering import is_clustered
-
+        return None
     if is_clustered(snap.protocol):
-        predicates = None  # a clustered table has no partitions: it clusters (incrementally) instead
-    try:
-        table._run(None, lambda tx: tx.optimize(where=predicates))
-    except ConcurrentModificationException:
-        pass  # someone else changed those files; the next commit will try again
+        return AutoCompaction(None)  # a clustered table has no partitions: it clusters (incrementally) instead
+    return AutoCompaction(predicates)

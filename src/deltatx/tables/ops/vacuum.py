@@ -16,7 +16,14 @@ writer's not-yet-committed files safe.
 
 The retention defaults to ``delta.deletedFileRetentionDuration`` (1 week); a shorter one is refused
 unless ``enforce_retention_duration=False``, because it can delete files that concurrent readers,
-writers or time travel still need. VACUUM writes no commit (the log does not change).
+writers or time travel still need.
+
+Like Delta and delta-rs, a VACUUM that deletes (not a dry run) is recorded in the log: a
+``VACUUM START`` commit (the retention asked for, the files and bytes about to go) before any
+file is deleted, and a ``VACUUM END`` commit (``COMPLETED`` or ``FAILED``, the files deleted)
+after. Both hold only ``commitInfo``: they change no data, so they never conflict with anyone
+(snapshot isolation), and ``history()`` shows who vacuumed what, when. This module plans the
+VACUUM from a snapshot and deletes; the table facade commits the two records around it.
 
 Change data files (``_change_data/``) are not in the snapshot: those that a commit inside the
 retention period references are kept (the change feed of those versions reads them), the others
@@ -27,20 +34,22 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...errors import DeltaTxError, VacuumRetentionError
+from ...errors import VacuumRetentionError
 from ...io.deletion_vectors import dv_file_relative_path
 from ...io.paths import data_file_path, decode_path, escape_partition_value
 from ...txnlog.features import check_writable
 from .. import properties as props
 
 if TYPE_CHECKING:
+    from ...txnlog.snapshot import Snapshot
     from ...txnlog.store import LogStore
-    from ..table import Table
 
 #: folders starting with "_" that Delta still vacuums
 _VACUUMED_UNDERSCORE_DIRS = ("_change_data", "_delta_index")
@@ -48,21 +57,44 @@ _VACUUMED_UNDERSCORE_DIRS = ("_change_data", "_delta_index")
 _DELETE_BATCH = 1000
 
 
-def vacuum(table: "Table", retention_hours: float | None = None, dry_run: bool = False,
-           enforce_retention_duration: bool = True) -> list[str]:
-    """Delete (or with ``dry_run`` only list) unreferenced files older than the retention.
+@dataclass(frozen=True)
+class VacuumPlan:
+    """What a VACUUM of one snapshot deletes, and what its START/END records say about it."""
 
-    Returns the deleted (or deletable) paths relative to the table root, sorted.
+    #: paths relative to the table root, sorted
+    paths: list[str]
+    #: their bytes, as listed
+    size_bytes: int
+    #: the retention asked for (None: the table's) and the table's, in hours
+    retention_hours: float | None
+    table_retention_hours: float
+    retention_check: bool
+
+    def start_record(self) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        """Delta's ``VACUUM START`` (operation, parameters, metrics)."""
+        parameters: dict[str, Any] = {"retentionCheckEnabled": self.retention_check}
+        if self.retention_hours is not None:
+            parameters["specifiedRetentionMillis"] = int(self.retention_hours * _MS_PER_HOUR)
+        parameters["defaultRetentionMillis"] = int(self.table_retention_hours * _MS_PER_HOUR)
+        return "VACUUM START", parameters, {"numFilesToDelete": len(self.paths),
+                                            "sizeOfDataToDelete": self.size_bytes}
+
+    def end_record(self, deleted: int, completed: bool) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        """Delta's ``VACUUM END`` (operation, parameters, metrics)."""
+        return "VACUUM END", {"status": "COMPLETED" if completed else "FAILED"}, \
+            {"numDeletedFiles": deleted, "numVacuumedDirectories": 0}
+
+
+_MS_PER_HOUR = 3600 * 1000
+
+
+def plan_vacuum(store: "LogStore", snapshot: "Snapshot", retention_hours: float | None = None,
+                enforce_retention_duration: bool = True) -> VacuumPlan:
+    """The unreferenced files of ``snapshot``'s table older than the retention (nothing is deleted).
+
+    Raises VacuumRetentionError for a negative retention, or one shorter than the table's while
+    ``enforce_retention_duration``; UnsupportedFeatureError when the protocol is not writable.
     """
-    from ...catalog.maintenance import check_maintenance
-
-    check_maintenance(table._store, "VACUUM")  # a catalog-managed table: only where the catalog allows
-    if table._pinned:
-        raise DeltaTxError(
-            f"this Table was opened at version {table.version} for time travel; VACUUM needs the latest "
-            f"version: open deltatx.Table({table.uri!r}) without version/timestamp"
-        )
-    snapshot = table.refresh().snapshot
     check_writable(snapshot.protocol, snapshot.metadata)
     table_retention = props.deleted_file_retention_hours(snapshot.properties)
     hours = table_retention if retention_hours is None else float(retention_hours)
@@ -76,18 +108,20 @@ def vacuum(table: "Table", retention_hours: float | None = None, dry_run: bool =
             f"running writers could be deleted. If you are sure, pass enforce_retention_duration=False, "
             f"or lower {props.DELETED_FILE_RETENTION} with set_properties()."
         )
-    store = table._store
-    cutoff_ms = int(now_ms() - hours * 3600 * 1000)
+    plan = partial(VacuumPlan, retention_hours=None if retention_hours is None else hours,
+                   table_retention_hours=table_retention, retention_check=enforce_retention_duration)
+    cutoff_ms = int(now_ms() - hours * _MS_PER_HOUR)
 
     listing = store.list_files_recursive()
     if not listing:
-        return []
+        return plan([], 0)
     paths = pa.array([entry[0] for entry in listing], pa.string())
+    sizes = pa.array([entry[1] for entry in listing], pa.int64())
     mtimes = pa.array([entry[2] for entry in listing], pa.int64())
     candidates = pc.and_(_visible(paths, snapshot.partition_columns), pc.less(mtimes, cutoff_ms))
-    paths = paths.filter(candidates)
+    paths, sizes = paths.filter(candidates), sizes.filter(candidates)
     if not len(paths):
-        return []
+        return plan([], 0)
 
     tombstones = snapshot.tombstones
     recent = tombstones.filter(pc.greater_equal(pc.fill_null(tombstones["deletionTimestamp"], 0), cutoff_ms)) \
@@ -105,11 +139,15 @@ def vacuum(table: "Table", retention_hours: float | None = None, dry_run: bool =
         kept = change_files_since(store, snapshot, cutoff_ms)
         if kept:
             valid = pa.concat_arrays([valid, relative_paths(store, pa.array(kept, pa.string()))])
-    doomed = paths.filter(pc.invert(pc.is_in(paths, value_set=valid)))
-    result = sorted(doomed.to_pylist())
-    if not dry_run and result:
-        _delete(store, result)
-    return result
+    doomed = pc.invert(pc.is_in(paths, value_set=valid))
+    return plan(sorted(paths.filter(doomed).to_pylist()), int(pc.sum(sizes.filter(doomed)).as_py() or 0))
+
+
+def delete_planned(store: "LogStore", plan: VacuumPlan) -> list[str]:
+    """Delete the plan's files (in parallel batches); returns their paths."""
+    if plan.paths:
+        _delete(store, plan.paths)
+    return plan.paths
 
 
 def now_ms() -> float:

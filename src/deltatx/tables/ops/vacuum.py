@@ -56,6 +56,8 @@ _VACUUMED_UNDERSCORE_DIRS = ("_change_data", "_delta_index")
 
 _DELETE_BATCH = 1000
 
+_MS_PER_HOUR = 3600 * 1000
+
 
 @dataclass(frozen=True)
 class VacuumPlan:
@@ -85,9 +87,6 @@ class VacuumPlan:
             {"numDeletedFiles": deleted, "numVacuumedDirectories": 0}
 
 
-_MS_PER_HOUR = 3600 * 1000
-
-
 def plan_vacuum(store: "LogStore", snapshot: "Snapshot", retention_hours: float | None = None,
                 enforce_retention_duration: bool = True) -> VacuumPlan:
     """The unreferenced files of ``snapshot``'s table older than the retention (nothing is deleted).
@@ -108,20 +107,20 @@ def plan_vacuum(store: "LogStore", snapshot: "Snapshot", retention_hours: float 
             f"running writers could be deleted. If you are sure, pass enforce_retention_duration=False, "
             f"or lower {props.DELETED_FILE_RETENTION} with set_properties()."
         )
-    plan = partial(VacuumPlan, retention_hours=None if retention_hours is None else hours,
+    planned = partial(VacuumPlan, retention_hours=None if retention_hours is None else hours,
                    table_retention_hours=table_retention, retention_check=enforce_retention_duration)
     cutoff_ms = int(now_ms() - hours * _MS_PER_HOUR)
 
     listing = store.list_files_recursive()
     if not listing:
-        return plan([], 0)
+        return planned([], 0)
     paths = pa.array([entry[0] for entry in listing], pa.string())
     sizes = pa.array([entry[1] for entry in listing], pa.int64())
     mtimes = pa.array([entry[2] for entry in listing], pa.int64())
     candidates = pc.and_(_visible(paths, snapshot.partition_columns), pc.less(mtimes, cutoff_ms))
     paths, sizes = paths.filter(candidates), sizes.filter(candidates)
     if not len(paths):
-        return plan([], 0)
+        return planned([], 0)
 
     tombstones = snapshot.tombstones
     recent = tombstones.filter(pc.greater_equal(pc.fill_null(tombstones["deletionTimestamp"], 0), cutoff_ms)) \
@@ -140,7 +139,7 @@ def plan_vacuum(store: "LogStore", snapshot: "Snapshot", retention_hours: float 
         if kept:
             valid = pa.concat_arrays([valid, relative_paths(store, pa.array(kept, pa.string()))])
     doomed = pc.invert(pc.is_in(paths, value_set=valid))
-    return plan(sorted(paths.filter(doomed).to_pylist()), int(pc.sum(sizes.filter(doomed)).as_py() or 0))
+    return planned(sorted(paths.filter(doomed).to_pylist()), int(pc.sum(sizes.filter(doomed)).as_py() or 0))
 
 
 def delete_planned(store: "LogStore", plan: VacuumPlan) -> list[str]:

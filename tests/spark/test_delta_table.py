@@ -431,6 +431,23 @@ def test_vacuum_respects_retention_and_the_session_check(spark, tmp_path):
     assert content(path) == [("a", 1), ("b", 2), ("c", 3)]
 
 
+def test_vacuum_is_in_the_history_unless_the_session_turns_its_logging_off(spark, tmp_path):
+    path = tmp_path / "t"
+    write_kv(path, [("a", 1)])
+    dt_ = DeltaTable.forPath(spark, str(path))
+    dt_.vacuum()
+    ops = [r["operation"] for r in dt_.history(2).collect()]
+    assert ops == ["VACUUM END", "VACUUM START"]
+    before = len(dt_.history().collect())
+    conf = "spark.databricks.delta.vacuum.logging.enabled"
+    spark.conf.set(conf, "false")
+    try:
+        dt_.vacuum()
+    finally:
+        spark.conf.unset(conf)
+    assert len(dt_.history().collect()) == before  # nothing recorded
+
+
 # --------------------------------------------------------------------------------------------
 # convertToDelta
 # --------------------------------------------------------------------------------------------

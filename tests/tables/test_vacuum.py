@@ -250,3 +250,11 @@ def test_a_vacuum_record_never_conflicts_with_a_concurrent_write(rewritten, tabl
     result = tx.commit()
     assert result.version == t.version + 1
     assert sorted(deltatx.Table(table_uri).to_arrow()["id"].to_pylist()) == [11]
+
+
+def test_record_false_deletes_without_the_records(rewritten, table_uri):
+    t, old = rewritten
+    age(table_uri, data_files(table_uri), 10)
+    before = t.version
+    assert set(t.vacuum(retention_hours=0, enforce_retention_duration=False, record=False)) == old
+    assert deltatx.Table(table_uri).version == before and data_files(table_uri) == live_paths(t)

@@ -59,6 +59,9 @@ from .dml import SparkTable
 
 #: delta-spark's switch for the VACUUM retention check (``false`` allows short retentions)
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
+#: delta-spark's switch for VACUUM START / VACUUM END commits (on unless set to false here: every
+#: deltatx commit is a put-if-absent, so it is safe on every store)
+VACUUM_LOGGING_CONF = "spark.databricks.delta.vacuum.logging.enabled"
 
 #: MERGE aliases for a side the user did not alias (its columns are then named unqualified)
 _DEFAULT_SOURCE_ALIASES, _DEFAULT_TARGET_ALIASES = ("source", "src"), ("target", "tgt")
@@ -274,8 +277,9 @@ class DeltaTable:
                                            or not isinstance(retentionHours, (int, float))):
             raise InvalidArgumentError(f"retentionHours needs to be a number but got '{type(retentionHours)}'.")
         check = str(self._spark.conf.get(RETENTION_CHECK_CONF, "true")).strip().lower() != "false"
+        record = str(self._spark.conf.get(VACUUM_LOGGING_CONF, "true")).strip().lower() != "false"
         self._latest().vacuum(retention_hours=float(retentionHours) if retentionHours is not None else None,
-                              enforce_retention_duration=check)
+                              enforce_retention_duration=check, record=record)
         return self._spark.createDataFrame([], StructType([]))
 
     def optimize(self) -> DeltaOptimizeBuilder:

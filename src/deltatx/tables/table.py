@@ -370,13 +370,15 @@ class Table:
         return self._run(None, lambda tx: tx.drop_column(name))
 
     def vacuum(self, retention_hours: float | None = None, dry_run: bool = False,
-               enforce_retention_duration: bool = True) -> list[str]:
+               enforce_retention_duration: bool = True, record: bool = True) -> list[str]:
         """Delete (or with ``dry_run`` only list) unreferenced files older than the retention;
         returns their paths relative to the table root, sorted (tables/ops/vacuum.py).
 
         A VACUUM that deletes is recorded as Delta and delta-rs record it: a ``VACUUM START``
         commit before the first file goes, a ``VACUUM END`` commit after (status ``FAILED``, and
-        the error raised, if deleting failed). Both change no data, so they never conflict."""
+        the error raised, if deleting failed). Both change no data, so they never conflict.
+        ``record=False`` deletes without them (delta-spark's
+        ``spark.databricks.delta.vacuum.logging.enabled=false``)."""
         from ..catalog.maintenance import check_maintenance
         from .ops.vacuum import delete_planned, plan_vacuum
 
@@ -389,6 +391,8 @@ class Table:
         plan = plan_vacuum(self._store, self.refresh().snapshot, retention_hours, enforce_retention_duration)
         if dry_run:
             return plan.paths
+        if not record:
+            return delete_planned(self._store, plan)
         self._record(*plan.start_record())
         try:
             deleted = delete_planned(self._store, plan)

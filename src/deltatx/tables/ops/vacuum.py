@@ -18,7 +18,9 @@ The retention defaults to ``delta.deletedFileRetentionDuration`` (1 week); a sho
 unless ``enforce_retention_duration=False``, because it can delete files that concurrent readers,
 writers or time travel still need.
 
-Like Delta and delta-rs, a VACUUM that deletes (not a dry run) is recorded in the log: a
+Like delta-rs, and Delta on local, HDFS, Azure and GCS storage by default, a VACUUM that deletes
+(not a dry run) is recorded in the log — on every store here, where every commit is a
+put-if-absent (Delta leaves it off on S3, where its commits historically were not): a
 ``VACUUM START`` commit (the retention asked for, the files and bytes about to go) before any
 file is deleted, and a ``VACUUM END`` commit (``COMPLETED`` or ``FAILED``, the files deleted)
 after. Both hold only ``commitInfo``: they change no data, so they never conflict with anyone

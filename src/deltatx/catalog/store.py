@@ -362,11 +362,10 @@ class CatalogLogStore:
         return Ratification(self.table_id, version, name, txn_id, ict, plain=plain)
 
     def _write_staged(self, name: str, data: bytes) -> None:
+        self.inner.makedirs(self.staged_root)  # the store's own (a stat on local disk, nothing on S3)
         if isinstance(self.inner, LocalLogStore):
-            os.makedirs(self.staged_root, exist_ok=True)
             write_new_file(os.path.join(self.staged_root, name), data, fsync=self.inner.fsync)
         else:
-            self.inner.fs.makedirs(self.staged_root, exist_ok=True)
             self.inner.fs.pipe_file(f"{self.staged_root}/{name}", data)
 
     def discard_staged(self, name: str) -> None:

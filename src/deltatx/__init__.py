@@ -11,7 +11,11 @@ from . import errors  # noqa: E402
 from .isolation import IsolationLevel  # noqa: E402
 from .tables import CommitResult, Table, Transaction, create_table  # noqa: E402
 
-__all__ = ["Table", "create_table", "Transaction", "CommitResult", "IsolationLevel", "errors", "__version__"]
+from .tables import variant  # noqa: E402
+from .tables.variant import VARIANT  # noqa: E402
+
+__all__ = ["Table", "create_table", "Transaction", "CommitResult", "IsolationLevel", "errors", "variant", "VARIANT",
+           "__version__"]
 from .catalog.catalog import Catalog  # noqa: E402  (after tables: the catalog builds on them)
 
 __all__ += ["Catalog"]

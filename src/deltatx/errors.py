@@ -118,6 +118,11 @@ class SchemaMismatchError(DeltaTxError, ValueError):
     """Data written to a table does not match its schema."""
 
 
+class MalformedVariantError(SchemaMismatchError):
+    """A value written to a ``variant`` column is not the Variant binary encoding (or a JSON text
+    given to ``parse_json`` is not JSON); nothing is written."""
+
+
 class TypeChangeError(SchemaMismatchError):
     """``alter_column_type`` asked for a change Delta's type widening does not allow, or the table
     has not enabled it (``delta.enableTypeWidening``)."""

@@ -344,3 +344,26 @@ def test_stats_layout_follows_physical_names_of_schemas_that_compare_equal():
     assert stats_schema(plain, for_json=True).field("minValues").type.field(0).name == "id"
     assert stats_schema(mapped, for_json=True).field("minValues").type.field(0).name == "col-7"
     assert stats_schema(mapped).field("minValues").type.field(0).name == "id"
+
+
+@pytest.mark.parametrize("n_files", [2, 40])  # the few-strings path (orjson) and Arrow's JSON reader
+def test_columns_without_bounds_alone_parse_to_one_row_per_file(n_files, tmp_path):
+    """Bool, binary and variant columns have null counts but no min/max: parsing the stats for
+    them alone gives empty bound structs — one per file, not an array of length 0 (``WHERE flag
+    IS NULL`` over such a column failed with "Mismatching child array lengths")."""
+    import deltatx
+
+    schema = pa.schema([("flag", pa.bool_()), ("blob", pa.binary())])
+    stats = pa.array([orjson.dumps({"numRecords": 2, "minValues": {}, "maxValues": {},
+                                    "nullCount": {"flag": i % 2, "blob": 0}}).decode() for i in range(n_files)])
+    parsed = parse_stats(stats, schema)
+    assert len(parsed) == n_files
+    assert parsed.field("nullCount").field("flag").to_pylist() == [i % 2 for i in range(n_files)]
+    assert len(parsed.field("minValues")) == n_files
+
+    t = deltatx.create_table(str(tmp_path / "t"), pa.schema([("id", pa.int64()), ("flag", pa.bool_())]))
+    for i in range(n_files if n_files < 10 else 12):
+        t.append(pa.table({"id": [i], "flag": [None if i % 3 == 0 else True]}, schema=t.schema))
+    assert sorted(t.to_arrow(where="flag IS NULL")["id"].to_pylist()) == [i for i in range(len(t.files())) if i % 3 == 0]
+    t.delete("flag IS NULL")
+    assert t.to_arrow(where="flag IS NULL").num_rows == 0

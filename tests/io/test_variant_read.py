@@ -1,6 +1,7 @@
-"""Variant columns: read as the struct of binaries Parquet stores (``value`` + ``metadata``);
-never written; a table that only *lists* the variant features (delta-rs does, on every
-deletion-vector table) stays writable."""
+"""Variant columns in a table another engine made: read as the struct of binaries Parquet stores
+(``value`` + ``metadata``), and written to like any other table (tests/tables/test_variant_writes.py
+covers the writing side); a table that only *lists* the variant features (delta-rs does, on every
+deletion-vector table) stays writable too."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from tablefiles import data_files
 
 import deltatx
 from deltatx.expr import bind_predicate, files_matching, parse_predicate
@@ -87,20 +87,20 @@ def test_variant_columns_read_as_their_parquet_struct(table_uri, feature):
         {"value": STRING_HI, "metadata": EMPTY_METADATA}]
 
 
-@pytest.mark.parametrize("operation", ["append", "delete", "set_properties"])
-def test_writing_a_table_with_a_variant_column_is_refused_and_writes_nothing(table_uri, operation):
+def test_a_table_another_engine_made_with_variant_columns_takes_appends_deletes_and_properties(table_uri):
     _table(table_uri, ("variantType",))
     table = deltatx.Table(table_uri)
-    before = data_files(table_uri)
-    with pytest.raises(UnsupportedFeatureError, match="variantType") as info:
-        if operation == "append":
-            table.append(pa.table({"id": [4]}))
-        elif operation == "delete":
-            table.delete("id = 1")
-        else:
-            table.set_properties({"delta.appendOnly": "true"})
-    assert info.value.kind == "writer" and info.value.feature == "variantType"
-    assert deltatx.Table(table_uri).version == 0 and data_files(table_uri) == before
+    table.append(pa.table({"id": [4], "v": pa.array([_variant(STRING_HI)], STORED)}))  # "vs" left out: NULL
+    table.delete("id = 1")
+    table.set_properties({"delta.appendOnly": "false"})
+    after = deltatx.Table(table_uri)
+    assert after.metadata.schema_string.count('"variant"') == 2  # both variant columns stay variants
+    assert after.protocol.writer_features == ("variantType",)
+    assert after.to_arrow().sort_by("id").to_pylist() == [
+        {"id": 2, "v": None, "vs": None},
+        {"id": 3, "v": {"value": STRING_HI, "metadata": EMPTY_METADATA}, "vs": []},
+        {"id": 4, "v": {"value": STRING_HI, "metadata": EMPTY_METADATA}, "vs": None},
+    ]
 
 
 @pytest.mark.parametrize("features", [("variantType",), ("variantType-preview",), ("variantType", "variantShredding"),

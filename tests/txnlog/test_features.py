@@ -75,14 +75,17 @@ def test_dormant_writer_features_are_writable_until_used() -> None:
     check_writable(protocol, table_metadata({"delta.enableChangeDataFeed": "true"}))  # implemented
     check_writable(protocol, table_metadata({"delta.constraints.positive": "id > 0"}))  # enforced now
     check_writable(protocol, table_metadata({"delta.enableInCommitTimestamps": "true"}))  # stamped now
-    # variantType stays unwritten: dormant (no variant column) it is fine, in use it is refused
+    # variant columns are written now (tables/variant.py): dormant or in use, the table is writable
     variant = Protocol(3, 7, ("variantType",), ("variantType",))
     check_writable(variant, table_metadata(partition_columns=()))
     with_variant = table_metadata(partition_columns=()).replace(
         schema_string='{"type":"struct","fields":[{"name":"v","type":"variant","nullable":true,"metadata":{}}]}')
+    check_writable(variant, with_variant)
+    # ...but not while shredded values may be in the files (variantShredding is read only dormant)
+    shredded = Protocol(3, 7, ("variantType", "variantShredding"), ("variantType", "variantShredding"))
     with pytest.raises(UnsupportedFeatureError) as info:
-        check_writable(variant, with_variant)
-    assert info.value.feature == "variantType"
+        check_writable(shredded, with_variant)
+    assert info.value.feature == "variantShredding"
 
 
 def test_legacy_writer_versions_imply_features() -> None:

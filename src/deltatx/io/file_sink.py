@@ -27,7 +27,7 @@ from ..errors import SchemaMismatchError
 from ..txnlog.actions import FILE_SCHEMA
 from ..txnlog.stats import FileStats, compute_stats
 from ..txnlog.store import write_new_file
-from . import encodings
+from . import encodings, variant_storage
 from .paths import encode_path
 from .streamfile import StreamedFile
 
@@ -75,6 +75,7 @@ class DataFileSink:
         codec = (options.compression or "none").lower()
         self._suffix = ".parquet" if codec in ("none", "uncompressed") else f".{codec}.parquet"
         self._has_nested = any(pa.types.is_nested(f.type) for f in self.file_schema)
+        self._has_variant = any(variant_storage.holds_variant(f.type) for f in self.file_schema)
 
     # ---- rows in ------------------------------------------------------------------------------
     def conform(self, table: pa.Table) -> pa.Table:
@@ -85,6 +86,8 @@ class DataFileSink:
             if missing:
                 raise SchemaMismatchError(f"the data lacks columns {missing} of the schema {schema.names}")
             table = table.select(schema.names)
+        if self._has_variant:  # before any cast: Arrow refuses to cast a NULL variant's NULL children
+            table = variant_storage.storable(table)
         if not table.schema.equals(schema, check_metadata=False):
             try:
                 table = table.cast(schema)

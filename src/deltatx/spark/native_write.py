@@ -36,6 +36,7 @@ from ..tables.defaults import default_sql
 from ..tables.transaction import CommitResult
 from ..txnlog.actions import FILE_SCHEMA
 from ..txnlog.stats import stats_from_parquet_footer
+from ..txnlog.schema import is_variant_storage
 from ..txnlog.store import LocalLogStore, open_store
 from .commit import commit_files
 from .options import arrow_schema_to_spark
@@ -89,6 +90,8 @@ def unavailable_reason(plan: WritePlan, incoming: pa.Schema | None = None) -> st
             return f"column {f.name!r} is NOT NULL, which only the deltatx format checks while writing"
         if default_sql(f) is not None:
             return f"column {f.name!r} has a DEFAULT, which only the deltatx format fills in"
+        if is_variant_storage(f.type):
+            return f"column {f.name!r} is a variant, whose values only the deltatx format checks while writing"
         if pa.types.is_timestamp(f.type) or pa.types.is_nested(f.type):
             return f"column {f.name!r} is {f.type}, which Spark's Parquet writer does not write as Delta expects"
         if f.name in plan.partition_columns and not _partition_type_ok(f.type):

@@ -12,8 +12,9 @@ from typing import Any, Iterator
 import pyarrow as pa
 
 from ..errors import SchemaMismatchError
-from ..txnlog.schema import merge_schemas, normalize_schema
+from ..txnlog.schema import is_variant_storage, merge_schemas, normalize_schema
 from .defaults import default_values, fill
+from .variant import check_variant_columns, has_variant
 
 
 def to_reader(data: Any) -> pa.RecordBatchReader:
@@ -68,6 +69,11 @@ def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, computed: frozenset[
                 try:
                     col = col.cast(field.type, safe=True)
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                    if is_variant_storage(field.type):
+                        raise SchemaMismatchError(
+                            f"column {field.name!r} is a variant column and the data has {col.type}; pass "
+                            f"variants as struct<value: binary, metadata: binary> (JSON text becomes one "
+                            f"with deltatx.variant.parse_json)") from None
                     raise SchemaMismatchError(
                         f"column {field.name!r} is {col.type} in the data but {field.type} in the table "
                         f"and cannot be converted safely ({exc})"
@@ -84,7 +90,10 @@ def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, computed: frozenset[
         if not field.nullable and col.null_count:
             raise SchemaMismatchError(f"column {field.name!r} is NOT NULL but the data has {col.null_count} null(s)")
         arrays.append(col)
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
+    if has_variant(schema):  # values from outside must be the Variant binary encoding
+        check_variant_columns(batch)
+    return batch
 
 
 def conform(reader: pa.RecordBatchReader, schema: pa.Schema, computed: frozenset[str] = frozenset()) -> pa.RecordBatchReader:

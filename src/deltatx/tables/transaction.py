@@ -46,7 +46,7 @@ from ..txnlog.actions import (
     parse_commit,
 )
 from ..txnlog import column_mapping, row_tracking
-from ..txnlog.features import check_path_access, check_writable
+from ..txnlog.features import check_path_access, check_writable, required_protocol
 from ..txnlog.replay import only_rows, without_paths
 from ..txnlog.in_commit_timestamps import CommitClock
 from ..txnlog.snapshot import Snapshot
@@ -374,6 +374,11 @@ class Transaction(CommitsOnExit):
 
             self._schema = schema_from_json(metadata.schema_string)
             self._metadata = metadata
+            # a new column may need a feature (timestamp_ntz, variant): Delta upgrades the protocol
+            # with the schema change, never below what the table has
+            needed = required_protocol(dict(metadata.configuration), self._schema, current=self.protocol)
+            if needed != self.protocol:
+                self._protocol = needed
         else:
             self._metadata = self._schema = None
         self._check_table_rules()

@@ -28,6 +28,7 @@ import orjson
 import pyarrow as pa
 
 from ..errors import ColumnMappingError, InvalidPropertyError
+from .schema import is_variant_storage
 
 if TYPE_CHECKING:
     from .actions import Metadata
@@ -108,7 +109,10 @@ Level = Callable[[list[pa.Field]], list[pa.Field]]
 def _map_structs(t: pa.DataType, level: Level) -> pa.DataType:
     """``t`` with the fields of each struct in it replaced by ``level(fields)``; lists and maps
     are walked through. ``level`` sees one struct's fields together (to keep sibling names
-    apart) and recurses into their types itself, so it chooses the order."""
+    apart) and recurses into their types itself, so it chooses the order. A variant is a leaf:
+    its ``value`` and ``metadata`` fields keep their names and get no ids."""
+    if is_variant_storage(t):
+        return t
     if pa.types.is_struct(t):
         return pa.struct(level(list(t)))
     if pa.types.is_large_list(t):

@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from ..errors import UnsupportedFeatureError
 from .actions import Metadata, Protocol
-from .schema import schema_from_json, uses_variant
+from .schema import is_variant_storage, schema_from_json, uses_variant
 
 #: Reader features deltatx implements: reading such a table gives the right rows.
 SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
@@ -73,8 +73,11 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
         "typeWidening-preview",
         "v2Checkpoint",  # write_checkpoint adds checkpointMetadata when the table lists it
         "vacuumProtocolCheck",
-        # its rules govern how variant columns are written; deltatx writes none (variantType stays
-        # unsupported for writers, so a table with a variant column is refused before any write)
+        # tables/variant.py: variant columns are written unshredded (struct<value, metadata>), and
+        # values from outside the table are checked against the Variant binary encoding first
+        "variantType",
+        "variantType-preview",
+        # it allows shredded writes but never requires them; deltatx writes unshredded values
         "variantShredding",
         "catalogManaged",  # commits are staged and ratified by deltatx.catalog (path writers refused)
     }
@@ -163,8 +166,6 @@ _IN_USE: dict[str, Callable[[Metadata], bool]] = {
     "inCommitTimestamp": lambda m: _true(m.configuration, "delta.enableInCommitTimestamps"),
     "icebergCompatV1": lambda m: _true(m.configuration, "delta.enableIcebergCompatV1"),
     "icebergCompatV2": lambda m: _true(m.configuration, "delta.enableIcebergCompatV2"),
-    # deltatx reads variant columns but never writes them: a table that lists the feature (delta-rs
-    # lists it on every deletion-vector table) is writable until it has a variant column
     "variantType": lambda m: uses_variant(m.schema_string),
     "variantType-preview": lambda m: uses_variant(m.schema_string),
 }
@@ -305,6 +306,8 @@ def _needed_features(configuration: dict[str, str], schema: pa.Schema) -> list[s
             needed.append(f"icebergCompatV{version}")
     if _has_type(schema, lambda t: pa.types.is_timestamp(t) and t.tz is None):
         needed.append("timestampNtz")
+    if _has_type(schema, is_variant_storage):
+        needed.append("variantType")
     if configuration.get("delta.checkpointPolicy", "classic").strip().lower() == "v2":
         needed.append("v2Checkpoint")
     for key, value in configuration.items():  # explicit opt-in: delta.feature.<name>=supported
@@ -332,8 +335,9 @@ def required_protocol(
     reader = max(base.min_reader_version, 1)
     writer = max(base.min_writer_version, 2)
     needed = _needed_features(configuration, schema)
-    if "typeWidening-preview" in writer_features(base):  # the preview name serves the same rules
-        needed = [f for f in needed if f != "typeWidening"]
+    for feature in ("typeWidening", "variantType"):  # the preview name serves the same rules
+        if f"{feature}-preview" in writer_features(base):
+            needed = [f for f in needed if f != feature]
     reader_needed = [f for f in needed if f in _READER_WRITER_FEATURES]
     have_readers = set(reader_features(base))
     have_writers = set(writer_features(base))

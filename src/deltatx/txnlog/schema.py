@@ -32,13 +32,15 @@ _PRIMITIVE_TO_ARROW: dict[str, pa.DataType] = {
 
 _DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
 
-#: How a ``variant`` column reads: the struct of two binaries its unshredded Parquet form is
-#: (PROTOCOL.md, "Variant data in Parquet"). deltatx reads it as stored and writes no variants.
+#: The arrow type of a Delta ``variant`` column: the struct of two binaries its unshredded Parquet
+#: form is (PROTOCOL.md, "Variant data in Parquet"). pyarrow has no variant type, so this exact
+#: struct (``value`` then ``metadata``, both NOT NULL) *is* the variant type in both directions:
+#: a variant column reads as it, and a column of it is written as ``variant`` (``deltatx.VARIANT``).
 VARIANT_STORAGE = pa.struct([pa.field("value", pa.binary(), False), pa.field("metadata", pa.binary(), False)])
 
 
 def is_variant_storage(t: pa.DataType) -> bool:
-    """Whether a column read as ``t`` is a variant column (its stats count it as one leaf)."""
+    """Whether ``t`` is the variant type (a variant's stats count it as one leaf)."""
     return t.equals(VARIANT_STORAGE)
 
 
@@ -147,6 +149,8 @@ def _type_to_delta(t: pa.DataType) -> Any:
         return "timestamp" if t.tz is not None else "timestamp_ntz"
     if pa.types.is_decimal(t):
         return f"decimal({t.precision},{t.scale})"
+    if is_variant_storage(t):
+        return "variant"
     if pa.types.is_struct(t):
         return {"type": "struct", "fields": [field_to_delta(t.field(i)) for i in range(t.num_fields)]}
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_list_view(t):

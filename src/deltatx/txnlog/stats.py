@@ -72,7 +72,7 @@ def _leaves(fields: Iterable[pa.Field], prefix: Path = ()) -> list[tuple[Path, p
     out: list[tuple[Path, pa.Field]] = []
     for f in fields:
         path = prefix + (f.name,)
-        if pa.types.is_struct(f.type):
+        if pa.types.is_struct(f.type) and not is_variant_storage(f.type):  # a variant is one leaf
             out.extend(_leaves(list(f.type), path))
         else:
             out.append((path, f))
@@ -452,6 +452,8 @@ def parse_timestamps(strings: pa.Array, t: pa.TimestampType) -> pa.Array:
 
 def _finish(arr: pa.Array, target: pa.DataType) -> pa.Array:
     """Turn a JSON-read column into ``target``; bad or NaN bounds become null (= unknown)."""
+    if pa.types.is_struct(target) and target.num_fields == 0:
+        return arr  # no bounds at all (bool/binary/variant columns only): from_arrays would make it empty
     if pa.types.is_struct(target):
         children = [
             _finish(arr.field(i), target.field(i).type) for i in range(target.num_fields)

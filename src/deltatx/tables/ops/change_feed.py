@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...io.reader import read_files
+from ...io.variant_storage import storable
 from ...io.writer import WriteOptions, write_data_files
 from ...txnlog.actions import CDC_SCHEMA
 from ...txnlog.change_feed import CHANGE_TYPE
@@ -127,7 +128,7 @@ def write_change_files(store: "LogStore", schema: pa.Schema, partition_columns: 
     if not parts:
         return CDC_SCHEMA.empty_table()
     data = pa.concat_tables(parts, promote_options="default") if len(parts) > 1 else parts[0]
-    data = data.select(target.names).cast(target)
+    data = storable(data.select(target.names)).cast(target)  # storable: NULL variants cast too
     options = WriteOptions(directory=CHANGE_DATA_DIR, num_indexed_cols=0)
     written = write_data_files(store, data, target, partition_columns, options, data_change=False)
     return _cdc_actions(written)

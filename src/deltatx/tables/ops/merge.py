@@ -42,6 +42,7 @@ from ..constraints import WriteRules, rules_for
 from ..data import to_reader
 from ..generated import with_update_assignments
 from ..identity import check_no_update, refuse_explicit_values
+from ..variant import check_variant_columns, has_variant
 
 if TYPE_CHECKING:
     from ..transaction import CommitResult, Transaction
@@ -295,6 +296,8 @@ def plan_merge(target: pa.Schema, source: Any, on: str | Expr, clauses: list[Mer
     generated/identity column ``rules``, from tables/constraints.rules_for)."""
     ta, sa = target_alias, source_alias
     table = as_source_table(source)
+    if has_variant(target):  # what the source inserts or sets into a variant column must be one
+        check_variant_columns(table, like=True)
     raw = parse_predicate(on) if isinstance(on, str) else on
     bound_on = bind_predicate(raw, _NO_COLUMNS, aliases={ta: target, sa: table.schema})
     bound = _bind_clauses(clauses, target, table.schema, ta, sa, rules)

@@ -72,7 +72,7 @@ _FUNCTION_NODES: dict[type, str] = {
     exp.Contains: "contains",
     exp.Round: "round",
 }
-_OPTIONAL = {"hour": "Hour", "minute": "Minute", "second": "Second"}
+_OPTIONAL = {"hour": "Hour", "minute": "Minute", "second": "Second", "isnan": "IsNan"}
 for _name, _cls in _OPTIONAL.items():
     if hasattr(exp, _cls):
         _FUNCTION_NODES[getattr(exp, _cls)] = _name

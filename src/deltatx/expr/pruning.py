@@ -13,7 +13,7 @@ table (``partitionValues`` map and ``stats`` JSON of ``add`` actions):
 Soundness rule: this may answer TRUE for a file without matches, never FALSE for a file with one.
 Bounds are treated as possibly inexact: strings may be truncated prefixes, timestamps truncated to
 milliseconds (widened by a millisecond here), floats may hide NaN (so negated float comparisons
-are never used to prune).
+are never used to prune, nor is a comparison with a NaN constant: NaN sorts above every number).
 """
 
 from __future__ import annotations
@@ -315,9 +315,13 @@ def _comparison(files: _Files, e: Comparison, negated: bool) -> pa.Array:
     if op == "!=" and pa.types.is_floating(lo.type):
         return files.all(True)  # NaN != v is TRUE; a file's bounds may hide its NaNs
     value = _stats_scalar(literal, lo.type)
-    if value is None:
-        return files.all(True)
+    if value is None or _is_nan(literal):
+        return files.all(True)  # NaN sorts above every bound (Spark's order), which min/max cannot say
     return _cmp_stats(op, lo, hi, value)
+
+
+def _is_nan(literal: Literal) -> bool:
+    return isinstance(literal.value, float) and literal.value != literal.value
 
 
 def _stats_scalar(literal: Literal, t: pa.DataType) -> pa.Scalar | None:
@@ -375,7 +379,7 @@ def _in_list(files: _Files, e: In, negated: bool) -> pa.Array:
         return files.all(True)
     lo, hi = bounds
     scalars = [_stats_scalar(v, lo.type) for v in present]  # type: ignore[arg-type]
-    if any(s is None for s in scalars):
+    if any(s is None for s in scalars) or any(_is_nan(v) for v in present):  # type: ignore[arg-type]
         return files.all(True)
     if excluding:
         if pa.types.is_floating(lo.type):

@@ -9,7 +9,9 @@ Kleene, ``IN`` with a NULL in the list is NULL when nothing matches; a WHERE kee
 
 Arithmetic follows Spark's ANSI mode where Arrow can: ``+ - *`` raise on overflow, ``/`` is
 floating-point division, ``%`` takes the sign of the dividend, and a zero divisor gives NULL.
-Float comparisons follow IEEE (NaN compares false), not Spark's NaN-is-largest ordering.
+Float comparisons follow Spark, not IEEE: NaN equals NaN and is larger than every other value,
+and -0.0 equals 0.0 (``IN`` too). A lazy form sees column types only through the ``schema`` it
+is given. (Scans apply float filters after reading, not in Arrow's Parquet scan: io/reader.py.)
 A column qualified as ``t.id`` that is still qualified when evaluated names the flat column
 ``"t.id"`` (the convention for a joined table of aliased inputs).
 """
@@ -57,6 +59,10 @@ class _Backend:
     def column(self, c: Column) -> Any:
         raise NotImplementedError
 
+    def float_type(self, e: Expr, lowered: Any) -> pa.DataType | None:
+        """The floating-point type of ``e`` (lowered to ``lowered``), None when not floating."""
+        raise NotImplementedError
+
     def scalar(self, value: pa.Scalar) -> Any:
         raise NotImplementedError
 
@@ -70,8 +76,15 @@ def flat_name(c: Column) -> str:
 
 
 class _Lazy(_Backend):
+    def __init__(self, schema: pa.Schema | None = None):
+        self.schema = schema  # column types, for float comparisons between columns
+
     def column(self, c: Column) -> Any:
         return pc.field(flat_name(c), *c.path) if c.path else pc.field(flat_name(c))
+
+    def float_type(self, e: Expr, lowered: Any) -> pa.DataType | None:
+        t = _static_type(e, self.schema)
+        return t if t is not None and pa.types.is_floating(t) else None
 
     def scalar(self, value: pa.Scalar) -> Any:
         return pc.scalar(value)
@@ -105,6 +118,38 @@ class _Eager(_Backend):
 
     def call(self, name: str, args: Sequence[Any], options: pc.FunctionOptions | None = None) -> Any:
         return pc.call_function(name, list(args), options)
+
+    def float_type(self, e: Expr, lowered: Any) -> pa.DataType | None:
+        t = getattr(lowered, "type", None)
+        return t if t is not None and pa.types.is_floating(t) else None
+
+
+def _static_type(e: Expr, schema: pa.Schema | None) -> pa.DataType | None:
+    """What a lazy expression's type is known to be without data: a literal's, a cast's, a
+    column's in ``schema``, arithmetic on a floating operand (or ``/``). None when unknown."""
+    if isinstance(e, Literal):
+        return None if e.value is None else e.arrow_type
+    if isinstance(e, Cast):
+        return e.to
+    if isinstance(e, Column):
+        if schema is None or flat_name(e) not in schema.names:
+            return None
+        t = schema.field(flat_name(e)).type
+        for part in e.path:
+            if not pa.types.is_struct(t) or t.get_field_index(part) < 0:
+                return None
+            t = t.field(part).type
+        return t
+    if isinstance(e, Arithmetic):
+        if e.op == "/":
+            return pa.float64()
+        sides = [_static_type(e.left, schema), _static_type(e.right, schema)]
+        return next((t for t in sides if t is not None and pa.types.is_floating(t)), None)
+    if isinstance(e, Func) and e.name in ("abs", "negative", "coalesce", "greatest", "least", "round", "if"):
+        args = e.args[1:] if e.name == "if" else e.args
+        return next((t for t in (_static_type(a, schema) for a in args) if t is not None and pa.types.is_floating(t)),
+                    None)
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -193,6 +238,7 @@ FUNCTIONS: dict[str, tuple[int, int, Callable[[_Backend, list[Any], tuple[Expr, 
     "greatest": (1, 255, _simple("max_element_wise", pc.ElementWiseAggregateOptions(skip_nulls=True))),
     "least": (1, 255, _simple("min_element_wise", pc.ElementWiseAggregateOptions(skip_nulls=True))),
     "round": (1, 2, _round),
+    "isnan": (1, 1, _simple("is_nan")),
 }
 
 
@@ -261,11 +307,36 @@ def _lower_comparison(e: Comparison, b: _Backend) -> Any:
         both_null = b.call("and", [b.call("is_null", [left]), b.call("is_null", [right])])
         if _is_untyped_null(e.left) or _is_untyped_null(e.right):
             return both_null
-        equal = b.call("coalesce", [b.call("equal", [left, right]), b.scalar(pa.scalar(False))])
+        if b.float_type(e.left, left) or b.float_type(e.right, right):
+            same = _float_comparison("=", left, right, b)
+        else:
+            same = b.call("equal", [left, right])
+        equal = b.call("coalesce", [same, b.scalar(pa.scalar(False))])
         return b.call("or", [equal, both_null])
     if _is_untyped_null(e.left) or _is_untyped_null(e.right):
         return b.scalar(_NULL_BOOL)
-    return b.call(_COMPARE[e.op], [_lower(e.left, b), _lower(e.right, b)])
+    left, right = _lower(e.left, b), _lower(e.right, b)
+    if b.float_type(e.left, left) or b.float_type(e.right, right):
+        return _float_comparison(e.op, left, right, b)
+    return b.call(_COMPARE[e.op], [left, right])
+
+
+def _float_comparison(op: str, left: Any, right: Any, b: _Backend) -> Any:
+    """Spark's float comparison: NaN = NaN, NaN above every other number (IEEE says false for
+    every comparison with NaN but ``!=``). NULL on either side stays NULL (Kleene logic)."""
+    ieee = b.call(_COMPARE[op], [left, right])
+    nan_l, nan_r = b.call("is_nan", [left]), b.call("is_nan", [right])
+    if op == "=":
+        return b.call("or_kleene", [ieee, b.call("and_kleene", [nan_l, nan_r])])
+    if op == "!=":
+        return b.call("and_kleene", [ieee, b.call("invert", [b.call("and_kleene", [nan_l, nan_r])])])
+    if op == "<":
+        return b.call("or_kleene", [ieee, b.call("and_kleene", [b.call("invert", [nan_l]), nan_r])])
+    if op == "<=":
+        return b.call("or_kleene", [ieee, b.call("and_kleene", [nan_r, b.call("is_valid", [left])])])
+    if op == ">":
+        return b.call("or_kleene", [ieee, b.call("and_kleene", [nan_l, b.call("invert", [nan_r])])])
+    return b.call("or_kleene", [ieee, b.call("and_kleene", [nan_l, b.call("is_valid", [right])])])  # >=
 
 
 def _value_set(values: list[Literal]) -> pa.Array:
@@ -284,7 +355,14 @@ def _lower_in(e: In, b: _Backend) -> Any:
         has_null = len(present) < len(e.values)
         if not present:
             return b.scalar(_NULL_BOOL)
-        opts = pc.SetLookupOptions(_value_set(present), skip_nulls=True)  # type: ignore[arg-type]
+        values = _value_set(present)
+        float_type = b.float_type(e.operand, operand)
+        if float_type is not None:
+            # -0.0 is 0.0 to Spark, not to a hash lookup: both sides get "+ 0"; NaN finds NaN
+            zero = pa.scalar(0, float_type)
+            operand = b.call("add", [operand, b.scalar(zero)])
+            values = pc.add(values.cast(float_type), zero)
+        opts = pc.SetLookupOptions(values, skip_nulls=True)  # type: ignore[arg-type]
         found = b.call("is_in", [operand], opts)
         if has_null:  # no match but a NULL in the list: unknown
             found = b.call("if_else", [found, b.scalar(pa.scalar(True)), b.scalar(_NULL_BOOL)])
@@ -318,23 +396,26 @@ def _lower_arithmetic(e: Arithmetic, b: _Backend) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
-def to_arrow(expr: Expr) -> pc.Expression:
-    """``expr`` as a lazy Arrow expression (SQL semantics; NULL where SQL gives NULL)."""
+def to_arrow(expr: Expr, schema: pa.Schema | None = None) -> pc.Expression:
+    """``expr`` as a lazy Arrow expression (SQL semantics; NULL where SQL gives NULL).
+
+    ``schema`` gives the columns' types, which a lazy expression cannot see: a comparison of two
+    float columns gets Spark's NaN semantics only with it (one with a float constant always does)."""
     try:
-        out = _lower(expr, _Lazy())
+        out = _lower(expr, _Lazy(schema))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         raise PredicateError(f"cannot translate {expr} to Arrow: {exc}") from None
     return out if isinstance(out, pc.Expression) else pc.scalar(out)
 
 
-def to_arrow_filter(expr: Expr) -> pc.Expression:
+def to_arrow_filter(expr: Expr, schema: pa.Schema | None = None) -> pc.Expression:
     """A filter keeping rows where ``expr`` is TRUE (NULL -> dropped), for datasets/Table.filter."""
-    return pc.Expression._call("coalesce", [to_arrow(expr), pc.scalar(False)])
+    return pc.Expression._call("coalesce", [to_arrow(expr, schema), pc.scalar(False)])
 
 
-def to_arrow_keep(expr: Expr) -> pc.Expression:
+def to_arrow_keep(expr: Expr, schema: pa.Schema | None = None) -> pc.Expression:
     """DELETE's complement as a filter: keep rows where ``NOT coalesce(expr, false)``."""
-    return pc.Expression._call("invert", [to_arrow_filter(expr)])
+    return pc.Expression._call("invert", [to_arrow_filter(expr, schema)])
 
 
 def evaluate(expr: Expr, table: pa.Table) -> pa.Array | pa.ChunkedArray:

@@ -171,7 +171,7 @@ def read_changes(store: "LogStore", plan: ChangePlan, columns: list[str] | None 
     wanted = [n for n in plan.schema.names if n in needed]
     # a filter on table columns only is pushed into the scans; one on the change columns waits
     pushed = pred is not None and pred.columns() <= set(plan.schema.names)
-    row_filter = to_arrow(pred) if pushed else None
+    row_filter = to_arrow(pred, full) if pushed else None
     read_schema = pa.schema([plan.schema.field(n) for n in wanted] + list(CHANGE_COLUMNS[:2]))
     parts: list[pa.Table] = []
     if not plan.empty:
@@ -196,5 +196,5 @@ def read_changes(store: "LogStore", plan: ChangePlan, columns: list[str] | None 
     stamps = pa.array(plan.timestamps_ms, pa.int64()).cast(pa.timestamp("ms"))
     rows = rows.append_column(CHANGE_COLUMNS[2], stamps.take(index) if rows.num_rows else stamps.slice(0, 0))
     if pred is not None and not pushed:
-        rows = rows.filter(to_arrow(pred))
+        rows = rows.filter(to_arrow(pred, full))
     return rows.select(out)

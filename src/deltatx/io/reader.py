@@ -215,9 +215,9 @@ def _read(store: "LogStore", files: pa.Table, schema: pa.Schema, partition_colum
     plain, with_dvs = split_deletion_vectors(files)
     parts = []
     if plain.num_rows:
-        plan = _ScanPlan(store, plain, schema, partition_columns)
+        plan = _ScanPlan(store, plain, schema, partition_columns, prune=prune)
         try:
-            parts.append(plan.dataset().to_table(columns=out_schema.names, filter=filter, use_threads=True))
+            parts.append(plan.scan_table(out_schema.names, filter))
         except _ARROW_ERRORS as exc:
             if not _is_cast_failure(exc):
                 _raise_read_error(exc)
@@ -296,7 +296,7 @@ def _read_mapped(store: "LogStore", files: pa.Table, schema: pa.Schema, partitio
     from ..expr import to_arrow  # expr imports this module (partition values)
 
     physical = _read(store, files, mapping.physical_schema(schema), mapping.physical_names(partition_columns),
-                     mapping.physical_names(names), to_arrow(pushed) if pushed is not None else None,
+                     mapping.physical_names(names), to_arrow(pushed, mapping.physical_schema(schema)) if pushed is not None else None,
                      materialized, pushed, mapping.by_field_id)
     table = mapping.to_logical(physical, names)
     if filter is not None and pushed is None:
@@ -337,7 +337,7 @@ def _iter_mapped(store: "LogStore", files: pa.Table, schema: pa.Schema, partitio
 def _iter_plain(plan: "_ScanPlan", out_schema: pa.Schema, filter: pc.Expression | None) -> Iterator[pa.RecordBatch]:
     yielded = 0
     try:
-        for batch in plan.dataset().to_batches(columns=out_schema.names, filter=filter, use_threads=True):
+        for batch in plan.scan_batches(out_schema.names, filter):
             if batch.num_rows:
                 yielded += batch.num_rows
                 yield _conform(batch, out_schema)
@@ -353,6 +353,19 @@ def _iter_plain(plan: "_ScanPlan", out_schema: pa.Schema, filter: pc.Expression 
     except OSError as exc:
         plan.raise_if_missing(exc)
         raise
+
+
+def holds_float(t: pa.DataType) -> bool:
+    """Whether a column of type ``t`` is, or holds (struct fields, list elements), a float."""
+    if pa.types.is_floating(t):
+        return True
+    if pa.types.is_struct(t):
+        return any(holds_float(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return holds_float(t.value_type)
+    if pa.types.is_map(t):
+        return holds_float(t.key_type) or holds_float(t.item_type)
+    return False
 
 
 def split_deletion_vectors(files: pa.Table) -> tuple[pa.Table, pa.Table]:
@@ -387,6 +400,36 @@ class _ScanPlan:
             files.column("deletionVector").to_pylist() if "deletionVector" in files.column_names
             else [None] * files.num_rows
         )
+
+    def scan_table(self, names: list[str], filter: pc.Expression | None) -> pa.Table:
+        """The ``names`` columns of every file (no deletion vectors here), ``filter`` applied."""
+        columns, pushed, after = self._scan_split(names, filter)
+        table = self.dataset().to_table(columns=columns, filter=pushed, use_threads=True)
+        return table if after is None else table.filter(after).select(names)
+
+    def scan_batches(self, names: list[str], filter: pc.Expression | None) -> Iterator[pa.RecordBatch]:
+        """:meth:`scan_table`, batch by batch, in file order."""
+        columns, pushed, after = self._scan_split(names, filter)
+        for batch in self.dataset().to_batches(columns=columns, filter=pushed, use_threads=True):
+            yield batch if after is None else batch.filter(after).select(names)
+
+    def _scan_split(self, names: list[str], filter: pc.Expression | None
+                    ) -> tuple[list[str], pc.Expression | None, pc.Expression | None]:
+        """(columns to read, filter for the scan, filter for after it).
+
+        Arrow's scan judges each row group by its Parquet min/max first, and those leave NaN
+        out: a float column whose other values are all equal is taken for that constant, so
+        ``isnan(x)`` or ``x != 0`` would skip the group's NaN rows. A filter on a float column is
+        therefore applied to the rows read, never pushed into the scan."""
+        if filter is None or not self.filter_reads_floats():
+            return names, filter, None
+        wanted = self.prune.columns() if self.prune is not None else set(self.schema.names)
+        return names + [n for n in self.schema.names if n in wanted and n not in names], None, filter
+
+    def filter_reads_floats(self) -> bool:
+        """Whether the filter may read a floating-point column (any, without ``prune``)."""
+        wanted = self.prune.columns() if self.prune is not None else None
+        return any(holds_float(f.type) for f in self.schema if wanted is None or f.name in wanted)
 
     def dataset(self) -> ds.FileSystemDataset:
         return ds.FileSystemDataset.from_paths(
@@ -539,6 +582,8 @@ class _ScanPlan:
         by_footer = _groups_by_footer(prune, pf, cache_key)
         if by_footer is not None:
             return by_footer
+        if self.filter_reads_floats():  # Parquet min/max leave NaN out (see _scan_split)
+            return None
         try:
             fragment = _PARQUET.make_fragment(self.paths[i], filesystem=self.filesystem)
             return [group.id for group in fragment.subset(filter=filter, schema=pf.schema_arrow).row_groups]

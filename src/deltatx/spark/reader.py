@@ -333,7 +333,7 @@ class DeltaTxReader(DataSourceReader):
         if metadata:
             columns += list(_METADATA_FIELDS.values())
         predicate = self.predicate()
-        row_filter = X.to_arrow(predicate) if predicate is not None else None
+        row_filter = X.to_arrow(predicate, table_schema) if predicate is not None else None
         mapping = column_mapping.for_schema({column_mapping.MODE: partition.column_mapping_mode}, table_schema)
         for batch in iter_batches(_store(self.spec), files, table_schema, list(partition.partition_columns),
                                   columns=columns, filter=row_filter, materialized=partition.materialized,

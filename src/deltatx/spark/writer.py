@@ -231,7 +231,7 @@ def write_task(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> WrittenFil
     spec = plan.spec
     schema = plan.schema
     store = open_store(spec.uri, spec.storage_options)
-    row_check = to_arrow(bind(parse_predicate(spec.replace_where), schema)) if spec.replace_where else None
+    row_check = to_arrow(bind(parse_predicate(spec.replace_where), schema), schema) if spec.replace_where else None
     rules = plan.rules()
     counted = [0]
     defaults = default_values(schema)  # allowColumnDefaults: omitted columns get their DEFAULT

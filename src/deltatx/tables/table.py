@@ -178,14 +178,15 @@ class Table:
 
         snap = self._snapshot
         files = snap.files
-        row_filter = None
+        row_filter = pred = None
         if where is not None:
             pred = bind_predicate(parse_predicate(where), snap.schema)
             if files.num_rows:
                 files = files.filter(files_matching(pred, files, snap.schema, snap.partition_columns))
-            row_filter = to_arrow(pred)
+            row_filter = to_arrow(pred, snap.schema)
         return read_files(self._store, files, snap.schema, snap.partition_columns, columns=columns,
-                          filter=row_filter, materialized=MaterializedColumns.from_configuration(snap.properties),
+                          filter=row_filter, prune=pred,
+                          materialized=MaterializedColumns.from_configuration(snap.properties),
                           column_mapping=column_mapping.of(snap.metadata))
 
     def to_pandas(self, where: str | None = None, columns: list[str] | None = None):

@@ -266,16 +266,16 @@ class Transaction(CommitsOnExit):
         from .ops.merge_on_read import record_reads_by_file, tracks_rows, uses_deletion_vectors
 
         pred, files = self.scan(where)
-        row_filter = to_arrow(pred) if pred is not None else None
+        row_filter = to_arrow(pred, self.schema) if pred is not None else None
         materialized = MaterializedColumns.from_configuration(self.properties)
         mapping = self.column_mapping
         if not uses_deletion_vectors(self) or not files.num_rows:
             return read_files(self.store, files, self.schema, self.partition_columns, columns=columns,
-                              filter=row_filter, materialized=materialized, column_mapping=mapping)
+                              filter=row_filter, prune=pred, materialized=materialized, column_mapping=mapping)
         wanted = list(columns) if columns is not None else self.schema.names
         extra = [c for c in (ROW_INDEX, FILE_PATH) + ((ROW_ID,) if tracks_rows(self) else ()) if c not in wanted]
         rows = read_files(self.store, files, self.schema, self.partition_columns, columns=wanted + extra,
-                          filter=row_filter, materialized=materialized, column_mapping=mapping)
+                          filter=row_filter, prune=pred, materialized=materialized, column_mapping=mapping)
         record_reads_by_file(self, files, rows)
         return rows.drop_columns(extra) if extra else rows
 

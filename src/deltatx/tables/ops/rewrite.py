@@ -99,7 +99,7 @@ def _read_each(tx: "Transaction", files: pa.Table, extra: list[str] | None = Non
     names_wanted = [n for n in tx.schema.names if only is None or n in only]
     columns = names_wanted + extra if extra else (names_wanted if only is not None else None)
     names = materialized(tx) if extra else None
-    row_filter = to_arrow(pred) if pred is not None else None
+    row_filter = to_arrow(pred, tx.schema) if pred is not None else None
     mapping = tx.column_mapping
 
     def one(i: int) -> pa.Table:

@@ -97,7 +97,7 @@ def stage_overwrite(tx: "Transaction", data: Any, *, where: str | None = None, s
         if absent:  # generated columns first: replaceWhere often names one (a generated partition)
             table = _with_computed(tx, table, schema, absent)
             absent = frozenset()
-        bad = table.num_rows - table.filter(to_arrow(pred)).num_rows
+        bad = table.num_rows - table.filter(to_arrow(pred, schema)).num_rows
         if bad:
             raise ReplaceWhereViolationError(
                 f"{bad} of {table.num_rows} new row(s) do not satisfy replaceWhere predicate {str(pred)!r}; "

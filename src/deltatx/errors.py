@@ -357,7 +357,7 @@ class ProtocolChangedException(ConcurrentModificationException):
 class CommitRetriesExceededError(ConcurrentModificationException):
     """The commit lost the race more times than the configured retry limit allows."""
 
-    advice = "Raise the retry limit (max_commit_attempts) or reduce contention, then retry."
+    advice = "Raise the retry limit (table.transaction(max_attempts=...)) or reduce contention, then retry."
 
 
 class SparkUnavailableError(DeltaTxError):

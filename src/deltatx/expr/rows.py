@@ -308,7 +308,7 @@ def _lower_comparison(e: Comparison, b: _Backend) -> Any:
         if _is_untyped_null(e.left) or _is_untyped_null(e.right):
             return both_null
         if b.float_type(e.left, left) or b.float_type(e.right, right):
-            same = _float_comparison("=", left, right, b)
+            same = _float_comparison("=", left, right, b, e.left, e.right)
         else:
             same = b.call("equal", [left, right])
         equal = b.call("coalesce", [same, b.scalar(pa.scalar(False))])
@@ -317,14 +317,22 @@ def _lower_comparison(e: Comparison, b: _Backend) -> Any:
         return b.scalar(_NULL_BOOL)
     left, right = _lower(e.left, b), _lower(e.right, b)
     if b.float_type(e.left, left) or b.float_type(e.right, right):
-        return _float_comparison(e.op, left, right, b)
+        return _float_comparison(e.op, left, right, b, e.left, e.right)
     return b.call(_COMPARE[e.op], [left, right])
 
 
-def _float_comparison(op: str, left: Any, right: Any, b: _Backend) -> Any:
+def _float_comparison(op: str, left: Any, right: Any, b: _Backend, e_left: Expr, e_right: Expr) -> Any:
     """Spark's float comparison: NaN = NaN, NaN above every other number (IEEE says false for
-    every comparison with NaN but ``!=``). NULL on either side stays NULL (Kleene logic)."""
+    every comparison with NaN but ``!=``). NULL on either side stays NULL (Kleene logic).
+
+    Against a number constant (a CHECK constraint's ``value >= 0``, most WHERE clauses) IEEE is
+    already right except where NaN sits above the constant: one ``is_nan`` for ``>``/``>=``,
+    nothing more for the other operators."""
     ieee = b.call(_COMPARE[op], [left, right])
+    if _number_constant(e_right):  # x op c
+        return b.call("or_kleene", [ieee, b.call("is_nan", [left])]) if op in (">", ">=") else ieee
+    if _number_constant(e_left):  # c op x
+        return b.call("or_kleene", [ieee, b.call("is_nan", [right])]) if op in ("<", "<=") else ieee
     nan_l, nan_r = b.call("is_nan", [left]), b.call("is_nan", [right])
     if op == "=":
         return b.call("or_kleene", [ieee, b.call("and_kleene", [nan_l, nan_r])])
@@ -337,6 +345,11 @@ def _float_comparison(op: str, left: Any, right: Any, b: _Backend) -> Any:
     if op == ">":
         return b.call("or_kleene", [ieee, b.call("and_kleene", [nan_l, b.call("invert", [nan_r])])])
     return b.call("or_kleene", [ieee, b.call("and_kleene", [nan_l, b.call("is_valid", [right])])])  # >=
+
+
+def _number_constant(e: Expr) -> bool:
+    """A non-NULL, non-NaN constant."""
+    return isinstance(e, Literal) and e.value is not None and not (isinstance(e.value, float) and e.value != e.value)
 
 
 def _value_set(values: list[Literal]) -> pa.Array:

@@ -295,8 +295,9 @@ def _read_mapped(store: "LogStore", files: pa.Table, schema: pa.Schema, partitio
         names += [n for n in schema.names if n not in names]
     from ..expr import to_arrow  # expr imports this module (partition values)
 
-    physical = _read(store, files, mapping.physical_schema(schema), mapping.physical_names(partition_columns),
-                     mapping.physical_names(names), to_arrow(pushed, mapping.physical_schema(schema)) if pushed is not None else None,
+    physical_schema = mapping.physical_schema(schema)
+    physical = _read(store, files, physical_schema, mapping.physical_names(partition_columns),
+                     mapping.physical_names(names), to_arrow(pushed, physical_schema) if pushed is not None else None,
                      materialized, pushed, mapping.by_field_id)
     table = mapping.to_logical(physical, names)
     if filter is not None and pushed is None:

@@ -121,7 +121,8 @@ def _variant_paths(name: str, t: pa.DataType, like: bool = False) -> list[str]:
     if is_variant_storage(t) or (like and is_variant_like(t)):
         return [name]
     if pa.types.is_struct(t):
-        return [p for i in range(t.num_fields) for p in _variant_paths(f"{name}.{t.field(i).name}", t.field(i).type, like)]
+        fields = [t.field(i) for i in range(t.num_fields)]
+        return [p for f in fields for p in _variant_paths(f"{name}.{f.name}", f.type, like)]
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
         return _variant_paths(f"{name}[]", t.value_type, like)
     if pa.types.is_map(t):

@@ -78,12 +78,23 @@ def flat_name(c: Column) -> str:
 class _Lazy(_Backend):
     def __init__(self, schema: pa.Schema | None = None):
         self.schema = schema  # column types, for float comparisons between columns
+        self._no_rows: pa.Table | None = None
 
     def column(self, c: Column) -> Any:
         return pc.field(flat_name(c), *c.path) if c.path else pc.field(flat_name(c))
 
     def float_type(self, e: Expr, lowered: Any) -> pa.DataType | None:
-        t = _static_type(e, self.schema)
+        if isinstance(e, Literal):
+            t = None if e.value is None else e.arrow_type
+        elif self.schema is None and e.columns():
+            return None  # a lazy expression has no types of its own
+        else:
+            if self._no_rows is None:
+                self._no_rows = (self.schema if self.schema is not None else pa.schema([])).empty_table()
+            try:  # the evaluator's own answer, over no rows
+                t = evaluate(e, self._no_rows).type
+            except PredicateError:
+                return None
         return t if t is not None and pa.types.is_floating(t) else None
 
     def scalar(self, value: pa.Scalar) -> Any:
@@ -122,34 +133,6 @@ class _Eager(_Backend):
     def float_type(self, e: Expr, lowered: Any) -> pa.DataType | None:
         t = getattr(lowered, "type", None)
         return t if t is not None and pa.types.is_floating(t) else None
-
-
-def _static_type(e: Expr, schema: pa.Schema | None) -> pa.DataType | None:
-    """What a lazy expression's type is known to be without data: a literal's, a cast's, a
-    column's in ``schema``, arithmetic on a floating operand (or ``/``). None when unknown."""
-    if isinstance(e, Literal):
-        return None if e.value is None else e.arrow_type
-    if isinstance(e, Cast):
-        return e.to
-    if isinstance(e, Column):
-        if schema is None or flat_name(e) not in schema.names:
-            return None
-        t = schema.field(flat_name(e)).type
-        for part in e.path:
-            if not pa.types.is_struct(t) or t.get_field_index(part) < 0:
-                return None
-            t = t.field(part).type
-        return t
-    if isinstance(e, Arithmetic):
-        if e.op == "/":
-            return pa.float64()
-        sides = [_static_type(e.left, schema), _static_type(e.right, schema)]
-        return next((t for t in sides if t is not None and pa.types.is_floating(t)), None)
-    if isinstance(e, Func) and e.name in ("abs", "negative", "coalesce", "greatest", "least", "round", "if"):
-        args = e.args[1:] if e.name == "if" else e.args
-        return next((t for t in (_static_type(a, schema) for a in args) if t is not None and pa.types.is_floating(t)),
-                    None)
-    return None
 
 
 # --------------------------------------------------------------------------------------------

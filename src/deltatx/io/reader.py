@@ -37,6 +37,7 @@ from ..errors import (
 )
 from ..txnlog import column_mapping
 from ..txnlog.stats import _physical_name
+from ..txnlog.schema import type_holds
 from .grouping import group_codes
 from .deletion_vectors import deleted_rows, keep_mask
 from .paths import data_file_path, decode_path
@@ -356,19 +357,6 @@ def _iter_plain(plan: "_ScanPlan", out_schema: pa.Schema, filter: pc.Expression 
         raise
 
 
-def holds_float(t: pa.DataType) -> bool:
-    """Whether a column of type ``t`` is, or holds (struct fields, list elements), a float."""
-    if pa.types.is_floating(t):
-        return True
-    if pa.types.is_struct(t):
-        return any(holds_float(t.field(i).type) for i in range(t.num_fields))
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        return holds_float(t.value_type)
-    if pa.types.is_map(t):
-        return holds_float(t.key_type) or holds_float(t.item_type)
-    return False
-
-
 def split_deletion_vectors(files: pa.Table) -> tuple[pa.Table, pa.Table]:
     """(files without a deletion vector, files with one)."""
     if "deletionVector" not in files.column_names or files.num_rows == 0:
@@ -430,7 +418,7 @@ class _ScanPlan:
     def filter_reads_floats(self) -> bool:
         """Whether the filter may read a floating-point column (any, without ``prune``)."""
         wanted = self.prune.columns() if self.prune is not None else None
-        return any(holds_float(f.type) for f in self.schema if wanted is None or f.name in wanted)
+        return any(type_holds(f.type, pa.types.is_floating) for f in self.schema if wanted is None or f.name in wanted)
 
     def dataset(self) -> ds.FileSystemDataset:
         return ds.FileSystemDataset.from_paths(

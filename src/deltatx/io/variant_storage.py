@@ -13,6 +13,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..txnlog.schema import type_holds
 
 
 def is_variant_like(t: pa.DataType) -> bool:
@@ -25,20 +26,12 @@ def is_variant_like(t: pa.DataType) -> bool:
 
 
 def holds_variant(t: pa.DataType) -> bool:
-    """Whether a column of type ``t`` has a variant in it (struct fields and list elements too)."""
-    if is_variant_like(t):
-        return True
-    if pa.types.is_struct(t):
-        return any(holds_variant(t.field(i).type) for i in range(t.num_fields))
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return holds_variant(t.value_type)
-    return False
+    """Whether a column of type ``t`` has a variant in it (struct fields, list elements...)."""
+    return type_holds(t, is_variant_like)
 
 
 def storable(table: pa.Table) -> pa.Table:
     """``table`` with the children of its NULL variants filled (see the module docstring)."""
-    if not any(holds_variant(t) for t in table.schema.types):
-        return table
     for i, field in enumerate(table.schema):
         if holds_variant(field.type):
             column = table.column(i)

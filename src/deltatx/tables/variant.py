@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from ..errors import MalformedVariantError
 from ..io.variant_storage import is_variant_like
-from ..txnlog.schema import VARIANT_STORAGE, is_variant_storage
+from ..txnlog.schema import VARIANT_STORAGE, is_variant_storage, type_holds
 
 #: The arrow type of a Delta ``variant`` column (see the module docstring).
 VARIANT = VARIANT_STORAGE
@@ -65,7 +65,7 @@ def to_json(values: pa.Array | pa.ChunkedArray) -> pa.StringArray:
 
 def has_variant(schema: pa.Schema) -> bool:
     """Whether any column (nested ones too) of ``schema`` is a variant."""
-    return any(_variant_paths(f.name, f.type) for f in schema)
+    return any(type_holds(f.type, is_variant_storage) for f in schema)
 
 
 def check_variant_columns(data: pa.Table | pa.RecordBatch, like: bool = False) -> None:
@@ -117,22 +117,9 @@ def _check_metadata(metadata: bytes) -> None:
         raise ValueError("metadata offsets do not fit its bytes")
 
 
-def _variant_paths(name: str, t: pa.DataType, like: bool = False) -> list[str]:
-    if is_variant_storage(t) or (like and is_variant_like(t)):
-        return [name]
-    if pa.types.is_struct(t):
-        fields = [t.field(i) for i in range(t.num_fields)]
-        return [p for f in fields for p in _variant_paths(f"{name}.{f.name}", f.type, like)]
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        return _variant_paths(f"{name}[]", t.value_type, like)
-    if pa.types.is_map(t):
-        return _variant_paths(f"{name}{{}}", t.item_type, like)
-    return []
-
-
 def _variant_values(name: str, column: pa.Array | pa.ChunkedArray, like: bool) -> Iterator[tuple[str, pa.Array]]:
     """(path, the values) of every variant inside ``column``; a NULL parent hides its children."""
-    if not _variant_paths(name, column.type, like):
+    if not type_holds(column.type, is_variant_like if like else is_variant_storage):
         return
     chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
     for chunk in chunks:
@@ -152,4 +139,4 @@ def _walk(name: str, arr: pa.Array, like: bool) -> Iterator[tuple[str, pa.Array]
         yield from _walk(f"{name}{{}}", arr.items, like)
 
 
-__all__ = ["VARIANT", "parse_json", "to_json", "check_variant_columns", "has_variant", "is_variant_like"]
+__all__ = ["VARIANT", "parse_json", "to_json", "check_variant_columns", "has_variant"]

@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from ..errors import UnsupportedFeatureError
 from .actions import Metadata, Protocol
-from .schema import is_variant_storage, schema_from_json, uses_variant
+from .schema import child_fields, is_variant_storage, schema_from_json, type_holds, uses_variant
 
 #: Reader features deltatx implements: reading such a table gives the right rows.
 SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
@@ -129,21 +129,11 @@ def _field_metadata_keys(fields: Iterable[pa.Field]) -> Iterator[str]:
         if f.metadata:
             for key in f.metadata:
                 yield key.decode() if isinstance(key, bytes) else key
-        yield from _field_metadata_keys(_child_fields(f.type))
-
-
-def _child_fields(t: pa.DataType) -> list[pa.Field]:
-    if pa.types.is_struct(t):
-        return [t.field(i) for i in range(t.num_fields)]
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        return [t.value_field]
-    if pa.types.is_map(t):
-        return [t.key_field, t.item_field]
-    return []
+        yield from _field_metadata_keys(child_fields(f.type))
 
 
 def _has_type(fields: Iterable[pa.Field], predicate: Callable[[pa.DataType], bool]) -> bool:
-    return any(predicate(f.type) or _has_type(_child_fields(f.type), predicate) for f in fields)
+    return any(type_holds(f.type, predicate) for f in fields)
 
 
 def _schema_keys(metadata: Metadata) -> set[str]:

@@ -8,7 +8,7 @@ plain ones so that two ways of writing the same column compare equal.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 import pyarrow as pa
@@ -42,6 +42,23 @@ VARIANT_STORAGE = pa.struct([pa.field("value", pa.binary(), False), pa.field("me
 def is_variant_storage(t: pa.DataType) -> bool:
     """Whether ``t`` is the variant type (a variant's stats count it as one leaf)."""
     return t.equals(VARIANT_STORAGE)
+
+
+def child_fields(t: pa.DataType) -> list[pa.Field]:
+    """The fields directly inside ``t``: a struct's fields, a list's element, a map's key and value."""
+    if pa.types.is_struct(t):
+        return [t.field(i) for i in range(t.num_fields)]
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return [t.value_field]
+    if pa.types.is_map(t):
+        return [t.key_field, t.item_field]
+    return []
+
+
+def type_holds(t: pa.DataType, predicate: Callable[[pa.DataType], bool]) -> bool:
+    """Whether ``t`` or any type inside it (struct fields, list elements, map keys and values)
+    satisfies ``predicate``."""
+    return predicate(t) or any(type_holds(f.type, predicate) for f in child_fields(t))
 
 
 def uses_variant(schema_string: str) -> bool:

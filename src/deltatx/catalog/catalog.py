@@ -2,7 +2,7 @@
 
 ::
 
-    cat = deltatx.Catalog("sqlite:///warehouse/catalog.db")   # or postgresql://user@host/db
+    cat = deltatx.Catalog("sqlite:///warehouse/catalog.db")   # relative; sqlite:////abs/path.db, postgresql://...
     accounts = cat.create_table("accounts", "/warehouse/accounts", schema)
     with cat.transaction() as tx:                               # all tables or none
         tx.table("accounts").update(where="id = 1", set={"balance": "balance - 10"})
@@ -75,6 +75,8 @@ class Catalog:
         if not isinstance(name, str) or not name.strip():
             raise CatalogTableNotFoundError(f"table name must be a non-empty string, got {name!r}")
         rows = self._db.query("SELECT name, uri FROM deltatx_tables WHERE name = ? OR uri = ?", (name, uri))
+        if rows:  # an unfinished release holds its name and path until someone looks: finish it
+            rows = [(n, u) for n, u in rows if not self._finish_release(n)]
         for other, other_uri in rows:
             if other == name:
                 raise CatalogTableExistsError(f"catalog {self.url!r} has a table named {name!r} already ({other_uri})")
@@ -104,7 +106,15 @@ class Catalog:
         catalog's policy allows it (:mod:`deltatx.catalog.maintenance`)."""
         store = self.store(name)
         store.maintenance = version is None
-        return Table(store.inner.uri, version=version, _store=store)  # type: ignore[arg-type]
+        table = Table(store.inner.uri, version=version, _store=store)  # type: ignore[arg-type]
+        if version is None and _released(table):
+            # a release whose last step (forgetting the name) did not run: it is a path table
+            # now, and the catalog must never ratify another version of it
+            self._forget(CatalogEntry(name, store.inner.uri, store.table_id))
+            raise CatalogTableNotFoundError(
+                f"table {name!r} was released from catalog {self.url!r} at version {table.version}: it is a "
+                f"path table now, open it with deltatx.Table({store.inner.uri!r})")
+        return table
 
     def create_table(self, name: str, uri: str, schema: pa.Schema, partition_by: list[str] | str | None = None,
                      properties: dict[str, Any] | None = None, **kwargs: Any) -> Table:
@@ -157,7 +167,11 @@ class Catalog:
         """Turn ``name`` back into a path table: a last catalog commit drops ``catalogManaged``
         (and disables in-commit timestamps), then the name is forgotten."""
         entry = self._entry(name)
-        table = self.table(name)
+        store = self.store(name)
+        table = Table(entry.uri, _store=store)  # type: ignore[arg-type]
+        if _released(table):  # a release that died before forgetting the name: finish it
+            self._forget(entry)
+            return Table(entry.uri, storage_options=self.storage_options or None)
         snap = table.snapshot
         tx = table.transaction()
         p = snap.protocol
@@ -185,9 +199,35 @@ class Catalog:
             shutil.rmtree(path.root, ignore_errors=True) if os.path.isdir(path.root) else path.fs.rm(path.root, recursive=True)
 
     def _forget(self, entry: CatalogEntry) -> None:
-        with self._db.write() as cur:
-            cur.execute("DELETE FROM deltatx_commits WHERE table_id = ?", (entry.table_id,))
-            cur.execute("DELETE FROM deltatx_tables WHERE id = ?", (entry.table_id,))
+        """Delete the name and its ratified commits, once every one of them is in ``_delta_log``
+        for good: the catalog is the only copy of a ratified commit not yet published (a
+        committer that died after ratifying), and of the bytes of an inline commit whose
+        published file was never fsynced. Forgetting those would take back committed versions."""
+        store = CatalogLogStore(self, entry.table_id, self._open(entry.uri))
+        while True:
+            latest = store.publish_pending()
+            store.drop_published_content()  # fsyncs what is published, on local disk
+            with self._db.write() as cur:
+                # under the commit lock (the leases' own read): nobody ratified meanwhile
+                found = self._db._read_for_commit(cur, {entry.table_id: max(latest, 0)}, content=False)
+                moved = found.get(entry.table_id, [])
+                if moved and moved[-1].version != latest:
+                    continue  # a commit landed while publishing: publish it too, then forget
+                cur.execute("DELETE FROM deltatx_commits WHERE table_id = ?", (entry.table_id,))
+                cur.execute("DELETE FROM deltatx_tables WHERE id = ?", (entry.table_id,))
+            return
+
+    def _finish_release(self, name: str) -> bool:
+        """True (and the name forgotten) when ``name`` is a release that did not finish."""
+        try:
+            entry = self._entry(name)
+            table = Table(entry.uri, _store=CatalogLogStore(self, entry.table_id, self._open(entry.uri)))  # type: ignore[arg-type]
+        except Exception:
+            return False  # not a table we can read: not ours to forget
+        if not _released(table):
+            return False
+        self._forget(entry)
+        return True
 
     # ------------------------------------------------------------------ many tables
     def transaction(self, *, max_attempts: int | None = None) -> "CatalogTransaction":
@@ -297,6 +337,11 @@ class CatalogSnapshot:
         entry, version = self._cut[name]
         store = CatalogLogStore(self.catalog, entry.table_id, self.catalog._open(entry.uri))
         return Table(entry.uri, version=version, _store=store)  # type: ignore[arg-type]
+
+
+def _released(table: Table) -> bool:
+    """Is the catalog's latest version of ``table`` a release (``catalogManaged`` dropped)?"""
+    return CATALOG_MANAGED not in (table.snapshot.protocol.writer_features or ())
 
 
 def _insert_table(cur: Any, table_id: str, name: str, uri: str) -> None:

@@ -789,15 +789,19 @@ $$
 
 
 def open_database(url: str) -> Database:
-    """``sqlite:///path/catalog.db`` or ``postgresql://user@host:port/db``; anything else is refused."""
+    """``sqlite:///relative/catalog.db`` (to the working directory), ``sqlite:////absolute/catalog.db``
+    or ``postgresql://user@host:port/db``; anything else is refused."""
     if not isinstance(url, str) or "://" not in url:
         raise CatalogURLError(f"catalog URL {url!r} must be sqlite:///path/catalog.db or postgresql://...")
     scheme = urlparse(url).scheme.lower()
     if scheme == "sqlite":
-        path = url[len("sqlite://"):]
-        if not path or path == "/":
-            raise CatalogURLError(f"catalog URL {url!r} names no database file (sqlite:///path/catalog.db)")
-        return SQLiteDatabase(url, path)
+        # SQLAlchemy's convention: sqlite:///relative/to/cwd.db, sqlite:////absolute/path.db
+        prefix = url[:len("sqlite:///")]
+        path = url[len("sqlite:///"):]
+        if prefix.lower() != "sqlite:///" or not path or path.endswith("/"):
+            raise CatalogURLError(f"catalog URL {url!r} names no database file (sqlite:///relative/catalog.db "
+                                  f"or sqlite:////absolute/catalog.db)")
+        return SQLiteDatabase(url, os.path.abspath(path))
     if scheme in ("postgresql", "postgres"):
         return PostgresDatabase(url)
     raise CatalogURLError(f"catalog URL {url!r}: unknown scheme {scheme!r} (use sqlite:// or postgresql://)")

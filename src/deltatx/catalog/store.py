@@ -201,12 +201,35 @@ class CatalogLogStore:
             try:
                 os.link(staged, os.path.join(self.inner.log_root, commit_name(version)))
             except FileExistsError:
-                pass  # another publisher was first: same ratified bytes
+                self._correct_published(version, self._read_staged(commit.staged_name))
         else:
+            data = self.inner.fs.cat_file(staged)
             try:
-                self.inner.put_commit(version, self.inner.fs.cat_file(staged))
+                self.inner.put_commit(version, data)
             except VersionExistsError:
-                pass
+                self._correct_published(version, data)
+
+    def _correct_published(self, version: int, ratified: bytes) -> None:
+        """``_delta_log/<version>.json`` was there already: another publisher's copy of the same
+        ratified bytes, as a rule. Anything else was put by a writer that ignored the catalog
+        (a path-only client), and PROTOCOL.md has readers take the catalog's commit over a
+        published file: the ratified bytes replace it, so the log readers list agrees."""
+        try:
+            found = self.inner.read_commit(version)
+        except FileNotFoundError:
+            found = b""
+        if found == ratified:
+            return
+        if isinstance(self.inner, LocalLogStore):
+            final = os.path.join(self.inner.log_root, commit_name(version))
+            tmp = os.path.join(self.inner.log_root, f".publish.{uuid.uuid4().hex}.tmp")
+            write_new_file(tmp, ratified)
+            os.replace(tmp, final)  # a reader sees one whole file or the other
+            if self.inner.fsync:
+                fsync_path(final)
+                fsync_path(self.inner.log_root)
+        else:
+            self.inner.fs.pipe_file(f"{self.inner.log_root}/{commit_name(version)}", ratified)
 
     def _put_published(self, version: int, data: bytes) -> bool:
         """Put-if-absent of an inline commit's bytes; False when another publisher was first.
@@ -223,6 +246,7 @@ class CatalogLogStore:
                 inner.put_commit(version, data)
                 return True
             except VersionExistsError:
+                self._correct_published(version, data)
                 return False
         final = os.path.join(inner.log_root, commit_name(version))
         tmp = os.path.join(inner.log_root, f".publish.{uuid.uuid4().hex}.tmp")
@@ -235,8 +259,10 @@ class CatalogLogStore:
             os.link(tmp, final)  # a reader sees the whole file or none
             return True
         except FileExistsError:
-            if os.stat(final).st_size == 0:  # left empty by an OS crash: the catalog's bytes win
-                os.replace(tmp, final)
+            with open(final, "rb") as fh:
+                found = fh.read()
+            if found != data:  # left empty by an OS crash, or put by a writer that ignored the
+                os.replace(tmp, final)  # catalog (see _correct_published): the catalog's bytes win
                 tmp = ""
                 return True
             return False

@@ -7,7 +7,11 @@ level, staged actions). Commit:
    (:class:`~deltatx.catalog.db.CommitLease`), reading what each table ratified since the cut;
 2. every table that moved is checked and rebased against its own winners, under the lock (the
    same pure conflict checker and rebase as a single-table commit: ``Transaction._rebase_onto_winners``)
-   — nobody can ratify those tables meanwhile, so there is no race to lose and retry;
+   — nobody can ratify those tables meanwhile, so there is no race to lose and retry. A table
+   the transaction only read is locked and checked too, at the table's isolation level, but
+   gets no new version: what this transaction wrote elsewhere may depend on what it read there
+   (two transfers that each read both accounts and each debit a different one: write skew,
+   which one table's log alone would never see);
 3. every table's commit is stamped and staged: inline in the catalog (small) or in its
    ``_delta_log/_staged_commits`` (big) — invisible either way;
 4. the same database transaction ratifies the next version of every table touched, and commits;
@@ -26,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import phases
 from ..errors import CatalogTableNotFoundError, CommitRetriesExceededError, DeltaTxError
+from ..isolation import table_isolation_level
 from ..tables.transaction import DEFAULT_MAX_ATTEMPTS, CommitResult, CommitsOnExit, Transaction
 from ..txnlog.actions import CommitActions
 from .db import DuplicateRowError, Ratification
@@ -59,6 +64,7 @@ class CatalogTransaction(CommitsOnExit):
                 self._cut = {**self._cut, **self.catalog.cut()}  # created after the cut
             table = self.catalog.table(name)
             tx = table.transaction(read_version=self._cut[name][1], max_attempts=self.max_attempts)
+            tx._committed_by = f"catalog transaction {self.txn_id}"
             self._txs[name] = tx
         return tx
 
@@ -67,9 +73,17 @@ class CatalogTransaction(CommitsOnExit):
         """Commit every table's staged changes at once (see the module docstring)."""
         if self._state != "open":
             raise DeltaTxError(f"this catalog transaction is {self._state}")
-        touched = {name: tx for name, tx in self._txs.items() if tx.has_changes()}
+        for name, tx in self._txs.items():
+            if tx._state != "open":
+                self.abort()
+                raise DeltaTxError(f"the transaction of table {name!r} was {tx._state} on its own; this catalog "
+                                   f"transaction commits all its tables or none, so it committed nothing")
         try:
-            results = self._commit(touched) if touched else {}
+            for tx in self._txs.values():
+                tx.stage_before_commit()
+            touched = {name: tx for name, tx in self._txs.items() if tx.has_changes()}
+            only_read = {name: tx for name, tx in self._txs.items() if name not in touched and tx.reads_anything()}
+            results = self._commit(touched, only_read) if touched else {}
         except BaseException:
             self._state = "failed"
             for tx in self._txs.values():
@@ -83,11 +97,17 @@ class CatalogTransaction(CommitsOnExit):
         self._state = "committed"
         return results
 
-    def _commit(self, touched: dict[str, Transaction]) -> dict[str, CommitResult]:
+    def _commit(self, touched: dict[str, Transaction], only_read: dict[str, Transaction]
+                ) -> dict[str, CommitResult]:
         infos = {name: tx._transaction_info() for name, tx in touched.items()}
         versions = {name: tx.read_version + 1 for name, tx in touched.items()}
         stores: dict[str, CatalogLogStore] = {name: tx.store for name, tx in touched.items()}
         by_id = {store.table_id: store for store in stores.values()}
+        # a table only read is checked at the table's own level: its (empty) commit alone would
+        # run at snapshot isolation, but the commit as a whole changes data
+        read_infos = {name: tx._transaction_info().replace(isolation_level=table_isolation_level(tx.snapshot.properties))
+                      for name, tx in only_read.items()}
+        read_checked = {name: tx.read_version + 1 for name, tx in only_read.items()}  # next winner to check
         winners: dict[str, list[CommitActions]] = {name: [] for name in touched}
         resolved = dict.fromkeys(touched, 0)
         commit_infos: dict[str, dict[str, Any]] = {}
@@ -95,9 +115,18 @@ class CatalogTransaction(CommitsOnExit):
         attempts = 0
         while True:
             attempts += 1
-            lease = db.lease({stores[name].table_id: versions[name] - 1 for name in touched})
+            since = {stores[name].table_id: versions[name] - 1 for name in touched}
+            since.update({tx.store.table_id: tx.read_version for tx in only_read.values()})
+            lease = db.lease(since)
             rows: list[Ratification] = []
             try:
+                for name, tx in only_read.items():  # the read sets of tables this commit leaves unchanged
+                    latest = lease.latest(tx.store.table_id)
+                    if latest is None:
+                        raise CatalogTableNotFoundError(f"table {name!r}, read by this transaction, is no longer in "
+                                                        f"catalog {self.catalog.url!r} (dropped?): nothing was committed")
+                    if latest.version >= read_checked[name]:
+                        _, read_checked[name], _, _ = tx._rebase_onto_winners(read_infos[name], read_checked[name], [])
                 for name, tx in touched.items():  # each table against its own winners, under the lock
                     latest = lease.latest(stores[name].table_id)
                     if latest is None:

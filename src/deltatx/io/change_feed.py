@@ -89,7 +89,8 @@ def _read_tagged(store: "LogStore", plan: ChangePlan, files: pa.Table, kind: str
         tags[CHANGE_TYPE] = pa.array([kind] * files.num_rows, pa.string())
     schema = pa.schema(list(plan.schema) + list(CHANGE_COLUMNS[:2]))
     return read_files(store, _tag(files, tags), schema, plan.partition_columns + list(tags),
-                      columns=wanted + [CHANGE_TYPE, COMMIT_VERSION], filter=row_filter)
+                      columns=wanted + [CHANGE_TYPE, COMMIT_VERSION], filter=row_filter,
+                      column_mapping=plan.column_mapping)
 
 
 def _one_scan(store: "LogStore", plan: ChangePlan, groups: list[tuple[pa.Table, str | None]], wanted: list[str],
@@ -103,19 +104,29 @@ def _one_scan(store: "LogStore", plan: ChangePlan, groups: list[tuple[pa.Table, 
     is its own column. Any failure (a nanosecond timestamp that needs truncating, a missing
     file) takes the file-by-file path, which handles and names it.
     """
+    mapping = plan.column_mapping
+    if mapping is not None and mapping.by_field_id:  # files are matched by field id, file by file
+        return pa.concat_tables([_read_tagged(store, plan, f, kind, wanted, row_filter) for f, kind in groups])
     files = pa.concat_tables([f.select(["path", "partitionValues", COMMIT_VERSION]) for f, _ in groups])
     kinds = pa.array([kind for f, kind in groups for _ in range(f.num_rows)], pa.string())
     paths = [data_file_path(store, decode_path(p)) for p in files.column("path").to_pylist()]
     in_files = [n for n in wanted if n not in plan.partition_columns]
     schema = pa.schema([plan.schema.field(n) for n in in_files] + [CHANGE_COLUMNS[0]])
+    stored = mapping.physical_names(in_files) if mapping is not None else in_files  # names in the files
     try:
-        dataset = ds.FileSystemDataset.from_paths(paths, schema=schema, format=_PARQUET, filesystem=store.arrow_fs)
-        scanned = dataset.to_table(columns=in_files + [CHANGE_TYPE, "__fragment_index"], use_threads=True)
+        dataset = ds.FileSystemDataset.from_paths(
+            paths, schema=mapping.physical_schema(schema) if mapping is not None else schema, format=_PARQUET,
+            filesystem=store.arrow_fs)
+        scanned = dataset.to_table(columns=stored + [CHANGE_TYPE, "__fragment_index"], use_threads=True)
     except (OSError, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return pa.concat_tables([_read_tagged(store, plan, f, kind, wanted, row_filter) for f, kind in groups])
     index = scanned.column("__fragment_index")
     per_file = partition_values_table(files, plan.schema, [c for c in plan.partition_columns if c in wanted])
-    columns = {n: scanned.column(n) for n in in_files}
+    if mapping is not None:
+        logical = mapping.to_logical(scanned.select(stored), in_files)
+        columns = {n: logical.column(n) for n in in_files}
+    else:
+        columns = {n: scanned.column(n) for n in in_files}
     columns.update({n: per_file.column(n).take(index) for n in per_file.column_names})
     columns[CHANGE_TYPE] = _change_types(scanned.column(CHANGE_TYPE), index, kinds)
     columns[COMMIT_VERSION] = files.column(COMMIT_VERSION).take(index)
@@ -143,7 +154,8 @@ def _read_dv_pair(store: "LogStore", plan: ChangePlan, pair: dict, wanted: list[
     if not deleted and not restored:
         return out_schema.empty_table()
     file = pa.table({"path": [path], "partitionValues": pa.array([pair["partitionValues"]], _STRING_MAP)})
-    rows = read_files(store, file, plan.schema, plan.partition_columns, columns=wanted + [ROW_INDEX])
+    rows = read_files(store, file, plan.schema, plan.partition_columns, columns=wanted + [ROW_INDEX],
+                      column_mapping=plan.column_mapping)
     positions = rows.column(ROW_INDEX).to_numpy()
     parts = []
     for bitmap, kind in ((deleted, "delete"), (restored, "insert")):

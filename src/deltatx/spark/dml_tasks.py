@@ -204,7 +204,8 @@ class TaskTransaction:
     def write_change_files(self) -> None:
         """Write the recorded change rows as this task's ``_change_data/`` files (core writer)."""
         if self.changes is not None and self.changes.rows:
-            self.cdc = write_change_files(self.store, self.schema, self.partition_columns, self.changes.rows)
+            self.cdc = write_change_files(self.store, self.schema, self.partition_columns, self.changes.rows,
+                                          self.column_mapping)
 
     def written_paths(self) -> list[str]:
         """Decoded relative paths of every data, DV and change data file this task wrote."""

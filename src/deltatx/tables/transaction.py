@@ -46,7 +46,7 @@ from ..txnlog.actions import (
     parse_commit,
 )
 from ..txnlog import column_mapping, row_tracking
-from ..txnlog.features import check_path_access, check_writable, required_protocol
+from ..txnlog.features import check_catalog_still_manages, check_path_access, check_writable, required_protocol
 from ..txnlog.replay import only_rows, without_paths
 from ..txnlog.in_commit_timestamps import CommitClock
 from ..txnlog.snapshot import Snapshot
@@ -125,8 +125,8 @@ class CommitsOnExit:
         if exc_type is not None:
             self.abort()
             return None
-        if self._state == "open":
-            self.commit()
+        if self._state == "open" and getattr(self, "_committed_by", None) is None:
+            self.commit()  # a member of a catalog transaction commits with it, not on its own
         return None
 
 
@@ -144,6 +144,8 @@ class Transaction(CommitsOnExit):
                  user_metadata: str | None = None):
         check_writable(snapshot.protocol, snapshot.metadata)
         check_path_access(snapshot.protocol, table._store, table.uri)
+        if snapshot.version >= 0:
+            check_catalog_still_manages(snapshot.protocol, table._store, table.uri)
         iceberg_compat.validate(snapshot.metadata, snapshot.protocol)  # O(1) unless Iceberg-compatible
         self.table = table
         self.snapshot = snapshot
@@ -177,6 +179,7 @@ class Transaction(CommitsOnExit):
         self._state = "open"
         self._may_have_landed = False  # once true, an error must not delete this txn's data files
         self._clock: CommitClock | None = None  # in-commit timestamps across commit attempts
+        self._committed_by: str | None = None  # "catalog transaction <id>" when one commits this
         phases.reached("begin", txn_id=self.txn_id, version=self.read_version, table=table.uri)
 
     # ------------------------------------------------------------------ what the txn sees
@@ -476,10 +479,12 @@ class Transaction(CommitsOnExit):
         """Delta's ``REORG TABLE ... APPLY (PURGE)``: rewrite every file that has a deletion
         vector (optionally only in the partitions ``where`` selects), so deleted rows are gone
         from storage too."""
+        from ..catalog.maintenance import check_maintenance
         from .ops.optimize import stage_optimize
 
         if not purge:
             raise ValueError("reorg() only supports purge=True (REORG ... APPLY (PURGE))")
+        check_maintenance(self.store, "REORG")  # a data layout change: only where a catalog allows
         return stage_optimize(self, where=where, purge_only=True)
 
     def alter_column_type(self, column: str, new_type: Any) -> dict[str, Any]:
@@ -529,6 +534,19 @@ class Transaction(CommitsOnExit):
         return stage_restore(self, version=version, timestamp_ms=ts)
 
     # ------------------------------------------------------------------ commit
+    def stage_before_commit(self) -> None:
+        """What is staged only once the transaction is complete: the change data files of
+        every DML on a change-data-feed table (one set for the whole transaction). Called by
+        :meth:`commit`, and by a catalog transaction for each of its tables."""
+        if self.changes is not None:  # only DML on a change-data-feed table records changes
+            from .ops.change_feed import stage_change_files
+
+            stage_change_files(self)
+
+    def reads_anything(self) -> bool:
+        """Has this transaction recorded a read (a predicate, files, the whole table, an app id)?"""
+        return bool(self._predicates or self._read_paths or self._whole_table or self._app_ids)
+
     def has_changes(self) -> bool:
         return bool(self._adds or self._removes or self._metadata or self._protocol or self._txns or self._domains
                     or any(op.recorded_alone for op in self._ops))
@@ -626,11 +644,12 @@ class Transaction(CommitsOnExit):
     def commit(self) -> CommitResult:
         """Commit the staged actions as one new version (see the module docstring)."""
         self._ensure_open()
+        if self._committed_by is not None:
+            raise DeltaTxError(
+                f"this transaction of {self.table.uri!r} is part of {self._committed_by} and commits with "
+                f"it, all tables or none: leave its `with` block or call its commit()")
         try:
-            if self.changes is not None:  # only DML on a change-data-feed table records changes
-                from .ops.change_feed import stage_change_files
-
-                stage_change_files(self)
+            self.stage_before_commit()
             result = self._commit()
         except BaseException:
             if not self._may_have_landed:  # a committed version's files must never be deleted
@@ -696,9 +715,11 @@ class Transaction(CommitsOnExit):
                     if previous is not None:
                         previous.close()
                 phases.reached("attempt_commit", txn_id=self.txn_id, version=version, attempt=attempts)
+                # from here an interruption (KeyboardInterrupt, a publishing error after a
+                # catalog ratified) may hide a landed commit, whose data files must stay
+                self._may_have_landed = True
                 try:
                     landed = prepared.put(version)
-                    self._may_have_landed = True
                     if landed is not None and landed != version:
                         # ratified after winners that were all plain (a catalog's word): the
                         # checker passes this commit unchanged against them, unread
@@ -707,16 +728,15 @@ class Transaction(CommitsOnExit):
                         version = landed
                     break
                 except VersionExistsError:
-                    pass
+                    self._may_have_landed = False
                 except Exception:
                     # The put may have landed before the error (a lost response): look first.
                     landed = self._landed_at(version)
                     if landed:
-                        self._may_have_landed = True
                         break
-                    if landed is None:
-                        self._may_have_landed = True  # unknown: keep the files (VACUUM can clean up)
-                    raise
+                    if landed is False:
+                        self._may_have_landed = False
+                    raise  # landed None: unknown, the files stay (VACUUM can clean up)
                 phases.reached("resolve_conflict", txn_id=self.txn_id, version=version, attempt=attempts)
                 if attempts >= self.max_attempts:
                     raise CommitRetriesExceededError(
@@ -791,8 +811,9 @@ class Transaction(CommitsOnExit):
             winner = parse_commit(raw, latest)
             if winner.txn_id == self.txn_id:
                 return info, latest, winner, checked
-            if winner.protocol is not None:  # a winner that made the table catalog-managed
+            if winner.protocol is not None:  # a winner that made the table catalog-managed, or released it
                 check_path_access(winner.protocol, store, self.table.uri)
+                check_catalog_still_manages(winner.protocol, store, self.table.uri)
             loaded = load_winner_rows(store, load_request(info.row_level, winner, info.adds), self.properties)
             info = check_commit(info, winner, loaded)
             if self._clock is not None:

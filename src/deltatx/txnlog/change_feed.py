@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import ChangeDataFeedError
+from . import column_mapping
 from .actions import (CDC_SCHEMA, FILE_SCHEMA, REMOVE_SCHEMA, CommitActions, Metadata, file_actions_table,
                       parse_commit)
 from .history import CommitTimeline, ict_enablement_version, retained_commits, to_timestamp_ms
@@ -39,6 +40,7 @@ from .replay import read_commit_bytes, require_contiguous
 from .schema import schema_from_json
 
 if TYPE_CHECKING:
+    from .column_mapping import ColumnMapping
     from .snapshot import Snapshot
     from .store import LogStore
 
@@ -61,6 +63,9 @@ class ChangePlan:
     inserted_files: pa.Table  # FILE_SCHEMA + _commit_version: whole files whose rows are inserts
     deleted_files: pa.Table  # REMOVE_SCHEMA + _commit_version: whole files whose rows are deletes
     dv_pairs: pa.Table  # REMOVE_SCHEMA (the remove, oldDV) + newDeletionVector + _commit_version
+    #: the column mapping at ``end``: data and change files hold physical columns, resolved by it
+    #: (a renamed column keeps its physical name; one dropped and added again gets a new one)
+    column_mapping: "ColumnMapping | None" = None
 
     @property
     def empty(self) -> bool:
@@ -247,6 +252,7 @@ def _plan(start: int, end: int, metadata: Metadata, commits: list[CommitActions]
         start=start, end=end, schema=schema_from_json(metadata.schema_string),
         partition_columns=list(metadata.partition_columns), timestamps_ms=list(timestamps),
         cdc_files=cdc.table(), inserted_files=inserted.table(), deleted_files=deleted.table(), dv_pairs=pairs.table(),
+        column_mapping=column_mapping.of(metadata),
     )
 
 
@@ -275,4 +281,5 @@ def snapshot_as_inserts(snapshot: "Snapshot", timestamp_ms: int) -> ChangePlan:
         start=snapshot.version, end=snapshot.version, schema=snapshot.schema,
         partition_columns=list(snapshot.partition_columns), timestamps_ms=[timestamp_ms],
         cdc_files=_CDC_PLAN_SCHEMA.empty_table(), inserted_files=inserted,
-        deleted_files=_REMOVE_PLAN_SCHEMA.empty_table(), dv_pairs=_PAIR_PLAN_SCHEMA.empty_table())
+        deleted_files=_REMOVE_PLAN_SCHEMA.empty_table(), dv_pairs=_PAIR_PLAN_SCHEMA.empty_table(),
+        column_mapping=column_mapping.of(snapshot.metadata))

@@ -318,12 +318,16 @@ def _field_id(f: pa.Field) -> int | None:
 def columns_by_field_id(file_schema: pa.Schema, wanted: Iterable[pa.Field]) -> dict[str, str]:
     """``{wanted physical name: the file's column name}`` for the wanted top-level fields whose
     Parquet field id the file has (a file without field ids matches nothing: PROTOCOL.md lets
-    readers return nulls for such a file)."""
+    readers return nulls for such a file). A wanted field without an id is no table column (a
+    change file's ``_change_type``): it is matched by name."""
     in_file = {_field_id(f): f.name for f in file_schema if _field_id(f) is not None}
     out = {}
     for f in wanted:
         fid = _field_id(f)
-        if fid is not None and fid in in_file:
+        if fid is None:
+            if f.name in file_schema.names:
+                out[f.name] = f.name
+        elif fid in in_file:
             out[f.name] = in_file[fid]
     return out
 

@@ -258,6 +258,20 @@ def check_path_access(protocol: Protocol, store: object, uri: str) -> None:
         )
 
 
+def check_catalog_still_manages(protocol: Protocol, store: object, uri: str) -> None:
+    """Refuse a catalog commit to a table whose latest protocol dropped ``catalogManaged``: it
+    was released (``Catalog.release``), and path clients own it now. Only a release that did
+    not get to forget the table's name leaves a catalog route to it (a handle opened before,
+    or a process that died half-way); ratifying through it would fork the table's history."""
+    if getattr(store, "catalog_managed", False) and not (protocol.writer_features
+                                                         and CATALOG_MANAGED in protocol.writer_features):
+        from ..errors import CatalogTableNotFoundError
+
+        raise CatalogTableNotFoundError(
+            f"the table at {uri!r} was released from its catalog: it is a path table now, open it with "
+            f"deltatx.Table({uri!r}); nothing was committed")
+
+
 # --------------------------------------------------------------------------------------------
 # What a table needs
 # --------------------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from ...txnlog.features import writer_features
 from .. import properties as props
 
 if TYPE_CHECKING:
+    from ...txnlog.column_mapping import ColumnMapping
     from ...txnlog.store import LogStore
     from ..transaction import Transaction
 
@@ -109,27 +110,29 @@ def stage_change_files(tx: "Transaction") -> None:
     recorder = tx.changes
     if recorder is None or not recorder.rows or not enabled(tx):
         return
-    schema, partitions = tx.schema, tx.partition_columns
+    schema, partitions, mapping = tx.schema, tx.partition_columns, tx.column_mapping
     adds, removes = tx.staged_file_actions()
     inserted, deleted = _uncovered(adds, recorder.covered), _uncovered(removes, recorder.covered)
     if inserted.num_rows:  # an append in the same transaction: its rows join the feed as inserts
-        record_changes(tx, read_files(tx.store, inserted, schema, partitions), INSERT)
+        record_changes(tx, read_files(tx.store, inserted, schema, partitions, column_mapping=mapping), INSERT)
     if deleted.num_rows:  # whole files removed (their deletion vectors applied): deletes
-        record_changes(tx, read_files(tx.store, deleted, schema, partitions), DELETE)
-    tx.stage_cdc(write_change_files(tx.store, schema, partitions, recorder.rows))
+        record_changes(tx, read_files(tx.store, deleted, schema, partitions, column_mapping=mapping), DELETE)
+    tx.stage_cdc(write_change_files(tx.store, schema, partitions, recorder.rows, mapping))
 
 
 def write_change_files(store: "LogStore", schema: pa.Schema, partition_columns: list[str],
-                       parts: list[pa.Table]) -> pa.Table:
+                       parts: list[pa.Table], column_mapping: "ColumnMapping | None" = None) -> pa.Table:
     """Write recorded change rows (table columns + ``_change_type``) as ``_change_data/`` files
     and return their ``cdc`` actions (not staged: a Spark DML task writes its own share of the
-    change files with this and hands the actions to the driver's one commit)."""
+    change files with this and hands the actions to the driver's one commit). On a
+    column-mapped table they hold physical columns and partition values, as data files do
+    (PROTOCOL.md, Column Mapping: every data file a writer writes)."""
     target = change_schema(schema)
     if not parts:
         return CDC_SCHEMA.empty_table()
     data = pa.concat_tables(parts, promote_options="default") if len(parts) > 1 else parts[0]
     data = storable(data.select(target.names)).cast(target)  # storable: NULL variants cast too
-    options = WriteOptions(directory=CHANGE_DATA_DIR, num_indexed_cols=0)
+    options = WriteOptions(directory=CHANGE_DATA_DIR, num_indexed_cols=0, column_mapping=column_mapping)
     written = write_data_files(store, data, target, partition_columns, options, data_change=False)
     return _cdc_actions(written)
 

@@ -76,10 +76,11 @@ def _check_existing_rows(tx: "Transaction", check: RowCheck) -> None:
         return
     columns = sorted(check.expr.columns()) or tx.schema.names[:1]
     materialized = MaterializedColumns.from_configuration(tx.properties)
+    mapping = tx.column_mapping  # files hold physical columns on a column-mapped table
     bad, total, example = 0, 0, None
     for i in range(files.num_rows):
         rows = read_files(tx.store, files.slice(i, 1), tx.schema, tx.partition_columns, columns=columns,
-                          materialized=materialized)
+                          materialized=materialized, column_mapping=mapping)
         count, row = violations(rows, check)
         bad, total = bad + count, total + rows.num_rows
         example = example or row

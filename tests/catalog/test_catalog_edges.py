@@ -1,0 +1,239 @@
+"""Catalog edge cases found by probing the API as a user would (SQLite and PostgreSQL each):
+what a multi-table transaction only read is checked too, its member transactions commit only
+with it, a release or drop that stops half-way loses no committed version, the catalog's
+commit wins over a stray published file, REORG obeys the maintenance policy, relative SQLite
+URLs."""
+
+from __future__ import annotations
+
+import os
+
+import orjson
+import pyarrow as pa
+import pytest
+
+import deltatx
+from deltatx import phases
+from deltatx.errors import (
+    CatalogMaintenanceError,
+    CatalogManagedTableError,
+    CatalogTableNotFoundError,
+    ConcurrentModificationException,
+    DeltaTxError,
+)
+
+SCHEMA = pa.schema([("id", pa.int64()), ("balance", pa.int64())])
+
+
+class _Crash(BaseException):
+    """Stands for the process dying at a phase (raised past every except Exception)."""
+
+
+def _crash_at(phase: str):
+    def crash(name, **ctx):
+        if name == phase:
+            raise _Crash(name)
+    return crash
+
+
+@pytest.fixture
+def cat(catalog_url):
+    c = deltatx.Catalog(catalog_url)
+    yield c
+    c.close()
+
+
+def _accounts(cat, tmp_path, level="WriteSerializable"):
+    for n in ("t0", "t1"):
+        cat.create_table(n, str(tmp_path / n), SCHEMA, properties={"delta.isolationLevel": level}) \
+            .append(pa.table({"id": [1], "balance": [50]}))
+
+
+def _balances(cat) -> dict[str, int]:
+    snap = cat.snapshot()
+    return {n: snap.table(n).to_arrow()["balance"][0].as_py() for n in ("t0", "t1")}
+
+
+@pytest.mark.parametrize("level", ["Serializable", "WriteSerializable"])
+def test_a_table_only_read_is_checked_against_its_winners(cat, tmp_path, level):
+    """Write skew across tables: each transaction reads both accounts and debits a different one
+    (the rule: the sum stays >= 0). The read of the table a transaction does not write must be
+    checked at commit, or both debits land."""
+    _accounts(cat, tmp_path, level)
+    a, b = cat.transaction(), cat.transaction()
+    for tx in (a, b):
+        assert sum(tx.table(n).read(where="id = 1")["balance"][0].as_py() for n in ("t0", "t1")) == 100
+    a.table("t0").update(where="id = 1", set={"balance": "balance - 100"})
+    b.table("t1").update(where="id = 1", set={"balance": "balance - 100"})
+    a.commit()
+    versions = cat.snapshot().versions
+    with pytest.raises(ConcurrentModificationException) as err:
+        b.commit()
+    assert "t0" in str(err.value) or str(tmp_path / "t0") in str(err.value) or err.value.version == 2
+    assert cat.snapshot().versions == versions  # the loser changed no table
+    assert _balances(cat) == {"t0": -50, "t1": 50}
+
+
+def test_a_table_only_read_passes_when_its_winner_touched_nothing_read(cat, tmp_path):
+    """WriteSerializable: a blind append to the table read is no conflict, and the table read
+    gets no new version from the transaction."""
+    _accounts(cat, tmp_path)
+    tx = cat.transaction()
+    tx.table("t1").read(where="id = 1")
+    tx.table("t0").update(where="id = 1", set={"balance": "balance - 10"})
+    cat.table("t1").append(pa.table({"id": [2], "balance": [7]}))  # a blind append meanwhile
+    results = tx.commit()
+    assert set(results) == {"t0"}
+    assert cat.snapshot().versions == {"t0": 2, "t1": 2}
+
+
+def test_a_member_transaction_commits_only_with_the_catalog_transaction(cat, tmp_path):
+    _accounts(cat, tmp_path)
+    with pytest.raises(RuntimeError, match="boom"):
+        with cat.transaction() as tx:
+            tx.table("t0").append(pa.table({"id": [2], "balance": [1]}))
+            with pytest.raises(DeltaTxError, match="commits with it"):
+                tx.table("t0").commit()
+            with tx.table("t1") as t1:  # leaving a member's own block commits nothing by itself
+                t1.append(pa.table({"id": [2], "balance": [1]}))
+            assert cat.snapshot().versions == {"t0": 1, "t1": 1}
+            raise RuntimeError("boom")
+    assert cat.snapshot().versions == {"t0": 1, "t1": 1}
+    with cat.transaction() as tx:  # the normal way still commits both
+        with tx.table("t0") as t0:
+            t0.append(pa.table({"id": [2], "balance": [1]}))
+        tx.table("t1").append(pa.table({"id": [2], "balance": [1]}))
+    assert cat.snapshot().versions == {"t0": 2, "t1": 2}
+
+
+def test_a_member_aborted_on_its_own_fails_the_whole_commit(cat, tmp_path):
+    _accounts(cat, tmp_path)
+    tx = cat.transaction()
+    tx.table("t0").append(pa.table({"id": [2], "balance": [1]}))
+    tx.table("t1").append(pa.table({"id": [2], "balance": [1]}))
+    tx.table("t1").abort()
+    with pytest.raises(DeltaTxError, match="committed nothing"):
+        tx.commit()
+    assert cat.snapshot().versions == {"t0": 1, "t1": 1}
+
+
+def test_change_data_feed_of_a_multi_table_transaction(cat, tmp_path):
+    props = {"delta.enableChangeDataFeed": "true"}
+    for n in ("t0", "t1"):
+        cat.create_table(n, str(tmp_path / n), SCHEMA, properties=props).append(
+            pa.table({"id": [1, 2], "balance": [50, 60]}))
+    with cat.transaction() as tx:
+        tx.table("t0").update(where="id = 1", set={"balance": "balance - 5"})
+        tx.table("t1").delete(where="id = 2")
+    ch0 = cat.table("t0").changes(starting_version=2).sort_by("_change_type")
+    assert ch0["_change_type"].to_pylist() == ["update_postimage", "update_preimage"]
+    assert ch0["balance"].to_pylist() == [45, 50]
+    ch1 = cat.table("t1").changes(starting_version=2)
+    assert ch1["_change_type"].to_pylist() == ["delete"] and ch1["id"].to_pylist() == [2]
+
+
+@pytest.mark.parametrize("phase", ["ratified", "published"])
+def test_a_release_that_stopped_half_way_is_finished_not_split(cat, tmp_path, phase):
+    """release() = a commit dropping catalogManaged, then forgetting the name. Dying between the
+    two must not leave a table that both the catalog and path clients commit to."""
+    uri = str(tmp_path / "t")
+    cat.create_table("t", uri, SCHEMA).append(pa.table({"id": [1], "balance": [1]}))
+    with phases.observe(_crash_at(phase)), pytest.raises(_Crash):
+        cat.release("t")
+    fresh = deltatx.Catalog(cat.url)
+    with pytest.raises(CatalogTableNotFoundError, match="released"):
+        fresh.table("t")  # the catalog never ratifies another version of it
+    assert fresh.list_tables() == []
+    path = deltatx.Table(uri)  # the release commit was published (by the catalog, if not before)
+    assert "catalogManaged" not in (path.protocol.writer_features or ())
+    path.append(pa.table({"id": [2], "balance": [2]}))
+    assert sorted(deltatx.Table(uri).to_arrow()["id"].to_pylist()) == [1, 2]
+    fresh.register("t", uri)  # and it can be adopted again
+    assert sorted(fresh.table("t").to_arrow()["id"].to_pylist()) == [1, 2]
+    fresh.close()
+
+
+def test_release_again_finishes_a_release_that_stopped(cat, tmp_path):
+    uri = str(tmp_path / "t")
+    cat.create_table("t", uri, SCHEMA).append(pa.table({"id": [1], "balance": [1]}))
+    with phases.observe(_crash_at("published")), pytest.raises(_Crash):
+        cat.release("t")
+    released = cat.release("t")
+    assert cat.list_tables() == [] and released.version == 2
+    released.append(pa.table({"id": [2], "balance": [2]}))
+
+
+def test_a_catalog_handle_from_before_the_release_cannot_commit_after_it(cat, tmp_path):
+    uri = str(tmp_path / "t")
+    old = cat.create_table("t", uri, SCHEMA)
+    old.append(pa.table({"id": [1, 2], "balance": [1, 2]}))
+    pending = old.transaction()  # pinned before the release
+    pending.delete(where="id = 2")
+    with phases.observe(_crash_at("published")), pytest.raises(_Crash):
+        cat.release("t")
+    before = sorted(os.listdir(os.path.join(uri, "_delta_log")))
+    with pytest.raises(CatalogTableNotFoundError, match="released"):
+        pending.commit()  # its rebase meets the release commit
+    with pytest.raises(CatalogTableNotFoundError, match="released"):
+        old.delete(where="id = 1")  # caught up: a catalog route to a path table
+    assert sorted(os.listdir(os.path.join(uri, "_delta_log"))) == before
+    assert sorted(deltatx.Table(uri).to_arrow()["id"].to_pylist()) == [1, 2]
+
+
+def test_drop_publishes_what_was_ratified_first(cat, tmp_path):
+    uri = str(tmp_path / "t")
+    t = cat.create_table("t", uri, SCHEMA)
+    t.append(pa.table({"id": [1], "balance": [1]}))
+    with phases.observe(_crash_at("ratified")), pytest.raises(_Crash):
+        cat.table("t").append(pa.table({"id": [2], "balance": [2]}))  # ratified, never published
+    assert not os.path.exists(os.path.join(uri, "_delta_log", f"{2:020d}.json"))
+    cat.drop_table("t")
+    cat.register("t", uri)
+    assert sorted(cat.table("t").to_arrow()["id"].to_pylist()) == [1, 2]
+
+
+def test_the_ratified_commit_replaces_a_stray_published_file(cat, tmp_path):
+    """PROTOCOL.md (catalogManaged): readers use the catalog's commit for a ratified version and
+    ignore any published file for it. A file a path-only writer put there must not win."""
+    uri = str(tmp_path / "t")
+    t = cat.create_table("t", uri, SCHEMA)
+    t.append(pa.table({"id": [1], "balance": [1]}))
+    log = os.path.join(uri, "_delta_log")
+    with open(os.path.join(log, f"{1:020d}.json"), "rb") as fh:
+        info = orjson.loads(fh.readline())
+    info["commitInfo"]["operation"] = "STRAY"
+    info["commitInfo"]["inCommitTimestamp"] += 1
+    with open(os.path.join(log, f"{2:020d}.json"), "wb") as fh:
+        fh.write(orjson.dumps(info) + b"\n")
+    assert cat.table("t").version == 1  # not ratified: ignored
+    assert cat.table("t").append(pa.table({"id": [2], "balance": [2]})).version == 2
+    fresh = deltatx.Catalog(cat.url)
+    assert fresh.table("t").history(1)[0]["operation"] == "WRITE"
+    assert sorted(fresh.table("t").to_arrow()["id"].to_pylist()) == [1, 2]
+    fresh.close()
+
+
+def test_reorg_obeys_the_maintenance_policy(cat, tmp_path):
+    uri = str(tmp_path / "t")
+    t = cat.create_table("t", uri, SCHEMA, properties={"delta.enableDeletionVectors": "true"})
+    t.append(pa.table({"id": [1, 2], "balance": [1, 2]}))
+    t.delete(where="id = 1")
+    cat.set_maintenance("t", False)
+    before = sorted(os.listdir(os.path.join(uri, "_delta_log")))
+    with pytest.raises(CatalogMaintenanceError, match="REORG"):
+        cat.table("t").reorg(purge=True)
+    assert sorted(os.listdir(os.path.join(uri, "_delta_log"))) == before
+    cat.set_maintenance("t", True)
+    assert cat.table("t").reorg(purge=True).metrics["numRemovedFiles"] == 1
+
+
+def test_sqlite_url_with_three_slashes_is_relative(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    os.makedirs("warehouse")
+    with deltatx.Catalog("sqlite:///warehouse/catalog.db") as cat:
+        cat.create_table("t", "warehouse/t", SCHEMA)
+    assert os.path.isfile(tmp_path / "warehouse" / "catalog.db")
+    with deltatx.Catalog(f"sqlite:///{tmp_path}/warehouse/catalog.db") as cat:  # four slashes: absolute
+        assert cat.list_tables() == ["t"]
+        with pytest.raises(CatalogManagedTableError):
+            deltatx.Table(str(tmp_path / "warehouse" / "t"))

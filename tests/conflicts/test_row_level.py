@@ -257,3 +257,64 @@ def test_rows_of_two_files_compacted_into_one_are_followed_into_one_re_add():
     assert rebased.adds.column("path").to_pylist() == [g]
     assert rebased.removes.column("path").to_pylist() == [g]
     assert set(rebased.row_level.pending[g]) == {3, 103}
+
+
+def _compaction_winner(new_dv: dict | None = None) -> tuple:
+    """OPTIMIZE rewrote F into g.parquet (rows in reverse order), g maybe with a DV of its own."""
+    new_file = file_row("g.parquet", None, range(0, 100), data_change=False)
+    new_file["deletionVector"] = new_dv
+    won = winner(6, "OPTIMIZE", add_rows=[new_file], remove_rows=[rm(F, None, data_change=False)])
+    return won, np.arange(1099, 999, -1, dtype=np.int64)
+
+
+def test_rows_read_under_serializable_are_followed_into_a_compaction():
+    """A later winner that deletes a read row in the compaction's file must still be seen."""
+    won, ids = _compaction_winner()
+    txn = dml([], read=[3], level=S)
+    assert load_request(txn.row_level, won, txn.adds).row_id_files.column("path").to_pylist() == ["g.parquet"]
+    rebased = check_commit(txn, won, WinnerRows(row_ids={"g.parquet": ids}))
+    followed = rebased.row_level.files["g.parquet"]
+    assert set(followed.read) == {96} and not followed.changed
+    assert rebased.adds.num_rows == 0 and rebased.removes.num_rows == 0  # a read adds no action
+    g_dv = dv("w7", 1)
+    later = winner(7, "DELETE", add_rows=[add("g.parquet", g_dv)], remove_rows=[rm("g.parquet", None)])
+    with pytest.raises(ConcurrentDeleteReadException, match="row id 1003"):
+        check_commit(rebased, later, WinnerRows(bitmaps={("g.parquet", dv_unique_id(g_dv)): BitMap64([96])}))
+
+
+def test_under_write_serializable_reads_are_not_followed():
+    won, ids = _compaction_winner()
+    rebased = check_commit(dml([], read=[3], level=WS), won, WinnerRows(row_ids={"g.parquet": ids}))
+    assert "g.parquet" not in rebased.row_level.files and rebased.row_level.resolved_for(6) == frozenset({F})
+
+
+def test_rows_are_followed_into_a_compaction_output_that_has_a_dv():
+    """The compaction was itself rebased over a DML: its output carries that DML's DV."""
+    g_dv = dv("g", 1)
+    won, ids = _compaction_winner(g_dv)
+    txn = dml([3])
+    request = load_request(txn.row_level, won, txn.adds)
+    assert ("g.parquet", g_dv) in request.dvs
+    loaded = WinnerRows(bitmaps={("g.parquet", dv_unique_id(g_dv)): BitMap64([10])}, row_ids={"g.parquet": ids})
+    rebased = check_commit(txn, won, loaded)
+    assert set(rebased.row_level.pending["g.parquet"]) == {10, 96}  # the winner's DV and ours
+    assert rebased.removes.column("deletionVector").to_pylist() == [g_dv]  # the remove names its DV
+
+
+def test_a_followed_row_the_compaction_output_deletes_is_left_to_the_file_level():
+    g_dv = dv("g", 1)
+    won, ids = _compaction_winner(g_dv)
+    loaded = WinnerRows(bitmaps={("g.parquet", dv_unique_id(g_dv)): BitMap64([96])}, row_ids={"g.parquet": ids})
+    with pytest.raises(ConcurrentDeleteReadException, match="removed a file"):
+        check_commit(dml([3]), won, loaded)
+
+
+def test_a_transaction_that_both_changes_data_and_compacts_is_left_to_the_file_level():
+    """``tx.delete(...); tx.optimize()``: the compaction read the DML's own output, which no
+    winner's row ids describe; Delta's file-level rule decides (a conflict)."""
+    won, ids = _compaction_winner()
+    txn = dml([3])
+    txn = txn.replace(row_level=txn.row_level.replace(compacted={F: txn.row_level.files[F]}, mixed=True))
+    assert load_request(txn.row_level, won, txn.adds) is None
+    with pytest.raises(ConcurrentDeleteReadException, match="removed a file"):
+        check_commit(txn, won, WinnerRows(row_ids={"g.parquet": ids}))

@@ -6,6 +6,8 @@ second loses the race and goes through the conflict checker): deterministic, no 
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 import pytest
 
@@ -14,6 +16,7 @@ from deltatx.errors import (
     ConcurrentAppendException,
     ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException,
+    UnsupportedOperationError,
 )
 
 SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.string()), ("v", pa.int64())])
@@ -237,3 +240,75 @@ def test_a_compaction_left_with_nothing_never_takes_the_watermark_back(table_uri
     ids = latest.to_arrow(columns=["_metadata.row_id"]).column(0).to_pylist()
     assert len(ids) == len(set(ids)) == 302
     assert row_tracking.high_watermark(latest.snapshot.domains) == max(ids)
+
+
+def _two_files(uri: str, level: str) -> None:
+    t = deltatx.create_table(uri, SCHEMA, properties={"delta.enableDeletionVectors": "true",
+                                                      "delta.enableRowTracking": "true", "delta.isolationLevel": level})
+    t.append(pa.table({"id": [1, 2], "part": ["a"] * 2, "v": [10, 20]}, schema=SCHEMA))
+    t.append(pa.table({"id": [3, 4], "part": ["a"] * 2, "v": [30, 40]}, schema=SCHEMA))
+
+
+MIXED = {
+    "DELETE then OPTIMIZE": (lambda tx: tx.delete("id = 1"), lambda tx: tx.optimize()),
+    "UPDATE then REORG": (lambda tx: tx.update("id = 1", set={"v": "v + 1000"}), lambda tx: tx.reorg(purge=True)),
+    "OPTIMIZE then UPDATE": (lambda tx: tx.optimize(), lambda tx: tx.update("id = 1", set={"v": "v + 1000"})),
+    "OPTIMIZE then append": (lambda tx: tx.optimize(),
+                             lambda tx: tx.append(pa.table({"id": [9], "part": ["a"], "v": [9]}, schema=SCHEMA))),
+}
+
+
+@pytest.mark.parametrize("mixed", sorted(MIXED))
+def test_a_compaction_runs_in_a_transaction_of_its_own(tmp_path, mixed):
+    """Found by fuzzing: a transaction that both changed data and compacted committed its new rows
+    as dataChange=false and, losing to a concurrent OPTIMIZE, rebased into duplicated rows, a
+    lost update and a deleted row back. As in Delta, OPTIMIZE and REORG are their own
+    transaction: mixing is refused when staged, with a typed error, and nothing is committed."""
+    uri = str(tmp_path / "t")
+    _two_files(uri, "WriteSerializable")
+    first, second = MIXED[mixed]
+    tx = deltatx.Table(uri).transaction()
+    first(tx)
+    with pytest.raises(UnsupportedOperationError, match="transaction of its own"):
+        second(tx)
+    tx.abort()
+    assert sorted(rows(uri)) == [1, 2, 3, 4] and deltatx.Table(uri).version == 2
+    assert sorted(f for f in os.listdir(uri) if f.endswith(".parquet")) == sorted(
+        p for p in deltatx.Table(uri).files()["path"].to_pylist())
+
+
+def test_serializable_read_is_followed_through_a_compaction_to_a_later_delete(tmp_path):
+    """OPTIMIZE moves the row this transaction read, then a DELETE removes it from the new file:
+    under Serializable that is still the read row deleted."""
+    uri = str(tmp_path / "t")
+    _two_files(uri, "Serializable")
+    t = deltatx.Table(uri)
+    optimize, delete, reader = t.transaction(), t.transaction(), t.transaction()
+    optimize.optimize()
+    delete.delete("id = 2")
+    seen = reader.read(where="id = 2")
+    reader.append(pa.table({"id": [99], "part": ["a"], "v": seen["v"].to_pylist()}, schema=SCHEMA))
+    optimize.commit()
+    delete.commit()
+    with pytest.raises(ConcurrentDeleteReadException, match="row id 1"):
+        reader.commit()
+    assert sorted(rows(uri)) == [1, 3, 4]
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_dml_after_a_dml_and_an_optimize_of_the_same_file_still_commits(tmp_path, level):
+    """UPDATE id=2 wins, then OPTIMIZE (rebased over it: its output carries a DV), then UPDATE id=3
+    from the same start: the last one follows its row into the DV'd output and commits."""
+    uri = str(tmp_path / "t")
+    _two_files(uri, level)
+    t = deltatx.Table(uri)
+    a, b, c = t.transaction(), t.transaction(), t.transaction()
+    a.update("id = 2", set={"v": "v + 1"})
+    b.optimize()
+    c.update("id = 3", set={"v": "v + 1"})
+    a.commit()
+    b.commit()
+    assert c.commit().conflicts_resolved == 2
+    got = rows(uri)
+    assert {i: r["v"] for i, r in got.items()} == {1: 10, 2: 21, 3: 31, 4: 40}
+    assert {i: r["_metadata.row_id"] for i, r in got.items()} == {1: 0, 2: 1, 3: 2, 4: 3}

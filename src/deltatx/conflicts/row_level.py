@@ -81,7 +81,8 @@ class RowLevelState:
     - ``pending``: the whole DV (as a bitmap) of each add a rebase changed; the committer writes
       those that differ from ``written`` (what it wrote last time) before it retries;
     - ``resolved``: (winner version, paths) settled here for that winner — the file-level checks
-      skip them.
+      skip them;
+    - ``mixed``: see below.
     """
 
     files: Mapping[str, FileRows] = field(default_factory=dict)
@@ -90,6 +91,10 @@ class RowLevelState:
     pending: Mapping[str, BitMap64] = field(default_factory=dict)
     written: Mapping[str, BitMap64] = field(default_factory=dict)
     resolved: tuple[int, frozenset[str]] = (-1, frozenset())
+    #: a compaction and a data change in one transaction (``tx.delete(...); tx.optimize()``): the
+    #: compaction's inputs include the DML's own outputs and DVs, which no winner's row ids
+    #: describe, so such a transaction is left to the file-level checks (a conflict, as in Delta)
+    mixed: bool = False
 
     def resolved_for(self, version: int) -> frozenset[str]:
         return self.resolved[1] if self.resolved[0] == version else frozenset()
@@ -134,6 +139,8 @@ def load_request(state: RowLevelState | None, winner: CommitActions, own_adds: p
     """Which of the winner's DVs and which files' row ids the row-level check will read."""
     if state is None or (not state.files and not state.compacted) or winner.removes.num_rows == 0:
         return None
+    if state.mixed:
+        return None  # resolved at file level (resolve_row_level)
     removed = set(winner.removes.column("path").to_pylist())
     mine = (set(state.files) | set(state.compacted)) & removed
     if not mine:
@@ -148,13 +155,18 @@ def load_request(state: RowLevelState | None, winner: CommitActions, own_adds: p
         descriptor = dvs[i].as_py() if i is not None else None
         if descriptor is not None:
             wanted.append((path, descriptor))
-        if path in state.files and i is None and state.files[path].changed:
+        if path in state.files and i is None and (state.files[path].changed or state.files[path].read):
             needs_winner_ids = True
         if path in state.compacted:
             needs_own_ids = True
     if needs_winner_ids:
         new_files = winner.adds.filter(pc.invert(pc.is_in(winner.adds["path"], value_set=pa.array(list(removed)))))
         row_id_files.append(new_files)
+        # a compaction that was itself rebased over a DML carries DVs on its outputs
+        for new_path, descriptor in zip(new_files.column("path").to_pylist(),
+                                        new_files.column("deletionVector").to_pylist()):
+            if descriptor is not None:
+                wanted.append((new_path, descriptor))
     if needs_own_ids and state.compaction_outputs:
         row_id_files.append(own_adds.filter(pc.is_in(own_adds["path"], value_set=pa.array(list(state.compaction_outputs)))))
     files = pa.concat_tables(row_id_files) if row_id_files else None
@@ -194,7 +206,7 @@ class _Rebase:
 def resolve_row_level(txn: Any, winner: CommitActions, loaded: WinnerRows = NO_ROWS) -> Any:
     """Settle, row by row, the files both this transaction and the winner changed (see module)."""
     state: RowLevelState | None = txn.row_level
-    if state is None or winner.removes.num_rows == 0 or (not state.files and not state.compacted):
+    if state is None or winner.removes.num_rows == 0 or (not state.files and not state.compacted) or state.mixed:
         return txn
     w_removes = _by_path(winner.removes)
     mine = (set(state.files) | set(state.compacted)) & set(w_removes)
@@ -238,10 +250,10 @@ def resolve_row_level(txn: Any, winner: CommitActions, loaded: WinnerRows = NO_R
             _rebase_onto_dv(work, fr, path, w_dv, w_new)
             resolved.add(path)
         elif i is None and _moved_without_change(winner, w_removes[path]):
-            if not fr.changed:
+            if not fr.changed and not (serializable and fr.read):
                 work.files.pop(path)
                 resolved.add(path)
-            elif _follow_rows(work, fr, path, winner, loaded):
+            elif _follow_rows(work, fr, path, winner, loaded, follow_reads=serializable):
                 resolved.add(path)
     if not resolved:
         return txn
@@ -266,48 +278,64 @@ def _rebase_onto_dv(work: _Rebase, fr: FileRows, path: str, w_dv: Mapping[str, A
     work.files[path] = dataclasses.replace(fr, base_dv=w_dv, base_deleted=w_new)
 
 
-def _follow_rows(work: _Rebase, fr: FileRows, path: str, winner: CommitActions, loaded: WinnerRows) -> bool:
+def _follow_rows(work: _Rebase, fr: FileRows, path: str, winner: CommitActions, loaded: WinnerRows,
+                 follow_reads: bool) -> bool:
     """The winner rewrote ``path`` without changing data: move this transaction's DV onto the
-    winner's new files by row id. False when the rows cannot be found (file level decides)."""
-    ids = fr.row_ids_at(fr.changed)
-    if ids is None:
+    winner's new files by row id, and (``follow_reads``: Serializable) the rows it read, so that
+    a later winner deleting one of them is still seen. False when the rows cannot be found
+    (file level decides)."""
+    changed_ids = fr.row_ids_at(fr.changed) if fr.changed else np.empty(0, np.int64)
+    read_only = fr.read - fr.changed if follow_reads else BitMap64()
+    read_ids = fr.row_ids_at(read_only) if read_only else np.empty(0, np.int64)
+    if changed_ids is None or read_ids is None:
         return False
     new_files = winner.adds.filter(pc.invert(pc.is_in(winner.adds["path"], value_set=winner.removes["path"])))
-    remaining = np.unique(ids)
-    targets: list[tuple[int, BitMap64]] = []
+    left_changed, left_read = np.unique(changed_ids), np.unique(read_ids)
+    targets: list[tuple[int, BitMap64, BitMap64, BitMap64]] = []  # (file, changed, read, its deleted rows)
     dvs = new_files.column("deletionVector")
     for j, new_path in enumerate(new_files.column("path").to_pylist()):
         row_ids = loaded.row_ids.get(new_path)
         if row_ids is None:
             return False
-        hit = np.flatnonzero(np.isin(row_ids, remaining, assume_unique=False))
-        if len(hit):
-            if dvs[j].is_valid:
-                return False  # a compaction writes files without DVs; anything else: file level
-            targets.append((j, BitMap64(hit.tolist())))
-            remaining = np.setdiff1d(remaining, row_ids[hit], assume_unique=False)
-    if len(remaining):
+        hit_changed = np.flatnonzero(np.isin(row_ids, left_changed))
+        hit_read = np.flatnonzero(np.isin(row_ids, left_read))
+        if not len(hit_changed) and not len(hit_read):
+            continue
+        deleted = BitMap64()
+        if dvs[j].is_valid:  # a compaction rebased over a DML: its output has a DV
+            found = loaded.bitmaps.get((new_path, dv_unique_id(dvs[j].as_py())))
+            if found is None:
+                return False
+            deleted = found
+        changed, read = BitMap64(hit_changed.tolist()), BitMap64(hit_read.tolist())
+        if (changed | read) & deleted:
+            return False  # a row we changed or read is deleted there: file level decides
+        targets.append((j, changed, read, deleted))
+        left_changed = np.setdiff1d(left_changed, row_ids[hit_changed], assume_unique=False)
+        left_read = np.setdiff1d(left_read, row_ids[hit_read], assume_unique=False)
+    if len(left_changed) or len(left_read):
         return False  # some rows are gone: they were deleted by someone -> file-level conflict
     work.drop_adds.add(path)
     work.drop_removes.add(path)
     work.pending.pop(path, None)
     work.files.pop(path)
-    for j, bitmap in targets:
+    for j, changed, read, deleted in targets:
         row = new_files.slice(j, 1)
         new_path = row.column("path")[0].as_py()
         followed = work.files.get(new_path)
-        if followed is not None:  # rows of several of our files were compacted into this one
-            work.pending[new_path] = work.pending[new_path] | bitmap
-            work.files[new_path] = dataclasses.replace(followed, changed=followed.changed | bitmap,
-                                                       read=followed.read | bitmap)
-            continue
-        work.extra.append(row)
-        work.pending[new_path] = bitmap
-        ids_of_new = np.asarray(loaded.row_ids[new_path], dtype=np.int64)
-        work.files[new_path] = FileRows(
-            path=new_path, base_dv=None, base_deleted=BitMap64(), num_records=len(ids_of_new),
-            changed=bitmap, read=bitmap, row_positions=np.arange(len(ids_of_new), dtype=np.int64),
-            row_ids=ids_of_new)
+        if followed is None:
+            ids_of_new = np.asarray(loaded.row_ids[new_path], dtype=np.int64)
+            followed = FileRows(path=new_path, base_dv=row.column("deletionVector")[0].as_py(), base_deleted=deleted,
+                                num_records=len(ids_of_new), row_positions=np.arange(len(ids_of_new), dtype=np.int64),
+                                row_ids=ids_of_new)
+        if changed and not followed.changed:
+            # a winner's file this transaction now deletes rows from: remove + re-add (the
+            # committer attaches the pending DV, the whole of it, to the re-add)
+            work.extra.append(row)
+        if changed:
+            work.pending[new_path] = work.pending.get(new_path, deleted) | changed
+        work.files[new_path] = dataclasses.replace(followed, changed=followed.changed | changed,
+                                                   read=followed.read | changed | read)
     return True
 
 

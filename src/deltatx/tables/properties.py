@@ -106,8 +106,18 @@ def validate_properties(properties: dict[str, object]) -> dict[str, str]:
 
 
 def flag(properties: dict[str, str], key: str, default: bool) -> bool:
+    """A boolean table property. A value other than true/false (written by another engine, or
+    by hand) is refused, as ``set_properties`` refuses it, before a write acts on a guess."""
     v = properties.get(key)
-    return default if v is None else v.strip().lower() == "true"
+    if v is None:
+        return default
+    v = v.strip().lower()
+    if v == "true":
+        return True
+    if v == "false":
+        return False
+    raise InvalidPropertyError(f"the table's {key}={properties[key]!r} must be 'true' or 'false'; fix it with "
+                               f"set_properties({{{key!r}: 'true'}}) or 'false'")
 
 
 def int_property(properties: dict[str, str], key: str, default: int) -> int:

@@ -15,7 +15,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..errors import (ConcurrentModificationException, DeltaTxError, PostCommitHookWarning, SchemaMismatchError,
+from ..errors import (ConcurrentModificationException, DeltaTxError, InvalidPropertyError, PostCommitHookWarning,
+                      SchemaMismatchError,
                       TableAlreadyExistsError)
 from ..txnlog.actions import Metadata, encode_commit
 from ..txnlog.checkpoint import checkpoint_interval, write_checkpoint
@@ -38,6 +39,27 @@ from .transaction import ENGINE_INFO, CommitResult, Transaction
 #: catches up for a checkpoint (then it lists the log)
 CATCH_UP_BY_NAME = 32
 
+
+
+def _checkpoint_due(snapshot: Snapshot, version: int) -> bool:
+    """Is ``version`` (committed) due a checkpoint? A bad ``delta.checkpointInterval`` in the log
+    skips it with a warning: the commit stands, and failing now would invite a retry that
+    writes the data twice."""
+    try:
+        return version % checkpoint_interval(snapshot.properties) == 0
+    except InvalidPropertyError as exc:
+        warnings.warn(f"version {version} is committed but not checkpointed: {exc}", PostCommitHookWarning,
+                      stacklevel=4)
+        return False
+
+
+def _auto_compacts(snapshot: Snapshot, version: int) -> bool:
+    try:
+        return props.flag(snapshot.properties, props.AUTO_COMPACT, False)
+    except InvalidPropertyError as exc:
+        warnings.warn(f"version {version} is committed; no auto-compaction: {exc}", PostCommitHookWarning,
+                      stacklevel=4)
+        return False
 
 class Table:
     """A Delta table at a URI: latest version by default, or pinned by ``version``/``timestamp``.
@@ -136,8 +158,8 @@ class Table:
         when ``version`` is due a checkpoint. ``base``'s protocol and metadata are the latest
         (plain commits change neither), so the post-commit hooks can decide from it."""
         self._snap, self._behind_to = base, version
-        due = version % checkpoint_interval(base.properties) == 0
-        if due or props.flag(base.properties, props.AUTO_COMPACT, False):
+        due = _checkpoint_due(base, version)
+        if due or _auto_compacts(base, version):
             # caught up to ``version`` or beyond, reading the commits by name (every one up to
             # ours is published); the checkpoint is of the version reached
             caught_up = base.catch_up(self._store, limit=max(CATCH_UP_BY_NAME, version - base.version + 1))
@@ -149,7 +171,7 @@ class Table:
         self._snapshot = snapshot
         SNAPSHOTS.remember(self._store, snapshot)  # the next fresh Table(uri) starts here
         if checkpoint is None:
-            checkpoint = snapshot.version > 0 and snapshot.version % checkpoint_interval(snapshot.properties) == 0
+            checkpoint = snapshot.version > 0 and _checkpoint_due(snapshot, snapshot.version)
         if checkpoint:
             try:
                 write_checkpoint(self._store, snapshot)

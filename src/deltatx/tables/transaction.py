@@ -180,6 +180,7 @@ class Transaction(CommitsOnExit):
         self._may_have_landed = False  # once true, an error must not delete this txn's data files
         self._clock: CommitClock | None = None  # in-commit timestamps across commit attempts
         self._committed_by: str | None = None  # "catalog transaction <id>" when one commits this
+        self._compaction: str | None = None  # "OPTIMIZE" / "REORG" once staged: nothing else may join
         phases.reached("begin", txn_id=self.txn_id, version=self.read_version, table=table.uri)
 
     # ------------------------------------------------------------------ what the txn sees
@@ -418,26 +419,31 @@ class Transaction(CommitsOnExit):
     # ------------------------------------------------------------------ operations (staging only)
     def append(self, data: Any, schema_mode: str | None = None, app_id: str | None = None,
                app_version: int | None = None) -> "CommitResult | None":
+        self._refuse_after_compaction("append")
         from .ops.write import stage_append
 
         return stage_append(self, data, schema_mode=schema_mode, app_id=app_id, app_version=app_version)
 
     def overwrite(self, data: Any, where: str | None = None, schema_mode: str | None = None) -> None:
+        self._refuse_after_compaction("overwrite")
         from .ops.write import stage_overwrite
 
         stage_overwrite(self, data, where=where, schema_mode=schema_mode)
 
     def delete(self, where: str | None = None) -> dict[str, Any]:
+        self._refuse_after_compaction("delete")
         from .ops.delete import stage_delete
 
         return stage_delete(self, where)
 
     def update(self, where: str | None = None, set: dict[str, str] | None = None) -> dict[str, Any]:
+        self._refuse_after_compaction("update")
         from .ops.update import stage_update
 
         return stage_update(self, where, set or {})
 
     def merge(self, source: Any, on: str, source_alias: str = "s", target_alias: str = "t"):
+        self._refuse_after_compaction("merge")
         from .ops.merge import MergeBuilder
 
         return MergeBuilder(self, source, on, source_alias=source_alias, target_alias=target_alias)
@@ -449,6 +455,7 @@ class Transaction(CommitsOnExit):
         from ..catalog.maintenance import check_maintenance
 
         check_maintenance(self.store, "OPTIMIZE")  # a catalog-managed table: only where the catalog allows
+        self._start_compaction("OPTIMIZE")
         from .ops.clustering import is_clustered_table, stage_cluster
         from .ops.optimize import stage_optimize
         from .ops.zorder import stage_zorder
@@ -485,7 +492,29 @@ class Transaction(CommitsOnExit):
         if not purge:
             raise ValueError("reorg() only supports purge=True (REORG ... APPLY (PURGE))")
         check_maintenance(self.store, "REORG")  # a data layout change: only where a catalog allows
+        self._start_compaction("REORG")
         return stage_optimize(self, where=where, purge_only=True)
+
+    def _start_compaction(self, name: str) -> None:
+        """OPTIMIZE and REORG run in a transaction of their own, as in Delta: they commit with
+        ``dataChange=false``, which every concurrent writer's check relies on (a compaction
+        changes no row), so neither may carry this transaction's own changes nor be followed by
+        them."""
+        from ..errors import UnsupportedOperationError
+
+        if self.has_changes() and self._compaction is None:
+            raise UnsupportedOperationError(
+                f"{name} runs in a transaction of its own: this transaction has staged changes already "
+                f"({', '.join(op.name for op in self._ops) or 'actions'}); commit them first")
+        self._compaction = self._compaction or name
+
+    def _refuse_after_compaction(self, operation: str) -> None:
+        if self._compaction is not None:
+            from ..errors import UnsupportedOperationError
+
+            raise UnsupportedOperationError(
+                f"{self._compaction} runs in a transaction of its own: {operation} cannot join it; "
+                f"commit the {self._compaction} first, then {operation} in a new transaction")
 
     def alter_column_type(self, column: str, new_type: Any) -> dict[str, Any]:
         """Widen ``column`` to ``new_type`` (type widening; metadata only, old files read widened)."""
@@ -601,6 +630,8 @@ class Transaction(CommitsOnExit):
                 domains += (row_tracking.watermark_domain(hwm),)
         uses_dvs = props.flag(self.properties, props.ENABLE_DELETION_VECTORS, False)
         row_level = self.row_level.state() if uses_dvs or self.row_level.files or self.row_level.compacted else None
+        if row_level is not None and row_level.compacted and any(op.changes_data for op in self._ops):
+            row_level = row_level.replace(mixed=True)  # a compaction and a data change: file level
         return TransactionInfo(
             read_version=self.read_version,
             read_set=read_set,

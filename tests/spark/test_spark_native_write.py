@@ -178,3 +178,16 @@ def test_a_dataframe_already_in_the_table_layout_is_written_as_it_is(spark, tabl
     assert _conformed(renamed, plan) is not renamed
     dspark.write(reordered, table_uri, engine="parquet")
     assert [(r["id"], r["part"]) for r in _rows(table_uri)] == [(0, 0), (1, 1), (2, 2)]
+
+
+@pytest.mark.parametrize("engine", ["parquet", "format"])
+def test_spark_writes_follow_the_stats_columns_property(spark, table_uri, engine):
+    """``delta.dataSkippingStatsColumns``: only the named columns get statistics, from Spark's
+    writer's footers as from the format's."""
+    deltatx.create_table(table_uri, pa.schema([("id", pa.int64()), ("name", pa.string()), ("score", pa.int64())]),
+                         properties={"delta.dataSkippingStatsColumns": "score"})
+    df = spark.createDataFrame([(i, f"n{i}", i * 10) for i in range(4)], "id long, name string, score long")
+    dspark.write(df, table_uri, mode="append", engine=engine)
+    stats = [orjson.loads(s) for s in deltatx.Table(table_uri).files()["stats"].to_pylist()]
+    assert stats and all(sorted(s["minValues"]) == ["score"] for s in stats)
+    assert deltatx.Table(table_uri).to_arrow(where="score >= 20")["id"].to_pylist() == [2, 3]

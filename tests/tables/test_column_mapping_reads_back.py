@@ -102,3 +102,20 @@ def test_adding_a_check_constraint_reads_the_mapped_columns(tmp_path, mode):
     with pytest.raises(ConstraintViolationError, match=r"1 of 2 existing row.*-5"):
         u.add_constraint("positive", "v > 0")
     assert u.refresh().version == version
+
+
+def test_identity_values_of_a_rebased_append_move_on_a_column_mapped_table(tmp_path, mode):
+    """The rebase rewrites this transaction's own files, which hold physical columns: the
+    identity values must move there too, or two appends share values."""
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64()), ("v", pa.string())])
+    deltatx.create_table(uri, schema, identity_columns={"id": {"start": 1, "step": 1, "always": True}},
+                         properties={"delta.columnMapping.mode": mode})
+    a, b = deltatx.Table(uri).transaction(), deltatx.Table(uri).transaction()
+    a.append(pa.table({"v": ["a1", "a2"]}))
+    b.append(pa.table({"v": ["b1", "b2"]}))
+    a.commit()
+    b.commit()
+    got = deltatx.Table(uri).to_arrow().sort_by("id")
+    assert got["id"].to_pylist() == [1, 2, 3, 4]
+    assert sorted(got["v"].to_pylist()[2:]) == ["b1", "b2"]

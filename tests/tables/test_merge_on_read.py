@@ -12,7 +12,7 @@ import pytest
 from tablefiles import data_files
 
 import deltatx
-from deltatx.errors import InvalidPropertyError
+from deltatx.errors import InvalidPropertyError, SchemaMismatchError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.string()), ("v", pa.int64())])
 DV = {"delta.enableDeletionVectors": "true"}
@@ -235,10 +235,15 @@ def test_an_aborted_dv_delete_leaves_nothing_behind(table_uri):
 def test_metadata_columns_need_no_row_tracking_for_positions(table_uri):
     table = make(table_uri, DV, files=1, rows=5)
     table.delete("id = 2")
-    rows = deltatx.Table(table_uri).to_arrow(columns=["id", "_metadata.row_index", "_metadata.row_id"])
+    rows = deltatx.Table(table_uri).to_arrow(columns=["id", "_metadata.row_index"])
     assert rows.column("_metadata.row_index").to_pylist() == [0, 1, 3, 4]
-    assert rows.column("_metadata.row_id").null_count == 4  # no row tracking: no ids
     assert pc.all(pc.equal(rows.column("id"), rows.column("_metadata.row_index"))).as_py()
+    # no row tracking: no row ids to give (Spark's _metadata has no such field then)
+    for column in ("_metadata.row_id", "_metadata.row_commit_version"):
+        with pytest.raises(SchemaMismatchError, match="needs row tracking"):
+            deltatx.Table(table_uri).to_arrow(columns=["id", column])
+        with pytest.raises(SchemaMismatchError, match="needs row tracking"):
+            deltatx.Table(table_uri).transaction().read(columns=["id", column])
 
 
 @pytest.mark.parametrize("props", [DV, {**DV, **RT}], ids=["dv", "dv+row-tracking"])

@@ -37,8 +37,10 @@ def pair(uri: str):
 
 
 def rows(uri: str) -> dict[int, dict]:
-    cols = ["id", "v", "_metadata.row_id"]
-    return {r["id"]: r for r in deltatx.Table(uri).to_arrow(columns=cols).to_pylist()}
+    table = deltatx.Table(uri)
+    tracked = "rowTracking" in (table.protocol.writer_features or ())
+    cols = ["id", "v"] + (["_metadata.row_id"] if tracked else [])
+    return {r["id"]: r for r in table.to_arrow(columns=cols).to_pylist()}
 
 
 def merge_update(tx, ids, value):

@@ -52,6 +52,21 @@ class MaterializedColumns:
         return [c for c in (self.row_id, self.row_commit_version) if c]
 
 
+def check_row_tracking_columns(columns: list[str] | None, row_tracking_supported: bool, uri: str) -> None:
+    """``_metadata.row_id`` / ``row_commit_version`` exist only on tables with row tracking (as in
+    Spark, where they are not in ``_metadata`` otherwise): refuse them elsewhere instead of
+    answering with nulls."""
+    if columns is None or row_tracking_supported:
+        return
+    asked = [c for c in columns if c in (ROW_ID, ROW_COMMIT_VERSION)]
+    if asked:
+        from ..errors import SchemaMismatchError
+
+        raise SchemaMismatchError(
+            f"{asked[0]} needs row tracking, which the table at {uri!r} does not have: set "
+            f"delta.enableRowTracking=true (existing rows get ids in the same commits)")
+
+
 def is_metadata_column(name: str) -> bool:
     return name in METADATA_TYPES
 

@@ -178,7 +178,8 @@ def _adds(root: str, found: list[tuple[str, str]], plan: WritePlan) -> pa.Table:
         full = os.path.join(root, relative)
         info = os.stat(full)
         values = _partition_values(sub, plan.partition_columns) if plan.partition_columns else {}
-        stats = stats_from_parquet_footer(pq.read_metadata(full), data_schema, None, plan.num_indexed_cols)
+        stats = stats_from_parquet_footer(pq.read_metadata(full), data_schema, plan.stats_columns,
+                                          plan.num_indexed_cols)
         return encode_path(relative), list(values.items()), info.st_size, int(info.st_mtime * 1000), stats
 
     if len(found) <= _SERIAL_FOOTERS:  # starting threads costs more than reading a few footers

@@ -45,6 +45,7 @@ from ..tables.identity import refuse_explicit_values
 from ..tables.data import conform_batch, resolve_write_schema
 from ..tables.defaults import default_values
 from ..tables.iceberg_compat import materializes_partition_values
+from ..tables.ops.rewrite import physical_column_name
 from ..tables.table import Table
 from ..tables.transaction import CommitResult
 from ..txnlog import column_mapping
@@ -103,6 +104,7 @@ class WritePlan:
     protocol: Protocol | None = None
     column_mapping_mode: str = "none"  # the table's; files then use the physical names in schema_string
     materialize_partition_columns: bool = False  # Iceberg compatibility: partition values in the files
+    stats_columns: tuple[str, ...] | None = None  # delta.dataSkippingStatsColumns: only these get stats
 
     @property
     def schema(self) -> pa.Schema:
@@ -123,6 +125,11 @@ class WritePlan:
             rules_signature=rules_signature(self.schema, dict(self.rule_properties)),
         )
 
+
+
+def _stats_columns(table_props: dict[str, str] | None) -> tuple[str, ...] | None:
+    found = props.stats_columns(table_props or {})
+    return tuple(found) if found is not None else None
 
 def _open_table(spec: WriteSpec) -> Table | None:
     try:
@@ -196,6 +203,7 @@ def plan_write(options: Mapping[str, str], spark_schema: Any, overwrite: bool) -
     plan = WritePlan(spec=spec, read_version=read_version, schema_string=schema_to_json(schema),
                      partition_columns=tuple(partition_columns), schema_changed=changed,
                      num_indexed_cols=num_indexed, already_applied=already,
+                     stats_columns=_stats_columns(table_props),
                      rule_properties=tuple(sorted((k, v) for k, v in (table_props or {}).items()
                                                   if k.startswith(CONSTRAINT_PREFIX))),
                      protocol=table.protocol if table is not None else None, column_mapping_mode=mode,
@@ -249,9 +257,12 @@ def write_task(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> WrittenFil
             counted[0] += batch.num_rows
             yield batch
 
-    options = WriteOptions(num_indexed_cols=plan.num_indexed_cols,
-                           column_mapping=column_mapping.for_schema({column_mapping.MODE: plan.column_mapping_mode},
-                                                                    schema),
+    mapping = column_mapping.for_schema({column_mapping.MODE: plan.column_mapping_mode}, schema)
+    stats_columns = list(plan.stats_columns) if plan.stats_columns is not None else None
+    if mapping is not None and stats_columns is not None:  # stats are taken of the physical columns
+        stats_columns = [physical_column_name(mapping, c) for c in stats_columns]
+    options = WriteOptions(num_indexed_cols=plan.num_indexed_cols, stats_columns=stats_columns,
+                           column_mapping=mapping,
                            materialize_partition_columns=plan.materialize_partition_columns)
     if spec.max_records_per_file:
         options.target_file_rows = spec.max_records_per_file

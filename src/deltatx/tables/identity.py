@@ -39,10 +39,10 @@ from ..io.paths import decode_path, encode_path
 from ..txnlog import identity as idmeta
 from ..txnlog.identity import INT64_MAX, INT64_MIN, IdentitySpec, identity_specs
 from ..txnlog.stats import compute_stats
-from . import properties as props
 
 if TYPE_CHECKING:
     from ..conflicts import TransactionInfo
+    from ..io.writer import WriteOptions
     from ..txnlog.actions import Metadata
     from .transaction import Transaction
 
@@ -254,10 +254,16 @@ def _rewrite_files(tx: "Transaction", allocator: IdentityAllocator, adds: pa.Tab
     paths = adds.column("path").to_pylist()
     targets = [i for i, p in enumerate(paths) if p in allocator.files]
     columns = {name: adds.column(name).to_pylist() for name in ("path", "size", "modificationTime", "stats")}
-    num_indexed = props.int_property(tx.properties, props.NUM_INDEXED_COLS, 32)
-    table_columns = set(tx.schema.names)
+    from .ops.rewrite import write_options
+
+    options = write_options(tx)  # which columns get statistics
+    mapping = tx.column_mapping  # this transaction's own files hold physical column names
+    stored = mapping.physical_name if mapping is not None else (lambda name: name)
+    file_shifts = {stored(c): shift for c, shift in shifts.items()}
+    file_runs = {stored(c): run for c, run in allocator.runs.items()}
+    table_columns = {stored(c) for c in tx.schema.names}
     for i in targets:
-        new_path, size, stats = _rewrite_one(tx, paths[i], allocator.runs, shifts, table_columns, num_indexed)
+        new_path, size, stats = _rewrite_one(tx, paths[i], file_runs, file_shifts, table_columns, options)
         allocator.files.discard(paths[i])
         allocator.files.add(new_path)
         tx._written.add(new_path)  # ours to delete on abort; the old one is dropped after commit
@@ -272,7 +278,7 @@ def _rewrite_files(tx: "Transaction", allocator: IdentityAllocator, adds: pa.Tab
 
 
 def _rewrite_one(tx: "Transaction", add_path: str, runs: dict[str, _Run], shifts: dict[str, int],
-                 table_columns: set[str], num_indexed: int) -> tuple[str, int, str]:
+                 table_columns: set[str], options: "WriteOptions") -> tuple[str, int, str]:
     store = tx.store
     relative = decode_path(add_path)
     fs = store.arrow_fs
@@ -292,7 +298,8 @@ def _rewrite_one(tx: "Transaction", add_path: str, runs: dict[str, _Run], shifts
                        **encodings.choose(rows).writer_args())
         size = sink.tell()
     unindexed = [c for c in rows.column_names if c not in table_columns]
-    stats = compute_stats(rows.drop_columns(unindexed) if unindexed else rows, None, num_indexed)
+    stats = compute_stats(rows.drop_columns(unindexed) if unindexed else rows, options.stats_columns,
+                          options.num_indexed_cols)
     return encode_path(new_relative), size, stats
 
 

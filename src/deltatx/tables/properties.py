@@ -20,6 +20,7 @@ AUTO_COMPACT = "delta.autoOptimize.autoCompact"
 AUTO_COMPACT_MIN_FILES = "deltatx.autoCompact.minNumFiles"
 USE_STATS = "deltatx.conflictDetection.useStats"
 NUM_INDEXED_COLS = "delta.dataSkippingNumIndexedCols"
+STATS_COLUMNS = "delta.dataSkippingStatsColumns"
 TARGET_FILE_SIZE = "delta.targetFileSize"
 ENABLE_DELETION_VECTORS = "delta.enableDeletionVectors"
 ENABLE_ROW_TRACKING = "delta.enableRowTracking"
@@ -63,6 +64,11 @@ def _int_at_least(minimum: int):
     return check
 
 
+def _stats_columns(key: str, value: str) -> None:
+    if value.count("`") % 2:
+        raise InvalidPropertyError(f"{key}={value!r}: unbalanced backtick")
+
+
 _VALIDATORS = {
     "delta.isolationLevel": lambda k, v: validate_isolation_property(v),
     CHECKPOINT_INTERVAL: _positive_int,
@@ -72,6 +78,7 @@ _VALIDATORS = {
     DV_INLINE_MAX_BYTES: _int_at_least(0),
     AUTO_COMPACT_MIN_FILES: _positive_int,
     NUM_INDEXED_COLS: _int_at_least(-1),
+    STATS_COLUMNS: _stats_columns,
     TARGET_FILE_SIZE: _positive_int,
     DELETED_FILE_RETENTION: lambda k, v: parse_interval_hours(v, k),
     LOG_RETENTION: lambda k, v: parse_interval_hours(v, k),
@@ -123,6 +130,27 @@ def flag(properties: dict[str, str], key: str, default: bool) -> bool:
 def int_property(properties: dict[str, str], key: str, default: int) -> int:
     v = properties.get(key)
     return default if v is None else int(v)
+
+
+def stats_columns(properties: dict[str, str]) -> list[str] | None:
+    """``delta.dataSkippingStatsColumns``: the columns that get statistics (comma-separated,
+    dotted for nested fields, backticks quoting a name); when set it replaces
+    ``delta.dataSkippingNumIndexedCols``, as in Spark and delta-rs. None when unset or empty."""
+    raw = properties.get(STATS_COLUMNS)
+    if raw is None:
+        return None
+    names, cur, quoted = [], [], False
+    for ch in raw:
+        if ch == "`":
+            quoted = not quoted
+        if ch == "," and not quoted:
+            names.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    names.append("".join(cur).strip())
+    names = [n for n in names if n]
+    return names or None
 
 
 def dv_inline_max_bytes(properties: dict[str, str]) -> int:

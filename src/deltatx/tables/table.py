@@ -196,9 +196,10 @@ class Table:
         """Rows of this version, pruned by partition values and file stats, then filtered."""
         from ..expr import bind_predicate, files_matching, parse_predicate, to_arrow
         from ..io.reader import read_files
-        from ..io.row_metadata import MaterializedColumns
+        from ..io.row_metadata import MaterializedColumns, check_row_tracking_columns
 
         snap = self._snapshot
+        check_row_tracking_columns(columns, row_tracking.is_supported(snap.protocol), self.uri)
         files = snap.files
         row_filter = pred = None
         if where is not None:

@@ -270,9 +270,10 @@ class Transaction(CommitsOnExit):
         """
         from ..expr import to_arrow
         from ..io.reader import read_files
-        from ..io.row_metadata import FILE_PATH, ROW_ID, ROW_INDEX, MaterializedColumns
+        from ..io.row_metadata import FILE_PATH, ROW_ID, ROW_INDEX, MaterializedColumns, check_row_tracking_columns
         from .ops.merge_on_read import record_reads_by_file, tracks_rows, uses_deletion_vectors
 
+        check_row_tracking_columns(columns, row_tracking.is_supported(self.protocol), self.table.uri)
         pred, files = self.scan(where)
         row_filter = to_arrow(pred, self.schema) if pred is not None else None
         materialized = MaterializedColumns.from_configuration(self.properties)

@@ -79,7 +79,7 @@ def _leaves(fields: Iterable[pa.Field], prefix: Path = ()) -> list[tuple[Path, p
     return out
 
 
-def _split_column_name(name: str) -> Path:
+def split_column_name(name: str) -> Path:
     """``a.b`` -> ("a", "b"); backticks quote a part (``a.`b.c``` -> ("a", "b.c"))."""
     parts: list[str] = []
     cur: list[str] = []
@@ -113,7 +113,7 @@ def stats_leaf_paths(
     """
     leaves = _leaves(list(schema))
     if stats_columns is not None:
-        wanted = [tuple(p.lower() for p in _split_column_name(c)) for c in stats_columns]
+        wanted = [tuple(p.lower() for p in split_column_name(c)) for c in stats_columns]
         return [
             (path, f)
             for path, f in leaves

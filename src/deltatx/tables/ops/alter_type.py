@@ -15,7 +15,7 @@ from ...errors import TypeChangeError
 from ...txnlog import type_widening
 from ...txnlog.features import required_protocol, writer_features
 from ...txnlog.schema import schema_to_json
-from ...txnlog.stats import _split_column_name as split_column_name
+from ...txnlog.stats import split_column_name
 from .. import properties as props
 
 if TYPE_CHECKING:

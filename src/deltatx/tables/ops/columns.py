@@ -24,7 +24,7 @@ from ...errors import ColumnMappingError, SchemaMismatchError
 from ...txnlog.column_mapping import MODE, strip_field
 from ...txnlog.features import required_protocol
 from ...txnlog.schema import field_to_delta, normalize_schema, schema_to_json
-from ...txnlog.stats import _split_column_name
+from ...txnlog.stats import split_column_name
 
 if TYPE_CHECKING:
     from ..transaction import Transaction
@@ -52,7 +52,7 @@ def _resolve(schema: pa.Schema, name: str) -> Path:
         raise SchemaMismatchError(f"a column name must be a non-empty string, got {name!r}")
     fields: Sequence[pa.Field] = list(schema)
     top = _index(fields, name)
-    parts = (name,) if top is not None else _split_column_name(name)
+    parts = (name,) if top is not None else split_column_name(name)
     path: list[str] = []
     for depth, part in enumerate(parts):
         i = _index(fields, part)

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from ...expr import Expr, matches, references_only, to_arrow
 from ...io.reader import read_files
-from ...txnlog.stats import record_counts
+from ...txnlog.stats import record_counts, split_column_name
 from ...io.row_metadata import ROW_COMMIT_VERSION, ROW_INDEX
 from ...io.writer import WriteOptions, write_data_files
 from .. import identity
@@ -36,20 +36,31 @@ from .merge_on_read import (
 )
 
 if TYPE_CHECKING:
+    from ...txnlog.column_mapping import ColumnMapping
     from ..transaction import Transaction
 
 
 def write_options(tx: "Transaction") -> WriteOptions:
     """The table's write options, and its column mapping (files use physical names)."""
     opts = options_for(tx.properties)
-    opts.column_mapping = tx.column_mapping
+    opts.column_mapping = mapping = tx.column_mapping
+    if mapping is not None and opts.stats_columns is not None:  # stats are taken of physical columns
+        opts.stats_columns = [physical_column_name(mapping, c) for c in opts.stats_columns]
     return opts
+
+
+def physical_column_name(mapping: "ColumnMapping", name: str) -> str:
+    """A (dotted, backtick-quoted) column name under its physical names."""
+    parts = split_column_name(name)
+    top, path = mapping.physical_path(parts[0], parts[1:])
+    return ".".join(f"`{p}`" if "." in p or "`" in p else p for p in (top, *path))
 
 
 def options_for(properties: dict[str, str]) -> WriteOptions:
     """The write options a table's properties ask for (which columns get statistics...)."""
     opts = WriteOptions()
     opts.num_indexed_cols = props.int_property(properties, props.NUM_INDEXED_COLS, opts.num_indexed_cols)
+    opts.stats_columns = props.stats_columns(properties)
     opts.materialize_partition_columns = materializes_partition_values(properties)
     return opts
 

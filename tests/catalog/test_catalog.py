@@ -11,6 +11,7 @@ import pytest
 
 import deltatx
 from deltatx import phases
+from crash_points import Crash, crash_at
 from deltatx.catalog.db import SCHEMA_VERSION
 from deltatx.errors import (
     CatalogManagedTableError,
@@ -45,13 +46,6 @@ def _catalog_commits(cat) -> list[tuple]:
     """(version, staged name, holds the bytes?) of every ratified commit."""
     rows = cat._db.query("SELECT version, staged_name, content IS NOT NULL FROM deltatx_commits ORDER BY version")
     return [(int(v), s, bool(c)) for v, s, c in rows]
-
-
-@pytest.fixture
-def cat(catalog_url):
-    c = deltatx.Catalog(catalog_url)
-    yield c
-    c.close()
 
 
 def _bank(cat, tmp_path, names=("a", "b")):
@@ -180,22 +174,14 @@ def test_blind_appends_rebase_across_tables(cat, tmp_path):
     assert results["a"].version == 3 and results["a"].conflicts_resolved == 1 and results["b"].version == 2
 
 
-class _Crash(BaseException):
-    """Stands for the process dying at a phase (raised past every except Exception)."""
-
-
 @pytest.mark.parametrize("phase", ["staged", "ratified", "published"])
 def test_crash_at_each_phase_changes_every_table_or_none(cat, tmp_path, phase):
     _bank(cat, tmp_path)
 
-    def crash(name, **ctx):
-        if name == phase:
-            raise _Crash(name)
-
     tx = cat.transaction()
     tx.table("a").update(where="id = 1", set={"balance": "balance - 5"})
     tx.table("b").update(where="id = 1", set={"balance": "balance + 5"})
-    with phases.observe(crash), pytest.raises(_Crash):
+    with phases.observe(crash_at(phase)), pytest.raises(Crash):
         tx.commit()
     fresh = deltatx.Catalog(cat.url)  # another process looking afterwards
     snap = fresh.snapshot()

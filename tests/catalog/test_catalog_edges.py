@@ -14,6 +14,7 @@ import pytest
 
 import deltatx
 from deltatx import phases
+from crash_points import Crash, crash_at
 from deltatx.errors import (
     CatalogMaintenanceError,
     CatalogManagedTableError,
@@ -23,24 +24,6 @@ from deltatx.errors import (
 )
 
 SCHEMA = pa.schema([("id", pa.int64()), ("balance", pa.int64())])
-
-
-class _Crash(BaseException):
-    """Stands for the process dying at a phase (raised past every except Exception)."""
-
-
-def _crash_at(phase: str):
-    def crash(name, **ctx):
-        if name == phase:
-            raise _Crash(name)
-    return crash
-
-
-@pytest.fixture
-def cat(catalog_url):
-    c = deltatx.Catalog(catalog_url)
-    yield c
-    c.close()
 
 
 def _accounts(cat, tmp_path, level="WriteSerializable"):
@@ -138,7 +121,7 @@ def test_a_release_that_stopped_half_way_is_finished_not_split(cat, tmp_path, ph
     two must not leave a table that both the catalog and path clients commit to."""
     uri = str(tmp_path / "t")
     cat.create_table("t", uri, SCHEMA).append(pa.table({"id": [1], "balance": [1]}))
-    with phases.observe(_crash_at(phase)), pytest.raises(_Crash):
+    with phases.observe(crash_at(phase)), pytest.raises(Crash):
         cat.release("t")
     fresh = deltatx.Catalog(cat.url)
     with pytest.raises(CatalogTableNotFoundError, match="released"):
@@ -156,7 +139,7 @@ def test_a_release_that_stopped_half_way_is_finished_not_split(cat, tmp_path, ph
 def test_release_again_finishes_a_release_that_stopped(cat, tmp_path):
     uri = str(tmp_path / "t")
     cat.create_table("t", uri, SCHEMA).append(pa.table({"id": [1], "balance": [1]}))
-    with phases.observe(_crash_at("published")), pytest.raises(_Crash):
+    with phases.observe(crash_at("published")), pytest.raises(Crash):
         cat.release("t")
     released = cat.release("t")
     assert cat.list_tables() == [] and released.version == 2
@@ -169,7 +152,7 @@ def test_a_catalog_handle_from_before_the_release_cannot_commit_after_it(cat, tm
     old.append(pa.table({"id": [1, 2], "balance": [1, 2]}))
     pending = old.transaction()  # pinned before the release
     pending.delete(where="id = 2")
-    with phases.observe(_crash_at("published")), pytest.raises(_Crash):
+    with phases.observe(crash_at("published")), pytest.raises(Crash):
         cat.release("t")
     before = sorted(os.listdir(os.path.join(uri, "_delta_log")))
     with pytest.raises(CatalogTableNotFoundError, match="released"):
@@ -184,7 +167,7 @@ def test_drop_publishes_what_was_ratified_first(cat, tmp_path):
     uri = str(tmp_path / "t")
     t = cat.create_table("t", uri, SCHEMA)
     t.append(pa.table({"id": [1], "balance": [1]}))
-    with phases.observe(_crash_at("ratified")), pytest.raises(_Crash):
+    with phases.observe(crash_at("ratified")), pytest.raises(Crash):
         cat.table("t").append(pa.table({"id": [2], "balance": [2]}))  # ratified, never published
     assert not os.path.exists(os.path.join(uri, "_delta_log", f"{2:020d}.json"))
     cat.drop_table("t")

@@ -56,13 +56,6 @@ def _lock_is_free(url: str, table_id: str) -> bool:
             return False
 
 
-@pytest.fixture
-def cat(catalog_url):
-    c = deltatx.Catalog(catalog_url)
-    yield c
-    c.close()
-
-
 @pytest.mark.parametrize("optimistic_offers", [2, 0])
 def test_a_loser_rebases_on_what_its_offer_read(cat, tmp_path, monkeypatch, optimistic_offers):
     """Two writers at version 0; the second one's first offer loses. With optimistic offers left

@@ -17,13 +17,6 @@ from deltatx.errors import CatalogMaintenanceError, CatalogTableNotFoundError
 SCHEMA = pa.schema([("id", pa.int64()), ("balance", pa.int64())])
 
 
-@pytest.fixture
-def cat(catalog_url):
-    c = deltatx.Catalog(catalog_url)
-    yield c
-    c.close()
-
-
 def _files(uri: str) -> list[str]:
     out = []
     for d, _, names in os.walk(uri):

@@ -54,8 +54,10 @@ def materializes_partition_values(configuration: dict[str, str]) -> bool:
 
 
 def validate(metadata: Metadata, protocol: Protocol, previous: Metadata | None = None,
-             schema: pa.Schema | None = None) -> None:
-    """Raise a typed error when the table as staged breaks an active Iceberg compatibility rule."""
+             schema: pa.Schema | None = None, existing_files: int = 0) -> None:
+    """Raise a typed error when the table as staged breaks an active Iceberg compatibility rule.
+    ``existing_files``: how many data files the table has already (enabling V1 asks partition
+    values in every one of them)."""
     config = metadata.configuration
     version = active_version(config)
     if version is None:
@@ -76,6 +78,12 @@ def validate(metadata: Metadata, protocol: Protocol, previous: Metadata | None =
         )
     if dv_enabled:
         raise InvalidPropertyError(f"{feature} needs delta.enableDeletionVectors=false")
+    if version == 1 and previous is not None and not _on(previous.configuration, V1) \
+            and metadata.partition_columns and existing_files:
+        raise InvalidPropertyError(
+            f"{feature} asks the partition values in every data file of the table, and its {existing_files} "
+            f"file(s) were written without them (PROTOCOL.md, Iceberg Compatibility V1): create the table "
+            f"with it, or use icebergCompatV2, which asks it of the files written from then on")
     if schema is None:
         schema = schema_from_json(metadata.schema_string)
     _check_types(schema, version)

@@ -25,7 +25,7 @@ from ..txnlog import column_mapping, row_tracking
 from ..txnlog.features import check_path_access, check_writable, required_protocol
 from ..txnlog.history import read_history, to_timestamp_ms
 from ..txnlog.in_commit_timestamps import stamp_creation
-from ..txnlog.schema import normalize_schema, schema_to_json
+from ..txnlog.schema import normalize_schema, schema_from_json, schema_to_json
 from ..txnlog.snapshot import Snapshot, load_snapshot
 from ..txnlog.snapshot_cache import SNAPSHOTS
 from ..txnlog.store import LogStore, VersionExistsError, open_store
@@ -385,6 +385,11 @@ class Table:
         """ALTER TABLE ADD COLUMNS: new nullable columns at the end (old rows read them as null)."""
         return self._run(None, lambda tx: tx.add_columns(fields))
 
+    def set_column_default(self, column: str, sql: str | None) -> CommitResult:
+        """ALTER TABLE ALTER COLUMN SET DEFAULT ``sql`` (a constant SQL expression; None: DROP
+        DEFAULT). A column cannot be added with a default (PROTOCOL.md): add it, then set one."""
+        return self._run(None, lambda tx: tx.set_column_default(column, sql))
+
     def rename_column(self, old: str, new: str) -> CommitResult:
         """ALTER TABLE RENAME COLUMN (``a.b`` names a struct field); needs column mapping."""
         return self._run(None, lambda tx: tx.rename_column(old, new))
@@ -506,6 +511,10 @@ def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | No
         created_time=int(time.time() * 1000),
     )
     metadata = column_mapping.prepare_metadata(None, metadata)  # ids and physical names, if mapped
+    if cluster_by is not None and column_mapping.of(metadata) is not None:
+        # the domain names the clustering columns by the physical names just assigned
+        _, domain, _ = creation_clustering(schema_from_json(metadata.schema_string), partition_by, config, cluster_by)
+        domains = (domain,)
     protocol = required_protocol(config, schema)
     check_writable(protocol, metadata)
     iceberg_compat.validate(metadata, protocol, schema=schema)

@@ -46,7 +46,8 @@ from ..txnlog.actions import (
     parse_commit,
 )
 from ..txnlog import column_mapping, row_tracking
-from ..txnlog.features import check_catalog_still_manages, check_path_access, check_writable, required_protocol
+from ..txnlog.features import (check_catalog_still_manages, check_path_access, check_writable, required_protocol,
+                               writer_features)
 from ..txnlog.replay import only_rows, without_paths
 from ..txnlog.in_commit_timestamps import CommitClock
 from ..txnlog.snapshot import Snapshot
@@ -399,11 +400,25 @@ class Transaction(CommitsOnExit):
 
     def _check_table_rules(self) -> None:
         """Rules some features put on every metadata/protocol change (O(1) while they are off)."""
-        iceberg_compat.validate(self.metadata, self.protocol, previous=self.snapshot.metadata, schema=self._schema)
+        iceberg_compat.validate(self.metadata, self.protocol, previous=self.snapshot.metadata, schema=self._schema,
+                                existing_files=self.snapshot.files.num_rows)
 
-    def stage_domain(self, domain: DomainMetadata) -> None:
-        """Stage a ``domainMetadata`` action (the last one staged per domain wins)."""
+    def stage_domain(self, domain: DomainMetadata, *, system: bool = False) -> None:
+        """Stage a ``domainMetadata`` action (the last one staged per domain wins).
+
+        Domains named ``delta.*`` are the system's (PROTOCOL.md: writers must not let users
+        change them; ``delta.rowTracking`` keeps row ids unique): only deltatx's own operations
+        stage them (``system=True``). A table without the ``domainMetadata`` feature gets it in
+        the same commit (writer version 7)."""
         self._ensure_open()
+        if domain.domain.startswith("delta.") and not system:
+            from ..errors import InvalidArgumentError
+
+            raise InvalidArgumentError(f"domain {domain.domain!r} is a system domain (delta.*), kept by Delta "
+                                       f"itself; name your own domain otherwise")
+        if "domainMetadata" not in writer_features(self.protocol):
+            config = {**self.metadata.configuration, "delta.feature.domainMetadata": "supported"}
+            self.stage_protocol(required_protocol(config, self.schema, self.protocol))
         self._domains[domain.domain] = domain
 
     def stage_txn(self, app_id: str, version: int) -> None:
@@ -527,6 +542,11 @@ class Transaction(CommitsOnExit):
         from .ops.columns import stage_add_columns
 
         return stage_add_columns(self, fields)
+
+    def set_column_default(self, column: str, sql: str | None) -> dict[str, Any]:
+        from .ops.columns import stage_set_column_default
+
+        return stage_set_column_default(self, column, sql)
 
     def rename_column(self, old: str, new: str) -> dict[str, Any]:
         from .ops.columns import stage_rename_column

@@ -295,6 +295,8 @@ def _needed_features(configuration: dict[str, str], schema: pa.Schema) -> list[s
         feature = _FIELD_METADATA_FEATURES.get(key) or ("identityColumns" if key.startswith("delta.identity.") else None)
         if feature and feature not in needed:
             needed.append(feature)
+    if _true(configuration, "delta.appendOnly"):  # implied by legacy writer 2+; named on writer 7
+        needed.append("appendOnly")
     if _true(configuration, "delta.enableDeletionVectors"):
         needed.append("deletionVectors")
     if _true(configuration, "delta.enableChangeDataFeed"):

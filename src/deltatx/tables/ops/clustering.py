@@ -227,7 +227,7 @@ def stage_cluster_by(tx: "Transaction", columns: Any) -> dict[str, Any]:
     if not clustered and paths:
         tx.stage_protocol(required_protocol({**configuration, _FEATURE_KEY: "supported"}, schema, tx.protocol))
     if clustered or paths:
-        tx.stage_domain(clustering_domain([physical_path(schema, configuration, p) for p in paths]))
+        tx.stage_domain(clustering_domain([physical_path(schema, configuration, p) for p in paths]), system=True)
     tx.note_operation("CLUSTER BY", {"oldClusteringColumns": old, "newClusteringColumns": new}, {},
                       changes_data=False)
     return {}

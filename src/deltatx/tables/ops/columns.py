@@ -23,8 +23,9 @@ import pyarrow as pa
 from ...errors import ColumnMappingError, SchemaMismatchError
 from ...txnlog.column_mapping import MODE, strip_field
 from ...txnlog.features import required_protocol
-from ...txnlog.schema import field_to_delta, normalize_schema, schema_to_json
+from ...txnlog.schema import child_fields, field_to_delta, normalize_schema, schema_to_json
 from ...txnlog.stats import split_column_name
+from ..defaults import CURRENT_DEFAULT, validate_defaults
 
 if TYPE_CHECKING:
     from ..transaction import Transaction
@@ -135,10 +136,45 @@ def stage_add_columns(tx: "Transaction", fields: pa.Field | Sequence[pa.Field]) 
             raise SchemaMismatchError(f"column {f.name!r} already exists (names are compared case-insensitively)")
         taken.add(f.name.lower())
     added = list(normalize_schema(pa.schema([strip_field(f) for f in new])))
+    with_default = [f.name for f in added if type_holds_default(f)]
+    if with_default:
+        raise SchemaMismatchError(
+            f"column {with_default[0]!r} is added with a DEFAULT: PROTOCOL.md (Default Columns) forbids a "
+            f"default in the command that creates the column; add it, then "
+            f"set_column_default({with_default[0]!r}, sql)")
     _stage_schema(tx, list(tx.schema) + added)
     tx.note_operation("ADD COLUMNS", {"columns": [{"column": field_to_delta(f)} for f in added]}, {},
                       changes_data=False)
     return {"numColumnsAdded": len(added)}
+
+
+def stage_set_column_default(tx: "Transaction", column: str, sql: str | None) -> dict[str, Any]:
+    """ALTER TABLE ALTER COLUMN SET DEFAULT ``sql`` (None: DROP DEFAULT) of a top-level column:
+    rows written from then on without a value for it get the default; rows already there keep
+    theirs. The table gets the ``allowColumnDefaults`` feature with its first default."""
+    if sql is not None and (not isinstance(sql, str) or not sql.strip()):
+        raise SchemaMismatchError(f"a default is a SQL expression string (None drops it), got {sql!r}")
+    index = tx.schema.get_field_index(column) if isinstance(column, str) else -1
+    if index < 0:
+        raise SchemaMismatchError(f"no top-level column {column!r} in the table; it has {tx.schema.names}")
+    field = tx.schema.field(index)
+    metadata = {k: v for k, v in (field.metadata or {}).items() if k != CURRENT_DEFAULT.encode()}
+    if sql is not None:
+        metadata[CURRENT_DEFAULT.encode()] = sql.encode()
+    fields = list(tx.schema)
+    fields[index] = field.with_metadata(metadata or None)
+    validate_defaults(pa.schema([fields[index]]))  # a constant that fits the column's type
+    _stage_schema(tx, fields)
+    change = {"SET DEFAULT": sql} if sql is not None else {"DROP DEFAULT": True}
+    tx.note_operation("CHANGE COLUMN", {"column": column, **change}, {}, changes_data=False)
+    return {}
+
+
+def type_holds_default(field: pa.Field) -> bool:
+    """Does ``field`` (or a field nested in it) carry a ``CURRENT_DEFAULT``?"""
+    if field.metadata and CURRENT_DEFAULT.encode() in field.metadata:
+        return True
+    return any(type_holds_default(child) for child in child_fields(field.type))
 
 
 def stage_rename_column(tx: "Transaction", old: str, new: str) -> dict[str, Any]:

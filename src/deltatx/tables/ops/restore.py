@@ -26,6 +26,7 @@ import pyarrow.fs as pafs
 
 from ...errors import DataFileNotFoundError, TimeTravelError
 from ...io.paths import data_file_path, decode_path
+from ...txnlog import row_tracking
 from ...txnlog.replay import file_keys
 from ...txnlog.snapshot import load_snapshot
 
@@ -47,6 +48,27 @@ def missing_data_files(tx: "Transaction", files: pa.Table) -> list[str]:
     decoded = [decode_path(p) for p in files["path"].to_pylist()]
     infos = store.arrow_fs.get_file_info([data_file_path(store, p) for p in decoded])
     return [p for p, info in zip(decoded, infos) if info.type == pafs.FileType.NotFound]
+
+
+def _last_row_ids(adds: pa.Table, tombstones: pa.Table) -> pa.Table:
+    """A re-added file keeps the row ids of the last add of its path (PROTOCOL.md, Row Tracking:
+    recommitted adds carry the ``baseRowId`` / ``defaultRowCommitVersion`` of the last committed
+    add with the same path). The remove that took the file out carries them; the old version's
+    add may predate them (a file written before row tracking, backfilled later)."""
+    if not tombstones.num_rows:
+        return adds
+    wanted = pc.is_in(tombstones["path"], value_set=adds["path"].combine_chunks())
+    last = {r["path"]: r for r in tombstones.filter(wanted).select(
+        ["path", "baseRowId", "defaultRowCommitVersion"]).to_pylist() if r["baseRowId"] is not None}
+    if not last:
+        return adds
+    paths = adds["path"].to_pylist()
+    columns = {}
+    for name in ("baseRowId", "defaultRowCommitVersion"):
+        current = adds[name].to_pylist()
+        columns[name] = pa.array([last[p][name] if p in last else c for p, c in zip(paths, current)], pa.int64())
+        adds = adds.set_column(adds.schema.get_field_index(name), name, columns[name])
+    return adds
 
 
 def stage_restore(tx: "Transaction", version: int | None = None, timestamp_ms: int | None = None) -> dict[str, Any]:
@@ -88,6 +110,8 @@ def stage_restore(tx: "Transaction", version: int | None = None, timestamp_ms: i
         to_add = to_add.set_column(
             to_add.schema.get_field_index("dataChange"), "dataChange", pa.array([True] * n, pa.bool_())
         )
+        if row_tracking.is_supported(tx.protocol):
+            to_add = _last_row_ids(to_add, tx.snapshot.tombstones)
     tx.stage_removes(to_remove, data_change=True)
     tx.stage_adds(to_add)
     restored = keep_high_water_marks(old.metadata, tx.metadata)

@@ -140,6 +140,10 @@ class DataFileNotFoundError(DeltaTxError, FileNotFoundError):
     """A data file referenced by the log is missing from storage."""
 
 
+class CorruptDataFileError(InvalidTableError):
+    """A data file referenced by the log is not a readable Parquet file (truncated, overwritten)."""
+
+
 class ReplaceWhereViolationError(DeltaTxError, ValueError):
     """``overwrite(where=...)`` was given rows that do not satisfy the predicate."""
 

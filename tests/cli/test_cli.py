@@ -18,6 +18,7 @@ from tablefiles import age_files, data_files
 
 import deltatx
 from deltatx.cli import EXIT_ANOMALY, EXIT_OK, EXIT_USAGE, main
+from deltatx.errors import CorruptDataFileError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.int32()), ("name", pa.string())])
 REPO = Path(__file__).resolve().parents[2]
@@ -322,3 +323,42 @@ def test_describe_and_history_on_s3_with_storage_options(capsys, s3_bucket):
     info = run_json(capsys, "describe", uri, *flags)
     assert info["version"] == 1 and info["num_files"] == 1 and info["partition_columns"] == ["part"]
     assert [h["operation"] for h in run_json(capsys, "history", uri, *flags)] == ["WRITE", "CREATE TABLE"]
+
+
+def test_a_data_file_that_is_not_parquet_is_one_line_exit_2(capsys, table):
+    for name in data_files(table.uri):
+        Path(table.uri, name).write_bytes(b"garbage")
+    err = run_error(capsys, "optimize", table.uri)
+    assert "CorruptDataFileError" in err and "not a readable Parquet file" in err
+    with pytest.raises(CorruptDataFileError, match="not a readable Parquet file"):
+        deltatx.Table(table.uri).to_arrow()
+
+
+def test_bank2_refuses_the_options_it_does_not_use(capsys, tmp_path):
+    for extra in (["--duration", "1"], ["--row-level"], ["--isolation", "Serializable"]):
+        err = run_error(capsys, "stress", str(tmp_path / "bank"), "--workload", "bank2",
+                        "--catalog", f"sqlite:///{tmp_path}/c.db", *extra)
+        assert f"does not take {extra[0]}" in err
+    assert not os.path.exists(tmp_path / "bank")
+
+
+def test_history_is_not_cropped_when_piped(capsys, table):
+    table.optimize()
+    assert main(["history", table.uri]) == EXIT_OK
+    out = capsys.readouterr().out
+    metrics = table.history(1)[0]["operationMetrics"]
+    assert f"numAddedBytes={metrics['numAddedBytes']}" in out and f"numRemovedBytes={metrics['numRemovedBytes']}" in out
+
+
+def test_an_object_store_client_error_is_a_storage_error_exit_2(capsys, monkeypatch, table):
+    """botocore's errors (no credentials, an endpoint that does not answer) are not OSError."""
+    from botocore.exceptions import NoCredentialsError
+
+    import deltatx.cli as cli
+
+    def fail(args):
+        raise NoCredentialsError()
+
+    monkeypatch.setitem(cli.COMMANDS, "history", fail)
+    err = run_error(capsys, "history", table.uri)
+    assert "storage error: NoCredentialsError" in err

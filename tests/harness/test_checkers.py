@@ -227,3 +227,29 @@ def test_unknown_checker_is_refused():
     uri, setup = table()
     with pytest.raises(HarnessError, match="unknown checker"):
         check_history(setup, uri, checkers=["linearizable"])
+
+
+def test_no_lost_commit_finds_a_commit_whose_add_was_dropped(tmp_path):
+    """The rows of a committed append must be in the table at its version, and a later remove
+    must name a file that was added: both fail when the append's add action is taken out."""
+    import os
+
+    import pyarrow as pa
+
+    from deltatx.harness import Optimize
+
+    uri = str(tmp_path / "t")
+    t = deltatx.create_table(uri, pa.schema([("id", pa.int64()), ("value", pa.int64())]))
+    history = [execute(t, Append({"id": [1, 2], "value": [10, 20]}), writer="w0", seq=0),
+               execute(t, Append({"id": [3, 4], "value": [30, 40]}), writer="w0", seq=1),
+               execute(t, Optimize(), writer="w0", seq=2)]
+    assert check_history(history, uri) == []
+    path = os.path.join(uri, "_delta_log", f"{2:020d}.json")
+    with open(path) as fh:
+        kept = [line for line in fh if '"add"' not in line]
+    with open(path, "w") as fh:
+        fh.writelines(kept)
+    found = check_history(history, uri)
+    messages = [a.message for a in found if a.checker == "no_lost_commit"]
+    assert any("adds no data file" in m for m in messages)
+    assert any("which no earlier version added" in m and "version 3" in m for m in messages)

@@ -10,10 +10,12 @@ from decimal import Decimal
 
 import pyarrow as pa
 import pytest
+from pyspark.sql import functions as F
 from pyspark.sql.datasource import EqualTo, GreaterThan, In, IsNull, LessThan, Not, StringStartsWith
 
 import deltatx
 import deltatx.spark as dspark
+from deltatx.spark import DeltaTable
 from deltatx.spark.options import read_spec
 from deltatx.spark.reader import DeltaTxReader, bin_files, plan_scan
 
@@ -70,6 +72,22 @@ def test_time_travel_by_version_and_timestamp(spark, table_uri):
     assert sorted(r.id for r in spark.read.format("deltatx").option("versionAsOf", "0").load(table_uri).collect()) == []
     with pytest.raises(Exception, match="TimeTravelError"):
         spark.read.format("deltatx").option("versionAsOf", 99).load(table_uri).collect()
+    # as in delta-spark: a timestamp after the last commit is refused, not answered with the latest
+    with pytest.raises(Exception, match="is after the latest version available"):
+        spark.read.format("deltatx").option("timestampAsOf", "2100-01-01 00:00:00").load(table_uri).collect()
+    with pytest.raises(Exception, match="is after the latest version available"):
+        DeltaTable.forPath(spark, table_uri).restoreToTimestamp("2100-01-01")
+    assert deltatx.Table(table_uri).version == 3  # nothing restored
+
+
+def test_a_cast_in_a_dml_condition_truncates_as_spark_does(spark, table_uri):
+    """CAST(1.5 AS INT) is 1 in Spark (ANSI mode too): a DELETE by it finds the row."""
+    table = deltatx.create_table(table_uri, pa.schema([("id", pa.int64()), ("v", pa.float64())]))
+    table.append(pa.table({"id": [1, 2, 3], "v": [1.5, -1.7, 2.2]}))
+    assert [r.n for r in spark.sql("SELECT CAST(1.5D AS INT) AS n").collect()] == [1]
+    DeltaTable.forPath(spark, table_uri).delete(F.col("v").cast("int") == 1)
+    DeltaTable.forPath(spark, table_uri).delete("CAST(v AS INT) = -1")
+    assert deltatx.Table(table_uri).to_arrow()["id"].to_pylist() == [3]
 
 
 @pytest.fixture

@@ -61,6 +61,11 @@ class _Backend:
 
     def float_type(self, e: Expr, lowered: Any) -> pa.DataType | None:
         """The floating-point type of ``e`` (lowered to ``lowered``), None when not floating."""
+        t = self.type_of(e, lowered)
+        return t if t is not None and pa.types.is_floating(t) else None
+
+    def type_of(self, e: Expr, lowered: Any) -> pa.DataType | None:
+        """The Arrow type of ``e`` (lowered to ``lowered``), None when it cannot be known."""
         raise NotImplementedError
 
     def scalar(self, value: pa.Scalar) -> Any:
@@ -83,19 +88,17 @@ class _Lazy(_Backend):
     def column(self, c: Column) -> Any:
         return pc.field(flat_name(c), *c.path) if c.path else pc.field(flat_name(c))
 
-    def float_type(self, e: Expr, lowered: Any) -> pa.DataType | None:
+    def type_of(self, e: Expr, lowered: Any) -> pa.DataType | None:
         if isinstance(e, Literal):
-            t = None if e.value is None else e.arrow_type
-        elif self.schema is None and e.columns():
+            return None if e.value is None else e.arrow_type
+        if self.schema is None and e.columns():
             return None  # a lazy expression has no types of its own
-        else:
-            if self._no_rows is None:
-                self._no_rows = (self.schema if self.schema is not None else pa.schema([])).empty_table()
-            try:  # the evaluator's own answer, over no rows
-                t = evaluate(e, self._no_rows).type
-            except PredicateError:
-                return None
-        return t if t is not None and pa.types.is_floating(t) else None
+        if self._no_rows is None:
+            self._no_rows = (self.schema if self.schema is not None else pa.schema([])).empty_table()
+        try:  # the evaluator's own answer, over no rows
+            return evaluate(e, self._no_rows).type
+        except PredicateError:
+            return None
 
     def scalar(self, value: pa.Scalar) -> Any:
         return pc.scalar(value)
@@ -130,9 +133,8 @@ class _Eager(_Backend):
     def call(self, name: str, args: Sequence[Any], options: pc.FunctionOptions | None = None) -> Any:
         return pc.call_function(name, list(args), options)
 
-    def float_type(self, e: Expr, lowered: Any) -> pa.DataType | None:
-        t = getattr(lowered, "type", None)
-        return t if t is not None and pa.types.is_floating(t) else None
+    def type_of(self, e: Expr, lowered: Any) -> pa.DataType | None:
+        return getattr(lowered, "type", None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -271,7 +273,7 @@ def _lower(e: Expr, b: _Backend, boolean: bool = False) -> Any:
             raise PredicateError(f"{e.name}() takes {lo}..{hi} arguments, got {len(e.args)}")
         return lower(b, [_lower(a, b, e.name == "if" and i == 0) for i, a in enumerate(e.args)], e.args)
     if isinstance(e, Cast):
-        return b.call("cast", [_lower(e.operand, b)], pc.CastOptions(e.to))
+        return _lower_cast(e, b)
     if isinstance(e, Case):
         if not e.whens:
             return _lower(e.default, b) if e.default is not None else b.scalar(pa.scalar(None))
@@ -282,6 +284,25 @@ def _lower(e: Expr, b: _Backend, boolean: bool = False) -> Any:
             values.append(_lower(e.default, b))
         return b.call("case_when", [conds, *values])
     raise PredicateError(f"cannot evaluate expression node {type(e).__name__}: {e}")
+
+
+def _lower_cast(e: Cast, b: _Backend) -> Any:
+    """Spark's CAST: a fraction cast to an integer is truncated toward zero (1.9 -> 1, -1.9 -> -1),
+    a value out of the integer's range fails (ANSI mode, Spark 4's default), a timestamp cast to a
+    date drops its time. The fraction goes first, so that Arrow's checked cast still catches the
+    overflow; Arrow's own truncating cast would wrap it silently. Decimal to decimal keeps
+    Arrow's check: Spark rounds there, which truncation would not match."""
+    operand = _lower(e.operand, b)
+    if pa.types.is_integer(e.to):
+        source = b.type_of(e.operand, operand)
+        if source is not None and pa.types.is_floating(source):
+            operand = b.call("trunc", [operand])
+        elif source is not None and pa.types.is_decimal(source):
+            operand = b.call("round", [operand], pc.RoundOptions(0, "towards_zero"))
+        elif source is None:  # unknown here: truncate in the cast (an overflow then wraps)
+            return b.call("cast", [operand], pc.CastOptions(e.to, allow_float_truncate=True,
+                                                            allow_decimal_truncate=True))
+    return b.call("cast", [operand], pc.CastOptions(e.to, allow_time_truncate=True))
 
 
 def _lower_comparison(e: Comparison, b: _Backend) -> Any:

@@ -107,6 +107,11 @@ def check_no_lost_commit(history: Sequence[OpRecord], log: LogView, final: pa.Ta
         elif r.txn_id in by_txn:
             out.append(_anomaly(name, f"{r.label()} reported {r.error or r.outcome} but it is in the log at "
                                       f"{by_txn[r.txn_id]}", r))
+        if r.committed and r.version in log.commits and r.operation().inserted_keys(r.observed) \
+                and log.commits[r.version].adds.num_rows == 0:
+            out.append(_anomaly(name, f"{r.label()} inserted rows, but its commit (version {r.version}) adds "
+                                      f"no data file: the rows are not in the table at that version", r))
+    out += _file_lineage(log, name)
     if complete:
         for v in versions:
             c = log.commits[v]
@@ -116,6 +121,27 @@ def check_no_lost_commit(history: Sequence[OpRecord], log: LogView, final: pa.Ta
     if final is not None and key in final.column_names:
         out += _check_rows(history, final, key)
     return out[:MAX_PER_CHECKER]
+
+
+def _file_lineage(log: LogView, name: str) -> list[Anomaly]:
+    """Every remove names a file that is live at that point (added before, not removed since):
+    a remove of anything else means a commit was changed or lost. Checked when the log starts
+    at version 0 (otherwise what was live before its first commit is not known)."""
+    if 0 not in log.commits:
+        return []
+    live: set[str] = set()
+    out = []
+    for v in sorted(log.commits):
+        c = log.commits[v]
+        for path in c.removes.column("path").to_pylist() if c.removes.num_rows else ():
+            if path not in live:
+                out.append(_anomaly(name, f"version {v} ({c.operation}) removes {path}, which no earlier version "
+                                          f"added (or one removed already): a commit was changed or lost",
+                                    version=v))
+            live.discard(path)
+        if c.adds.num_rows:
+            live.update(c.adds.column("path").to_pylist())
+    return out
 
 
 def _check_rows(history: Sequence[OpRecord], final: pa.Table, key: str) -> list[Anomaly]:

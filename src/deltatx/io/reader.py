@@ -30,6 +30,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from ..errors import (
+    CorruptDataFileError,
     DataFileNotFoundError,
     InvalidTableError,
     PredicateError,
@@ -198,10 +199,15 @@ def read_files(
     the row groups whose footer statistics it cannot match. With a ``column_mapping`` the files
     hold physical columns (:func:`_read_mapped`); names, ``filter`` and the result stay logical.
     """
-    if column_mapping is not None:
-        return _read_mapped(store, files, schema, partition_columns, columns, filter, materialized, prune,
-                            column_mapping)
-    return _read(store, files, schema, partition_columns, columns, filter, materialized, prune)
+    try:
+        if column_mapping is not None:
+            return _read_mapped(store, files, schema, partition_columns, columns, filter, materialized, prune,
+                                column_mapping)
+        return _read(store, files, schema, partition_columns, columns, filter, materialized, prune)
+    except pa.ArrowInvalid as exc:
+        _raise_if_corrupt(exc, store)
+        _raise_if_filter_failed(exc, filter)
+        raise
 
 
 def _read(store: "LogStore", files: pa.Table, schema: pa.Schema, partition_columns: list[str],
@@ -247,11 +253,37 @@ def iter_batches(
     Files without a deletion vector come first, in file order; then the files with one, each
     read whole, its deleted rows left out. ``column_mapping``: as for :func:`read_files`.
     """
-    if column_mapping is not None:
-        yield from _iter_mapped(store, files, schema, partition_columns, columns, filter, materialized,
-                                column_mapping)
-        return
-    yield from _iter(store, files, schema, partition_columns, columns, filter, materialized)
+    try:
+        if column_mapping is not None:
+            yield from _iter_mapped(store, files, schema, partition_columns, columns, filter, materialized,
+                                    column_mapping)
+            return
+        yield from _iter(store, files, schema, partition_columns, columns, filter, materialized)
+    except pa.ArrowInvalid as exc:
+        _raise_if_corrupt(exc, store)
+        _raise_if_filter_failed(exc, filter)
+        raise
+
+
+#: what Arrow says of a file that is not (or no longer) Parquet
+_NOT_PARQUET = ("Parquet magic bytes not found", "Parquet file size is 0 bytes", "Couldn't deserialize thrift",
+                "Could not open Parquet input source")
+
+
+def _raise_if_filter_failed(exc: BaseException, filter: pc.Expression | None) -> None:
+    """A value the filter cannot compute (a CAST out of the target type's range, as Spark's ANSI
+    mode refuses it): PredicateError, not Arrow's own exception."""
+    if filter is not None:
+        raise PredicateError(f"the predicate cannot be evaluated on the table's rows: {exc}") from exc
+
+
+def _raise_if_corrupt(exc: BaseException, store: "LogStore") -> None:
+    """A data file the log references that Arrow cannot read as Parquet: CorruptDataFileError."""
+    text = str(exc)
+    if any(marker in text for marker in _NOT_PARQUET):
+        raise CorruptDataFileError(
+            f"a data file of {store.uri!r} is not a readable Parquet file ({text}); nothing was changed. "
+            f"Restore the file, or time travel to a version that does not reference it") from exc
 
 
 def _iter(store: "LogStore", files: pa.Table, schema: pa.Schema, partition_columns: list[str],

@@ -220,3 +220,16 @@ def test_sqlite_url_with_three_slashes_is_relative(tmp_path, monkeypatch):
         assert cat.list_tables() == ["t"]
         with pytest.raises(CatalogManagedTableError):
             deltatx.Table(str(tmp_path / "warehouse" / "t"))
+
+
+def test_drop_of_a_table_whose_files_are_gone_forgets_it_without_writing(cat, tmp_path):
+    import shutil
+
+    uri = str(tmp_path / "t")
+    cat.create_table("t", uri, SCHEMA).append(pa.table({"id": [1], "balance": [1]}))
+    shutil.rmtree(uri)
+    cat.drop_table("t")
+    assert cat.list_tables() == [] and not os.path.exists(uri)  # nothing published into a new folder
+    cat.create_table("t2", uri, SCHEMA).append(pa.table({"id": [2], "balance": [2]}))
+    cat.drop_table("t2", purge=True)
+    assert not os.path.exists(uri)

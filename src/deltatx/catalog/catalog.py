@@ -167,11 +167,9 @@ class Catalog:
         """Turn ``name`` back into a path table: a last catalog commit drops ``catalogManaged``
         (and disables in-commit timestamps), then the name is forgotten."""
         entry = self._entry(name)
-        store = self.store(name)
-        table = Table(entry.uri, _store=store)  # type: ignore[arg-type]
-        if _released(table):  # a release that died before forgetting the name: finish it
-            self._forget(entry)
+        if self._finish_release(name):  # a release that died before forgetting the name
             return Table(entry.uri, storage_options=self.storage_options or None)
+        table = self.table(name)
         snap = table.snapshot
         tx = table.transaction()
         p = snap.protocol
@@ -193,26 +191,29 @@ class Catalog:
         """Forget ``name``; with ``purge`` delete its files too. Without purge the files stay a
         catalog-managed table that path clients refuse (register it again to use it)."""
         entry = self._entry(name)
-        self._forget(entry)
+        self._forget(entry, publish=not purge)
         if purge:
             path = self._open(entry.uri)
             shutil.rmtree(path.root, ignore_errors=True) if os.path.isdir(path.root) else path.fs.rm(path.root, recursive=True)
 
-    def _forget(self, entry: CatalogEntry) -> None:
+    def _forget(self, entry: CatalogEntry, publish: bool = True) -> None:
         """Delete the name and its ratified commits, once every one of them is in ``_delta_log``
         for good: the catalog is the only copy of a ratified commit not yet published (a
         committer that died after ratifying), and of the bytes of an inline commit whose
-        published file was never fsynced. Forgetting those would take back committed versions."""
+        published file was never fsynced. Forgetting those would take back committed versions.
+        Not ``publish``: the files are about to go (drop with purge), or are gone already."""
         store = CatalogLogStore(self, entry.table_id, self._open(entry.uri))
+        publish = publish and store.inner.table_exists()
         while True:
-            latest = store.publish_pending()
-            store.drop_published_content()  # fsyncs what is published, on local disk
+            latest = store.publish_pending() if publish else -1
+            if publish:
+                store.drop_published_content()  # fsyncs what is published, on local disk
             with self._db.write() as cur:
-                # under the commit lock (the leases' own read): nobody ratified meanwhile
-                found = self._db._read_for_commit(cur, {entry.table_id: max(latest, 0)}, content=False)
-                moved = found.get(entry.table_id, [])
-                if moved and moved[-1].version != latest:
-                    continue  # a commit landed while publishing: publish it too, then forget
+                if publish:  # under the commit lock (the leases' own read): nobody ratified meanwhile
+                    found = self._db._read_for_commit(cur, {entry.table_id: max(latest, 0)}, content=False)
+                    moved = found.get(entry.table_id, [])
+                    if moved and moved[-1].version != latest:
+                        continue  # a commit landed while publishing: publish it too, then forget
                 cur.execute("DELETE FROM deltatx_commits WHERE table_id = ?", (entry.table_id,))
                 cur.execute("DELETE FROM deltatx_tables WHERE id = ?", (entry.table_id,))
             return

@@ -12,7 +12,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 
 from ..errors import SchemaMismatchError
-from ..txnlog.schema import is_variant_storage, merge_schemas, normalize_schema
+from ..txnlog.schema import dropped_fields, is_variant_storage, merge_schemas, normalize_schema
 from .defaults import default_values, fill
 from .variant import check_variant_columns, has_variant
 
@@ -27,7 +27,7 @@ def to_reader(data: Any) -> pa.RecordBatchReader:
         return pa.Table.from_batches([data]).to_reader()
     mod = type(data).__module__
     if mod.startswith("pandas"):
-        return pa.Table.from_pandas(data, preserve_index=False).to_reader()
+        return pa.Table.from_pandas(_named_index_as_columns(data), preserve_index=False).to_reader()
     if hasattr(data, "__arrow_c_stream__"):  # polars, duckdb relations, ...
         return pa.RecordBatchReader.from_stream(data)
     raise TypeError(
@@ -36,8 +36,40 @@ def to_reader(data: Any) -> pa.RecordBatchReader:
     )
 
 
+def _named_index_as_columns(frame: Any) -> Any:
+    """A pandas DataFrame with its named index levels as columns (as ``pa.table(df)`` and
+    deltalake keep them); an unnamed index is row numbering, not data."""
+    named = [n for n in frame.index.names if n is not None]
+    if not named:
+        return frame
+    clash = [n for n in named if n in frame.columns]
+    if clash:
+        raise SchemaMismatchError(f"the DataFrame's index level(s) {clash} have the names of columns too")
+    return frame.reset_index(level=named)
+
+
+def check_unique_names(schema: pa.Schema, what: str = "the data") -> None:
+    """Column names must be unique: a second ``id`` would otherwise be dropped without a word.
+    (Names that differ in case only are other columns here, as in tables deltalake writes.)"""
+    seen: set[str] = set()
+    for name in schema.names:
+        if name in seen:
+            raise SchemaMismatchError(f"{what} has the column {name!r} more than once")
+        seen.add(name)
+
+
 def data_schema(reader: pa.RecordBatchReader) -> pa.Schema:
-    return normalize_schema(reader.schema)
+    """The incoming schema in Delta's canonical types where a column has one. A column whose
+    Arrow type has none (an all-null column, uint64) stays as it is: its cast into the table's
+    column decides, and schema merge refuses it as a new column."""
+    check_unique_names(reader.schema)
+    fields = []
+    for f in reader.schema:
+        try:
+            fields.append(normalize_schema(pa.schema([f])).field(0))
+        except SchemaMismatchError:
+            fields.append(f)
+    return pa.schema(fields)
 
 
 def resolve_write_schema(table_schema: pa.Schema, incoming: pa.Schema, schema_mode: str | None) -> pa.Schema:
@@ -45,12 +77,25 @@ def resolve_write_schema(table_schema: pa.Schema, incoming: pa.Schema, schema_mo
     if schema_mode not in (None, "merge"):
         raise ValueError(f"schema_mode must be None or 'merge', got {schema_mode!r}")
     extra = [n for n in incoming.names if n not in table_schema.names]
-    if extra and schema_mode != "merge":
+    nested = [p for f in incoming if f.name in table_schema.names
+              for p in dropped_fields(f.type, table_schema.field(f.name).type, f"{f.name}.")]
+    if (extra or nested) and schema_mode != "merge":
         raise SchemaMismatchError(
-            f"the data has column(s) {extra} that the table does not have "
+            f"the data has column(s) {extra + nested} that the table does not have "
             f"(table columns: {table_schema.names}); pass schema_mode='merge' to add them"
         )
-    return merge_schemas(table_schema, incoming) if extra else table_schema
+    return merge_schemas(table_schema, incoming) if extra or nested else table_schema
+
+
+def cast_value(values: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Array | pa.ChunkedArray:
+    """``values`` as a column of type ``target`` takes them: a safe cast that never drops a
+    nested field ``target`` has no place for (Arrow's struct cast drops those silently).
+    Raises ``pa.ArrowInvalid``, which callers word as a SchemaMismatchError of their own."""
+    dropped = dropped_fields(values.type, target)
+    if dropped:
+        raise pa.ArrowInvalid(f"nested field(s) {dropped} are not in the table's type {target}; schema "
+                              f"evolution (schema_mode='merge', MERGE with_schema_evolution()) adds them")
+    return values.cast(target, safe=True)
 
 
 def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, computed: frozenset[str] = frozenset(),
@@ -67,7 +112,7 @@ def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, computed: frozenset[
             col = batch.column(names.index(field.name))
             if not col.type.equals(field.type):
                 try:
-                    col = col.cast(field.type, safe=True)
+                    col = cast_value(col, field.type)
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                     if is_variant_storage(field.type):
                         raise SchemaMismatchError(

@@ -217,21 +217,67 @@ def normalize_schema(schema: pa.Schema) -> pa.Schema:
 
 
 def merge_schemas(table_schema: pa.Schema, data_schema: pa.Schema) -> pa.Schema:
-    """Schema evolution (``schema_mode="merge"``): add new columns at the end, keep the rest.
-
-    A column present in both with different types is not widened silently: it is an error.
-    """
-    data = normalize_schema(data_schema)
+    """Schema evolution (``schema_mode="merge"``): new columns at the end, new fields of a struct
+    column at the end of the struct (nullable); the rest stays. Whether a column's values fit
+    its type is the write's cast to decide, as without merge."""
     fields = list(table_schema)
     names = set(table_schema.names)
-    for f in data:
+    for f in data_schema:
         if f.name in names:
-            existing = table_schema.field(f.name)
-            if not existing.type.equals(f.type):
-                raise SchemaMismatchError(
-                    f"column {f.name!r} is {existing.type} in the table but {f.type} in the data; "
-                    f"schema merge only adds columns, it does not change types"
-                )
+            i = table_schema.get_field_index(f.name)
+            fields[i] = fields[i].with_type(with_added_fields(fields[i].type, f.type))
         else:
-            fields.append(f.with_nullable(True))
-    return pa.schema(fields)
+            try:
+                fields.append(normalize_schema(pa.schema([f])).field(0).with_nullable(True))
+            except SchemaMismatchError as exc:
+                raise SchemaMismatchError(f"new column {f.name!r} is {f.type} in the data, which gives it no Delta "
+                                          f"type ({exc}): cast it to the type the column should have") from None
+    return pa.schema(fields, metadata=table_schema.metadata)
+
+
+def _nested(t: pa.DataType) -> list[tuple[str, pa.DataType]]:
+    """(path part, type) of the children a cast matches by position rather than by name."""
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return [("element", t.value_type)]
+    if pa.types.is_map(t):
+        return [("key", t.key_type), ("value", t.item_type)]
+    return []
+
+
+def dropped_fields(data: pa.DataType, table: pa.DataType, path: str = "") -> list[str]:
+    """Nested fields of ``data`` that ``table`` has no place for: Arrow's cast of a struct drops
+    them without a word, so a write must refuse them (or merge them in) first."""
+    if pa.types.is_struct(data) and pa.types.is_struct(table):
+        out = []
+        for i in range(data.num_fields):
+            f = data.field(i)
+            j = table.get_field_index(f.name)
+            out += [path + f.name] if j < 0 else dropped_fields(f.type, table.field(j).type, f"{path}{f.name}.")
+        return out
+    pairs = list(zip(_nested(data), _nested(table)))
+    return [d for (part, dt), (_, tt) in pairs for d in dropped_fields(dt, tt, f"{path}{part}.")]
+
+
+def with_added_fields(table: pa.DataType, data: pa.DataType) -> pa.DataType:
+    """``table`` with the struct fields only ``data`` has appended (nullable, canonical types),
+    at every depth: what schema evolution adds inside an existing column."""
+    if pa.types.is_struct(table) and pa.types.is_struct(data):
+        fields = [table.field(i) for i in range(table.num_fields)]
+        for i in range(data.num_fields):
+            f = data.field(i)
+            j = table.get_field_index(f.name)
+            if j < 0:
+                fields.append(normalize_schema(pa.schema([f])).field(0).with_nullable(True))
+            else:
+                fields[j] = fields[j].with_type(with_added_fields(fields[j].type, f.type))
+        return pa.struct(fields)
+    if (pa.types.is_list(table) or pa.types.is_large_list(table)) and _nested(data):
+        element = with_added_fields(table.value_type, data.value_type)
+        if element.equals(table.value_type):
+            return table
+        value = table.value_field.with_type(element)
+        return pa.large_list(value) if pa.types.is_large_list(table) else pa.list_(value)
+    if pa.types.is_map(table) and pa.types.is_map(data):
+        item = with_added_fields(table.item_type, data.item_type)
+        return table if item.equals(table.item_type) else pa.map_(table.key_field, table.item_field.with_type(item))
+    return table

@@ -37,9 +37,9 @@ from ...expr import (
     parse_predicate,
     qualifiers,
 )
-from ...txnlog.schema import schema_to_json
+from ...txnlog.schema import schema_to_json, with_added_fields
 from ..constraints import WriteRules, rules_for
-from ..data import to_reader
+from ..data import check_unique_names, to_reader
 from ..generated import with_update_assignments
 from ..identity import check_no_update, refuse_explicit_values
 from ..variant import check_variant_columns, has_variant
@@ -167,6 +167,7 @@ def as_source_table(source: Any) -> pa.Table:
     from ...txnlog.schema import normalize_schema
 
     table = to_reader(source).read_all()
+    check_unique_names(table.schema, "the MERGE source")
     try:
         canonical = normalize_schema(table.schema)
         if not canonical.equals(table.schema, check_metadata=False):
@@ -333,9 +334,15 @@ def evolve_schema(tx: "Transaction", source: pa.Table, clauses: list[MergeClause
         return []
     target = tx.schema
     new = [f.with_nullable(True) for f in source.schema if _find_column(target, f.name) is None]
-    if not new:
+    fields = list(target)
+    for f in source.schema:  # new fields inside an existing struct column too
+        name = _find_column(target, f.name)
+        if name is not None:
+            i = target.get_field_index(name)
+            fields[i] = fields[i].with_type(with_added_fields(fields[i].type, f.type))
+    if not new and fields == list(target):
         return []
-    widened = pa.schema(list(target) + new)
+    widened = pa.schema(fields + new)
     try:
         schema_string = schema_to_json(widened)
     except (DeltaTxError, ValueError, TypeError, KeyError) as exc:

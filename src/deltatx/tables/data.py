@@ -63,6 +63,10 @@ def data_schema(reader: pa.RecordBatchReader) -> pa.Schema:
     Arrow type has none (an all-null column, uint64) stays as it is: its cast into the table's
     column decides, and schema merge refuses it as a new column."""
     check_unique_names(reader.schema)
+    try:
+        return normalize_schema(reader.schema)  # the usual case: every type has a Delta name
+    except SchemaMismatchError:
+        pass
     fields = []
     for f in reader.schema:
         try:

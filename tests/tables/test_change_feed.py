@@ -348,3 +348,34 @@ def test_in_memory_table(memory_uri):
     assert feed(t, starting_version=1) == [
         ("delete", 3, 1, 1.0), ("delete", 3, 2, 0.0), ("insert", 1, 1, 1.0), ("insert", 1, 2, 2.0),
         ("update_postimage", 2, 2, 0.0), ("update_preimage", 2, 2, 2.0)]
+
+
+@pytest.mark.parametrize("dvs", [False, True])
+@pytest.mark.parametrize("dml", ["delete", "update", "merge"])
+def test_rows_a_transaction_appended_and_then_changed_are_inserts(tmp_path, dvs, dml):
+    """One transaction appends 4 and 5, then changes 4 (or 1, committed before) and deletes 5:
+    4 and 5 were never committed, so the feed has the commit's end state of them as inserts
+    (an update of row 4 from a version where it did not exist would be wrong)."""
+    schema = pa.schema([("id", pa.int64()), ("v", pa.int64())])
+    t = deltatx.create_table(str(tmp_path / "t"), schema, properties={
+        "delta.enableChangeDataFeed": "true", "delta.enableDeletionVectors": str(dvs).lower()})
+    t.append(pa.table({"id": [1, 2], "v": [1, 2]}, schema=schema))
+    with t.transaction() as tx:
+        tx.append(pa.table({"id": [4, 5], "v": [4, 5]}, schema=schema))
+        if dml == "delete":
+            tx.delete(where="id = 5 OR id = 2")
+        elif dml == "update":
+            tx.update(where="id = 4 OR id = 1", set={"v": "v * 10"})
+        else:
+            source = pa.table({"id": [1, 4, 5], "v": [10, 40, 0]}, schema=schema)
+            tx.merge(source, on="t.id = s.id").when_matched_delete("s.v = 0").when_matched_update_all().execute()
+    got = sorted((r["_change_type"], r["id"], r["v"]) for r in t.changes(starting_version=2).to_pylist())
+    expected = {
+        "delete": [("delete", 2, 2), ("insert", 4, 4)],
+        "update": [("insert", 4, 40), ("insert", 5, 5), ("update_postimage", 1, 10), ("update_preimage", 1, 1)],
+        "merge": [("insert", 4, 40), ("update_postimage", 1, 10), ("update_preimage", 1, 1)],
+    }[dml]
+    assert got == expected
+    table = sorted((r["id"], r["v"]) for r in t.to_arrow().to_pylist())
+    inserted = sorted((i, v) for kind, i, v in got if kind == "insert")
+    assert set(inserted) <= set(table)

@@ -23,7 +23,7 @@ from ..txnlog.checkpoint import checkpoint_interval, write_checkpoint
 from ..txnlog.checkpoint_protection import check_checkpoint_allowed
 from ..txnlog import column_mapping, row_tracking
 from ..txnlog.features import check_path_access, check_writable, required_protocol
-from ..txnlog.history import read_history, to_timestamp_ms
+from ..txnlog.history import ict_enablement_version, read_history, to_timestamp_ms
 from ..txnlog.in_commit_timestamps import stamp_creation
 from ..txnlog.schema import normalize_schema, schema_from_json, schema_to_json
 from ..txnlog.snapshot import Snapshot, load_snapshot
@@ -232,7 +232,7 @@ class Table:
 
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:
         """commitInfo of each retained version, newest first (like DESCRIBE HISTORY)."""
-        return read_history(self._store, limit=limit)
+        return read_history(self._store, limit=limit, ict_from=ict_enablement_version(self._snapshot.properties))
 
     # ------------------------------------------------------------------ writes
     def transaction(self, *, max_attempts: int | None = None, user_metadata: str | None = None,

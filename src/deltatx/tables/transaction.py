@@ -143,6 +143,10 @@ class Transaction(CommitsOnExit):
 
     def __init__(self, table: "Table", snapshot: Snapshot, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
                  user_metadata: str | None = None):
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            from ..errors import InvalidArgumentError
+
+            raise InvalidArgumentError(f"max_attempts must be a positive integer, got {max_attempts!r}")
         check_writable(snapshot.protocol, snapshot.metadata)
         check_path_access(snapshot.protocol, table._store, table.uri)
         if snapshot.version >= 0:
@@ -435,6 +439,7 @@ class Transaction(CommitsOnExit):
     # ------------------------------------------------------------------ operations (staging only)
     def append(self, data: Any, schema_mode: str | None = None, app_id: str | None = None,
                app_version: int | None = None) -> "CommitResult | None":
+        self._ensure_open()  # before any file is written
         self._refuse_after_compaction("append")
         from .ops.write import stage_append
 
@@ -592,6 +597,20 @@ class Transaction(CommitsOnExit):
             from .ops.change_feed import stage_change_files
 
             stage_change_files(self)
+
+    def note_change_files(self, count: int) -> None:
+        """The change data files the commit carries, in the metrics of the DML that changed rows
+        (Delta's names: MERGE ``numTargetChangeFilesAdded``, DELETE/UPDATE ``numAddedChangeFiles``)."""
+        names = {"MERGE": "numTargetChangeFilesAdded", "DELETE": "numAddedChangeFiles",
+                 "UPDATE": "numAddedChangeFiles"}
+        for op in reversed(self._ops):
+            if op.name in names:
+                op.metrics[names[op.name]] = count
+                return
+
+    def is_own_file(self, path: str) -> bool:
+        """Did this transaction write the data file ``path`` (an add path), not yet committed?"""
+        return path in self._written
 
     def reads_anything(self) -> bool:
         """Has this transaction recorded a read (a predicate, files, the whole table, an app id)?"""

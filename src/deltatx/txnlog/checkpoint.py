@@ -226,7 +226,7 @@ def write_checkpoint(store: LogStore, snapshot: "Snapshot") -> None:
     The Parquet bytes are published with ``store.write_log_file`` (temp file + rename on local
     disk, one atomic PUT on S3), so a reader never sees half a checkpoint. Two writers racing on
     the same version write the same state: the last one wins harmlessly. ``_last_checkpoint`` is
-    written last; readers treat it only as a hint.
+    written last, unless it names a newer checkpoint already; readers treat it only as a hint.
     """
     table = build_checkpoint_table(snapshot)
     sink = io.BytesIO()
@@ -240,7 +240,9 @@ def write_checkpoint(store: LogStore, snapshot: "Snapshot") -> None:
         "sizeInBytes": len(data),
         "numOfAddFiles": snapshot.files.num_rows,
     }
-    store.write_log_file(LAST_CHECKPOINT, orjson.dumps(hint))
+    newer = read_last_checkpoint_hint(store)
+    if newer is None or newer <= snapshot.version:  # a checkpoint of an older version (time travel)
+        store.write_log_file(LAST_CHECKPOINT, orjson.dumps(hint))  # never points readers back
     phases.reached("last_checkpoint_written", version=snapshot.version)
 
 

@@ -172,12 +172,19 @@ def commit_timestamps(store: LogStore, snapshot: "Snapshot | None" = None) -> li
     return list(zip(timeline.versions, timeline[:]))
 
 
-def read_history(store: LogStore, limit: int | None = None) -> list[dict[str, Any]]:
+#: ``read_history(ict_from=...)`` when the table's configuration is not known: a commit's
+#: in-commit timestamp is its timestamp whenever it has one
+ANY_ICT = -1
+
+
+def read_history(store: LogStore, limit: int | None = None, ict_from: int | None = ANY_ICT) -> list[dict[str, Any]]:
     """``commitInfo`` of each retained version, newest first, with ``version`` and ``timestamp``.
 
-    ``timestamp`` is the commit timestamp (in-commit timestamp when the commit has one, else the
-    monotonic file time), replacing the writer's own clock as Delta's DESCRIBE HISTORY does. Only
-    the newest ``limit`` commit files are read.
+    ``timestamp`` is the commit timestamp, replacing the writer's own clock as Delta's DESCRIBE
+    HISTORY does: the in-commit timestamp of the versions from ``ict_from`` on (the table's
+    enablement version, :func:`ict_enablement_version`; None when they are off), the
+    monotonic file time otherwise — the rule time travel follows, so a history timestamp always
+    travels back to its version. Only the newest ``limit`` commit files are read.
     """
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be ≥ 0, got {limit}")
@@ -196,7 +203,8 @@ def read_history(store: LogStore, limit: int | None = None) -> list[dict[str, An
         info = dict(commit_info_from_bytes(data, version) or {})
         ict = info.get("inCommitTimestamp")
         info["version"] = version
-        info["timestamp"] = int(ict) if isinstance(ict, int) else mtimes[i]
+        uses_ict = isinstance(ict, int) and ict_from is not None and (ict_from == ANY_ICT or version >= ict_from)
+        info["timestamp"] = int(ict) if uses_ict else mtimes[i]
         history.append(info)
     return history
 

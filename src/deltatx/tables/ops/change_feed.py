@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -85,10 +86,24 @@ def record_changes(tx: "Transaction", rows: pa.Table | None, change_type: str) -
     _recorder(tx).rows.append(data)
 
 
-def cover(tx: "Transaction", files: pa.Table | None) -> None:
-    """The add/remove actions of ``files`` are described by recorded change rows."""
+def cover(tx: "Transaction", files: pa.Table | None, *, inputs: bool = False) -> None:
+    """The add/remove actions of ``files`` are described by recorded change rows. Among the
+    ``inputs`` of a DML, the files this transaction wrote itself are not: their rows were never
+    committed, so the feed shows them as inserts in the form the commit leaves them (read back
+    at commit when such a file stays, with a DV; recorded by the DML as inserts where it
+    rewrote them: :func:`own_rows`)."""
     if files is not None and files.num_rows:
-        _recorder(tx).covered.update(files.column("path").to_pylist())
+        paths = files.column("path").to_pylist()
+        _recorder(tx).covered.update(p for p in paths if not (inputs and tx.is_own_file(p)))
+
+
+def own_rows(tx: "Transaction", paths: list[str], counts: list[int] | np.ndarray) -> np.ndarray | None:
+    """Per row of files ``paths`` (``counts`` rows each, in order): is it a row this transaction
+    wrote itself? None when none is (the usual case)."""
+    own = [tx.is_own_file(p) for p in paths]
+    if not any(own):
+        return None
+    return np.repeat(np.array(own, dtype=bool), np.asarray(counts, dtype=np.int64))
 
 
 def _uncovered(files: pa.Table, covered: set[str]) -> pa.Table:
@@ -117,7 +132,9 @@ def stage_change_files(tx: "Transaction") -> None:
         record_changes(tx, read_files(tx.store, inserted, schema, partitions, column_mapping=mapping), INSERT)
     if deleted.num_rows:  # whole files removed (their deletion vectors applied): deletes
         record_changes(tx, read_files(tx.store, deleted, schema, partitions, column_mapping=mapping), DELETE)
-    tx.stage_cdc(write_change_files(tx.store, schema, partitions, recorder.rows, mapping))
+    cdc = write_change_files(tx.store, schema, partitions, recorder.rows, mapping)
+    tx.stage_cdc(cdc)
+    tx.note_change_files(cdc.num_rows)
 
 
 def write_change_files(store: "LogStore", schema: pa.Schema, partition_columns: list[str],

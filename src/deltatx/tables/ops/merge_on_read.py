@@ -138,7 +138,7 @@ def stage_changed_rows(tx: "Transaction", files: pa.Table, changed: list[np.ndar
     readd: list[int] = []
     descriptors: list[dict[str, Any]] = []
     metrics = {"numDeletionVectorsAdded": 0, "numDeletionVectorsUpdated": 0, "numDeletionVectorsRemoved": 0,
-               "numRemovedFiles": 0}
+               "numRemovedFiles": 0, "numRemovedBytes": 0}
     counts = row_tracking.physical_records(files)
     for i in range(files.num_rows):
         descriptor = files.column("deletionVector")[i].as_py()
@@ -146,6 +146,7 @@ def stage_changed_rows(tx: "Transaction", files: pa.Table, changed: list[np.ndar
         bitmap = _base_deleted(tx, descriptor, path) | BitMap64(changed[i].tolist())
         if len(bitmap) >= counts[i]:
             metrics["numRemovedFiles"] += 1
+            metrics["numRemovedBytes"] += int(files.column("size")[i].as_py() or 0)
             metrics["numDeletionVectorsRemoved"] += descriptor is not None
             continue
         readd.append(i)

@@ -393,7 +393,7 @@ class MergeExecutor:
             # rows changed in files: the commit has change data files, so its inserts go there too
             # (an insert-only MERGE writes none: readers take its adds as inserts)
             change_feed.record_changes(self.tx, inserted, change_feed.INSERT)
-            change_feed.cover(self.tx, self._removed)
+            change_feed.cover(self.tx, self._removed, inputs=True)
             change_feed.cover(self.tx, self._added)
         now = time.perf_counter()
         self.metrics["scanTimeMs"] = int((scanned - self.started) * 1000)
@@ -464,7 +464,9 @@ class MergeExecutor:
         with ThreadPoolExecutor(max_workers=_READ_WORKERS) as pool:  # Arrow kernels release the GIL
             columns = list(pool.map(lambda job: job(), jobs))
         if change_feed.enabled(self.tx):
-            self._record_changes(full, deleted, updated, kept, columns)
+            own = change_feed.own_rows(self.tx, files.take(pa.array(touched, pa.int64()))["path"].to_pylist(),
+                                       counts[touched])
+            self._record_changes(full, deleted, updated, kept, columns, own)
         copied = 0 if self.on_read else n - int(deleted.sum()) - self.metrics["numTargetRowsUpdated"]
         self.metrics["numTargetRowsCopied"] = copied
         out = pa.Table.from_arrays(columns, schema=self.schema)
@@ -478,16 +480,27 @@ class MergeExecutor:
         return [out]
 
     def _record_changes(self, full: pa.Table, deleted: np.ndarray, updated: np.ndarray, kept: np.ndarray | None,
-                        columns: list[pa.ChunkedArray]) -> None:
+                        columns: list[pa.ChunkedArray], own: np.ndarray | None) -> None:
         """Change data feed: deleted rows, and updated rows before and after (``columns`` are the
-        written rows: every kept row, or with merge-on-read only the updated ones)."""
-        change_feed.record_changes(self.tx, full.filter(pa.array(deleted)), change_feed.DELETE)
+        written rows: every kept row, or with merge-on-read only the updated ones). Rows of files
+        this transaction wrote itself (``own``) were never committed: they are inserts, in the
+        form written (a kept row of such a file lands in a rewritten file too)."""
+        theirs = ~own if own is not None else None
+        change_feed.record_changes(self.tx, full.filter(pa.array(deleted if theirs is None else deleted & theirs)),
+                                   change_feed.DELETE)
+        written = pa.Table.from_arrays(columns, schema=self.schema)
+        if own is not None:
+            own_written = own if kept is None else own[kept]
+            change_feed.record_changes(self.tx, written.filter(pa.array(own_written)), change_feed.INSERT)
         if not updated.any():
             return
-        change_feed.record_changes(self.tx, full.filter(pa.array(updated)), change_feed.UPDATE_PREIMAGE)
-        written = pa.Table.from_arrays(columns, schema=self.schema)
-        if not self.on_read:  # the written rows are the kept ones: pick the updated among them
-            written = written.filter(pa.array(updated if kept is None else updated[kept]))
+        mine = updated if theirs is None else updated & theirs
+        change_feed.record_changes(self.tx, full.filter(pa.array(mine)), change_feed.UPDATE_PREIMAGE)
+        post = updated if kept is None else updated[kept]  # merge-on-read: every written row is updated
+        if theirs is not None:
+            post = post & (theirs if kept is None else theirs[kept])
+        if not self.on_read or own is not None:
+            written = written.filter(pa.array(post))
         change_feed.record_changes(self.tx, written, change_feed.UPDATE_POSTIMAGE)
 
     def _full_rows(self, files: pa.Table, parts: list[pa.Table], read_columns: list[str],
@@ -615,12 +628,15 @@ class MergeExecutor:
         if files is not None and len(self.touched):
             removed = self._removed = files.take(pa.array(self.touched, pa.int64()))
             if self.on_read:
-                self.metrics.update(stage_changed_rows(self.tx, removed, self.changed))
+                dv = stage_changed_rows(self.tx, removed, self.changed)
+                # MERGE's names for them (Delta's DeltaOperationMetrics.MERGE)
+                self.metrics.update({f"numTarget{k[3:]}": v for k, v in dv.items() if k.startswith("numDeletionVectors")})
+                self.metrics["numTargetFilesRemoved"] = dv["numRemovedFiles"]
+                self.metrics["numTargetBytesRemoved"] = dv["numRemovedBytes"]  # the files no row is left of
             else:
                 self.tx.stage_removes(removed)
-            self.metrics["numTargetFilesRemoved"] = removed.num_rows if not self.on_read \
-                else self.metrics.pop("numRemovedFiles")
-            self.metrics["numTargetBytesRemoved"] = int(pc.sum(removed["size"]).as_py() or 0) if not self.on_read else 0
+                self.metrics["numTargetFilesRemoved"] = removed.num_rows
+                self.metrics["numTargetBytesRemoved"] = int(pc.sum(removed["size"]).as_py() or 0)
         data = [t for t in outputs if t.num_rows]
         if data:
             # Inserted rows holding fresh identity values go first, in files of their own: a

@@ -150,6 +150,8 @@ def rewrite_files(tx: "Transaction", pred: Expr | None,
     feed = change_feed.enabled(tx)
     before: list[pa.Table] = []  # affected rows as they were, and as written (change data feed)
     after: list[pa.Table] = []
+    inserted: list[pa.Table] = []  # rows of files this transaction wrote: inserts, as they end up
+    paths = candidates.column("path").to_pylist() if feed else []
     if on_read and not writes_rows and not feed:  # positions (and ids) are all a DV needs
         only = set()
         extra = [c for c in extra if c != ROW_COMMIT_VERSION]
@@ -175,7 +177,9 @@ def rewrite_files(tx: "Transaction", pred: Expr | None,
         else:
             out, affected = transform(mark_changed(rows, mask), mask)
             metrics["numCopiedRows"] += rows.num_rows - affected
-        if feed:
+        if feed and tx.is_own_file(paths[i]):  # never committed: no before, only how it ends up
+            inserted.append(out)  # copy-on-write: the file's rows; on read: the changed rows' new form
+        elif feed:
             before.append(rows if on_read else rows.filter(mask))
             if writes_rows:
                 after.append(out if on_read else out.filter(mask))
@@ -200,7 +204,9 @@ def rewrite_files(tx: "Transaction", pred: Expr | None,
             change_feed.record_changes(tx, rows, change_feed.UPDATE_PREIMAGE if writes_rows else change_feed.DELETE)
         for rows in after:
             change_feed.record_changes(tx, rows, change_feed.UPDATE_POSTIMAGE)
-        change_feed.cover(tx, removed)
+        for rows in inserted:
+            change_feed.record_changes(tx, drop_metadata(rows), change_feed.INSERT)
+        change_feed.cover(tx, removed, inputs=True)
         change_feed.cover(tx, adds)
     return metrics
 

@@ -199,7 +199,7 @@ def test_merge_marks_changed_rows_and_inserts_like_the_core(spark, tmp_path, par
     assert_same_result(spark_path, core_path, r, c)
     assert r.metrics["numTargetRowsDeleted"] == 125 and r.metrics["numTargetRowsUpdated"] == 127
     assert r.metrics["numTargetRowsInserted"] == 10 and r.metrics["numTargetRowsCopied"] == 0
-    assert r.metrics["numDeletionVectorsAdded"] == 3
+    assert r.metrics["numTargetDeletionVectorsAdded"] == 3  # Delta's MERGE name
 
 
 # --------------------------------------------------------------------------------------------

@@ -201,6 +201,10 @@ class TaskTransaction:
         if relative:
             self.dv_files.append(relative)
 
+    def is_own_file(self, path: str) -> bool:
+        """A task rewrites committed files only (its own outputs are never its input)."""
+        return False
+
     def write_change_files(self) -> None:
         """Write the recorded change rows as this task's ``_change_data/`` files (core writer)."""
         if self.changes is not None and self.changes.rows:

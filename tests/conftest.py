@@ -7,7 +7,6 @@ session: tests never reach the network beyond loopback.
 from __future__ import annotations
 
 import os
-import socket
 import uuid
 
 import pytest
@@ -31,31 +30,18 @@ def any_uri(request, tmp_path) -> str:
     return f"memory://deltatx-tests/{uuid.uuid4().hex}"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def s3_server():
     """A moto S3 server on 127.0.0.1 for the whole session; yields storage_options."""
-    import logging
+    from deltatx.harness import s3server
 
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
+    server, options = s3server.start()  # conditional PUTs atomic, as on S3 (see the module)
     # moto accepts any credentials; these are dummies, not secrets.
     env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        yield {"endpoint_url": endpoint, "key": "testing", "secret": "testing",
-               "client_kwargs": {"region_name": "us-east-1"}}
+        yield options
     finally:
         server.stop()
         for k, v in old.items():
@@ -89,7 +75,6 @@ def spark():
     session = local_session("deltatx-tests", fast_start=True)
     yield session
     session.stop()
-
 
 
 # ------------------------------------------------------------------ catalog (SQLite and PostgreSQL)

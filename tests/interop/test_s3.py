@@ -107,3 +107,33 @@ def test_deltatx_appends_to_deltalake_s3_table(s3_bucket):
     assert_same_rows(t.to_arrow(), rows(0, 10), "deltatx reads deltalake's S3 table")
     assert t.append(rows(10, 5)).version == 1
     assert_same_rows(read_deltalake(uri, storage_options=dl_options), rows(0, 15), "deltalake after deltatx append")
+
+
+def test_the_test_s3_decides_conditional_puts_atomically(s3_bucket):
+    """Eight writers put-if-absent the same commit at once, 25 times: exactly one wins each time
+    (moto alone checks If-None-Match and stores without a lock, so two could both "win" — a
+    lost commit the soak once saw; deltatx.harness.s3server makes it decide as S3 does)."""
+    import threading
+
+    from deltatx.txnlog.store import VersionExistsError, open_store
+
+    prefix, options = s3_bucket
+    store = open_store(f"{prefix}/atomic", options)
+    for version in range(25):
+        barrier, won = threading.Barrier(8), []
+
+        def put(k: int) -> None:
+            barrier.wait()
+            try:
+                store.put_commit(version, b'{"commitInfo":{"writer":%d}}\n' % k)
+                won.append(k)
+            except VersionExistsError:
+                pass
+
+        threads = [threading.Thread(target=put, args=(k,)) for k in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert len(won) == 1, (version, won)
+        assert store.read_commit(version) == b'{"commitInfo":{"writer":%d}}\n' % won[0]

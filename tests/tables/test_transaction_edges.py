@@ -96,3 +96,16 @@ def test_merge_on_a_dv_and_change_feed_table_reports_deltas_metric_names(tmp_pat
     committed = t.history(1)[0]["operationMetrics"]
     assert committed["numTargetChangeFilesAdded"] == "1"
     assert committed["numTargetDeletionVectorsAdded"] == "1"
+
+
+def test_a_multi_operation_commit_counts_its_own_files(tmp_path):
+    """An append and an UPDATE of the appended row: one file reaches the commit, none is
+    removed (the first written file was replaced inside the transaction)."""
+    t = deltatx.create_table(str(tmp_path / "t"), SCHEMA)
+    with t.transaction() as tx:
+        tx.append(_rows([1]))
+        tx.update(where="id = 1", set={"v": "0"})
+    h = t.history(1)[0]
+    assert h["operation"] == "TRANSACTION"
+    assert h["operationMetrics"]["numAddedFiles"] == "1" and h["operationMetrics"]["numRemovedFiles"] == "0"
+    assert "numFiles" not in h["operationMetrics"]

@@ -694,6 +694,10 @@ class Transaction(CommitsOnExit):
 
     def _commit_info(self, info: TransactionInfo) -> dict[str, Any]:
         name, params, metrics, _ = self._operation()
+        if name == "TRANSACTION":  # several operations: the file counts are the commit's own (a
+            # file one operation wrote and the next rewrote is in neither), not a sum over them
+            metrics = {**metrics, "numAddedFiles": info.adds.num_rows, "numRemovedFiles": info.removes.num_rows}
+            metrics.pop("numFiles", None)
         ci: dict[str, Any] = {
             "timestamp": int(time.time() * 1000),
             "operation": name,

@@ -307,14 +307,3 @@ def test_a_followed_row_the_compaction_output_deletes_is_left_to_the_file_level(
     loaded = WinnerRows(bitmaps={("g.parquet", dv_unique_id(g_dv)): BitMap64([96])}, row_ids={"g.parquet": ids})
     with pytest.raises(ConcurrentDeleteReadException, match="removed a file"):
         check_commit(dml([3]), won, loaded)
-
-
-def test_a_transaction_that_both_changes_data_and_compacts_is_left_to_the_file_level():
-    """``tx.delete(...); tx.optimize()``: the compaction read the DML's own output, which no
-    winner's row ids describe; Delta's file-level rule decides (a conflict)."""
-    won, ids = _compaction_winner()
-    txn = dml([3])
-    txn = txn.replace(row_level=txn.row_level.replace(compacted={F: txn.row_level.files[F]}, mixed=True))
-    assert load_request(txn.row_level, won, txn.adds) is None
-    with pytest.raises(ConcurrentDeleteReadException, match="removed a file"):
-        check_commit(txn, won, WinnerRows(row_ids={"g.parquet": ids}))

@@ -81,8 +81,7 @@ class RowLevelState:
     - ``pending``: the whole DV (as a bitmap) of each add a rebase changed; the committer writes
       those that differ from ``written`` (what it wrote last time) before it retries;
     - ``resolved``: (winner version, paths) settled here for that winner — the file-level checks
-      skip them;
-    - ``mixed``: see below.
+      skip them.
     """
 
     files: Mapping[str, FileRows] = field(default_factory=dict)
@@ -91,10 +90,6 @@ class RowLevelState:
     pending: Mapping[str, BitMap64] = field(default_factory=dict)
     written: Mapping[str, BitMap64] = field(default_factory=dict)
     resolved: tuple[int, frozenset[str]] = (-1, frozenset())
-    #: a compaction and a data change in one transaction (``tx.delete(...); tx.optimize()``): the
-    #: compaction's inputs include the DML's own outputs and DVs, which no winner's row ids
-    #: describe, so such a transaction is left to the file-level checks (a conflict, as in Delta)
-    mixed: bool = False
 
     def resolved_for(self, version: int) -> frozenset[str]:
         return self.resolved[1] if self.resolved[0] == version else frozenset()
@@ -139,8 +134,6 @@ def load_request(state: RowLevelState | None, winner: CommitActions, own_adds: p
     """Which of the winner's DVs and which files' row ids the row-level check will read."""
     if state is None or (not state.files and not state.compacted) or winner.removes.num_rows == 0:
         return None
-    if state.mixed:
-        return None  # resolved at file level (resolve_row_level)
     removed = set(winner.removes.column("path").to_pylist())
     mine = (set(state.files) | set(state.compacted)) & removed
     if not mine:
@@ -206,7 +199,7 @@ class _Rebase:
 def resolve_row_level(txn: Any, winner: CommitActions, loaded: WinnerRows = NO_ROWS) -> Any:
     """Settle, row by row, the files both this transaction and the winner changed (see module)."""
     state: RowLevelState | None = txn.row_level
-    if state is None or winner.removes.num_rows == 0 or (not state.files and not state.compacted) or state.mixed:
+    if state is None or winner.removes.num_rows == 0 or (not state.files and not state.compacted):
         return txn
     w_removes = _by_path(winner.removes)
     mine = (set(state.files) | set(state.compacted)) & set(w_removes)

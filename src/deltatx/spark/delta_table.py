@@ -298,11 +298,7 @@ class DeltaTable:
         if not isinstance(timestamp, str):
             raise InvalidArgumentError(f"timestamp needs to be a string but got '{type(timestamp)}'.")
         when = _session_timestamp(self._spark, timestamp)
-        from .reader import refuse_after_latest
-
-        table = self._latest()
-        refuse_after_latest(table, when)
-        return restore_frame(self._spark, table.restore(timestamp=when))
+        return restore_frame(self._spark, self._latest().restore(timestamp=when))  # refuses one after the last commit
 
     def upgradeTableProtocol(self, readerVersion: int, writerVersion: int) -> None:  # noqa: N802,N803
         """Raise the protocol to (readerVersion, writerVersion); lowering it is refused."""

@@ -83,18 +83,12 @@ def open_table(spec: ReadSpec) -> Table:
 
 
 def refuse_after_latest(table: Table, timestamp: Any) -> None:
-    """Delta's time travel refuses a timestamp after the table's last commit (the answer could
-    still change: a commit may land at that time), where the core API reads the latest."""
-    from ..errors import TimeTravelError
-    from ..txnlog.history import to_timestamp_ms
+    """Delta's time travel refuses a timestamp after the table's last commit, where the core API
+    reads the latest version."""
+    from ..txnlog.history import refuse_after_last_commit, to_timestamp_ms
 
-    wanted = to_timestamp_ms(timestamp)
-    last = table.history(1)
-    if last and last[0]["version"] == table.version and wanted > int(last[0]["timestamp"]):
-        raise TimeTravelError(
-            f"The provided timestamp ({timestamp}) is after the latest version available to this table "
-            f"(version {table.version}, committed at {last[0]['timestamp']} ms since the epoch). Please use a "
-            f"timestamp before or at that time.")
+    refuse_after_last_commit(table.store, table.snapshot.properties, table.version, to_timestamp_ms(timestamp),
+                             "timestampAsOf")
 
 
 def select_columns(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:

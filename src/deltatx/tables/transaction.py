@@ -670,8 +670,6 @@ class Transaction(CommitsOnExit):
                 domains += (row_tracking.watermark_domain(hwm),)
         uses_dvs = props.flag(self.properties, props.ENABLE_DELETION_VECTORS, False)
         row_level = self.row_level.state() if uses_dvs or self.row_level.files or self.row_level.compacted else None
-        if row_level is not None and row_level.compacted and any(op.changes_data for op in self._ops):
-            row_level = row_level.replace(mixed=True)  # a compaction and a data change: file level
         return TransactionInfo(
             read_version=self.read_version,
             read_set=read_set,

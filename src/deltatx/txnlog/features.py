@@ -21,13 +21,13 @@ and :func:`feature_in_use` says whether one is active.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable
 
 import pyarrow as pa
 
 from ..errors import UnsupportedFeatureError
 from .actions import Metadata, Protocol
-from .schema import child_fields, is_variant_storage, schema_from_json, type_holds, uses_variant
+from .schema import field_metadata_keys, is_variant_storage, schema_from_json, type_holds, uses_variant
 
 #: Reader features deltatx implements: reading such a table gives the right rows.
 SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
@@ -123,21 +123,12 @@ def _true(configuration: dict[str, str], key: str) -> bool:
     return configuration.get(key, "false").strip().lower() == "true"
 
 
-def _field_metadata_keys(fields: Iterable[pa.Field]) -> Iterator[str]:
-    """Every field-metadata key in a schema, nested fields included."""
-    for f in fields:
-        if f.metadata:
-            for key in f.metadata:
-                yield key.decode() if isinstance(key, bytes) else key
-        yield from _field_metadata_keys(child_fields(f.type))
-
-
 def _has_type(fields: Iterable[pa.Field], predicate: Callable[[pa.DataType], bool]) -> bool:
     return any(type_holds(f.type, predicate) for f in fields)
 
 
 def _schema_keys(metadata: Metadata) -> set[str]:
-    return set(_field_metadata_keys(schema_from_json(metadata.schema_string)))
+    return set(field_metadata_keys(schema_from_json(metadata.schema_string)))
 
 
 def _uses_column_mapping(configuration: dict[str, str]) -> bool:
@@ -291,7 +282,7 @@ def _needed_features(configuration: dict[str, str], schema: pa.Schema) -> list[s
         needed.append("columnMapping")
     if any(k.startswith("delta.constraints.") for k in configuration):
         needed.append("checkConstraints")
-    for key in _field_metadata_keys(schema):
+    for key in field_metadata_keys(schema):
         feature = _FIELD_METADATA_FEATURES.get(key) or ("identityColumns" if key.startswith("delta.identity.") else None)
         if feature and feature not in needed:
             needed.append(feature)

@@ -209,6 +209,19 @@ def read_history(store: LogStore, limit: int | None = None, ict_from: int | None
     return history
 
 
+def refuse_after_last_commit(store: LogStore, properties: dict[str, str], version: int, timestamp_ms: int,
+                             what: str) -> None:
+    """Delta's time travel to a timestamp (RESTORE, Spark's ``timestampAsOf``) refuses one after
+    the table's last commit: the answer could still change, a commit may land at that time.
+    ``version`` is the version the timestamp resolved to; only the latest one is checked."""
+    last = read_history(store, 1, ict_enablement_version(properties))
+    if last and last[0]["version"] == version and timestamp_ms > int(last[0]["timestamp"]):
+        raise TimeTravelError(
+            f"{what}: the provided timestamp ({timestamp_ms} ms since the epoch) is after the latest version "
+            f"available to this table (version {version}, committed at {last[0]['timestamp']}); use a "
+            f"timestamp before or at that time")
+
+
 def to_timestamp_ms(ts: Any) -> int:
     """datetime (naive = UTC) / date / ISO string / epoch milliseconds → epoch ms."""
     if isinstance(ts, (int, float)) and not isinstance(ts, bool):

@@ -8,7 +8,7 @@ plain ones so that two ways of writing the same column compare equal.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 import pyarrow as pa
@@ -53,6 +53,15 @@ def child_fields(t: pa.DataType) -> list[pa.Field]:
     if pa.types.is_map(t):
         return [t.key_field, t.item_field]
     return []
+
+
+def field_metadata_keys(fields: Iterable[pa.Field]) -> Iterator[str]:
+    """Every field-metadata key of ``fields``, nested fields included."""
+    for f in fields:
+        if f.metadata:
+            for key in f.metadata:
+                yield key.decode() if isinstance(key, bytes) else key
+        yield from field_metadata_keys(child_fields(f.type))
 
 
 def type_holds(t: pa.DataType, predicate: Callable[[pa.DataType], bool]) -> bool:

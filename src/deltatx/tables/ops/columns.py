@@ -23,7 +23,7 @@ import pyarrow as pa
 from ...errors import ColumnMappingError, SchemaMismatchError
 from ...txnlog.column_mapping import MODE, strip_field
 from ...txnlog.features import required_protocol
-from ...txnlog.schema import child_fields, field_to_delta, normalize_schema, schema_to_json
+from ...txnlog.schema import field_metadata_keys, field_to_delta, normalize_schema, schema_to_json
 from ...txnlog.stats import split_column_name
 from ..defaults import CURRENT_DEFAULT, validate_defaults
 
@@ -136,7 +136,7 @@ def stage_add_columns(tx: "Transaction", fields: pa.Field | Sequence[pa.Field]) 
             raise SchemaMismatchError(f"column {f.name!r} already exists (names are compared case-insensitively)")
         taken.add(f.name.lower())
     added = list(normalize_schema(pa.schema([strip_field(f) for f in new])))
-    with_default = [f.name for f in added if type_holds_default(f)]
+    with_default = [f.name for f in added if CURRENT_DEFAULT in field_metadata_keys([f])]
     if with_default:
         raise SchemaMismatchError(
             f"column {with_default[0]!r} is added with a DEFAULT: PROTOCOL.md (Default Columns) forbids a "
@@ -168,13 +168,6 @@ def stage_set_column_default(tx: "Transaction", column: str, sql: str | None) ->
     change = {"SET DEFAULT": sql} if sql is not None else {"DROP DEFAULT": True}
     tx.note_operation("CHANGE COLUMN", {"column": column, **change}, {}, changes_data=False)
     return {}
-
-
-def type_holds_default(field: pa.Field) -> bool:
-    """Does ``field`` (or a field nested in it) carry a ``CURRENT_DEFAULT``?"""
-    if field.metadata and CURRENT_DEFAULT.encode() in field.metadata:
-        return True
-    return any(type_holds_default(child) for child in child_fields(field.type))
 
 
 def stage_rename_column(tx: "Transaction", old: str, new: str) -> dict[str, Any]:

@@ -27,7 +27,7 @@ import pyarrow.fs as pafs
 from ...errors import DataFileNotFoundError, TimeTravelError
 from ...io.paths import data_file_path, decode_path
 from ...txnlog import row_tracking
-from ...txnlog.history import ict_enablement_version, read_history
+from ...txnlog.history import refuse_after_last_commit
 from ...txnlog.replay import file_keys
 from ...txnlog.snapshot import load_snapshot
 
@@ -85,12 +85,8 @@ def stage_restore(tx: "Transaction", version: int | None = None, timestamp_ms: i
             f"cannot restore to version {version}: the table's latest version is {tx.read_version}"
         )
     old = load_snapshot(tx.store, version=version, timestamp_ms=timestamp_ms)
-    if timestamp_ms is not None and old.version == tx.read_version:
-        last = read_history(tx.store, 1, ict_enablement_version(tx.snapshot.properties))
-        if last and last[0]["version"] == old.version and timestamp_ms > int(last[0]["timestamp"]):
-            raise TimeTravelError(  # as Delta's RESTORE TO TIMESTAMP: the answer could still change
-                f"cannot restore to timestamp {timestamp_ms}: it is after the latest version of the table "
-                f"(version {old.version}, committed at {last[0]['timestamp']})")
+    if timestamp_ms is not None and old.version == tx.read_version:  # as Delta's RESTORE TO TIMESTAMP
+        refuse_after_last_commit(tx.store, tx.snapshot.properties, old.version, timestamp_ms, "cannot restore")
     _, current = tx.scan(None)  # RESTORE depends on the whole current table
 
     old_files = old.files

@@ -11,7 +11,7 @@ from pyroaring import BitMap64
 
 from deltatx.conflicts import ReadSet, TransactionInfo, check_commit
 from deltatx.conflicts.row_level import FileRows, RowLevelState, WinnerRows, dv_unique_id, load_request
-from deltatx.errors import ConcurrentDeleteDeleteException, ConcurrentDeleteReadException
+from deltatx.errors import ConcurrentAppendException, ConcurrentDeleteDeleteException, ConcurrentDeleteReadException
 from deltatx.isolation import IsolationLevel
 from deltatx.txnlog import row_tracking
 from deltatx.txnlog.actions import FILE_SCHEMA, REMOVE_SCHEMA, DomainMetadata, Protocol, file_actions_table
@@ -163,6 +163,70 @@ def test_winner_compaction_adds_are_not_candidates_on_row_level_tables():
     won = winner(6, "OPTIMIZE", add_rows=[file_row("g.parquet", None, range(0, 100), data_change=False)],
                  remove_rows=[rm("other.parquet", None, data_change=False)])
     assert check_commit(dml([3], level=S), won).adds.num_rows == 1
+
+
+def test_a_winner_that_brought_rows_back_is_left_to_the_file_level():
+    """RESTORE re-added F with a smaller DV (rows 40 and 41 live again): a rebase onto the union
+    with our base would delete them again, so the file level decides — and under Serializable the
+    re-add is a candidate with new rows."""
+    base = dv("base", 3)
+    restored = dv("w6", 1)
+    won = winner(6, "RESTORE", add_rows=[add(F, restored)], remove_rows=[rm(F, base)])
+    loaded = WinnerRows(bitmaps={(F, dv_unique_id(restored)): BitMap64([39])})
+    for level in (WS, S):
+        txn = dml([3], base=base, base_rows=[39, 40, 41], level=level)
+        with pytest.raises((ConcurrentAppendException, ConcurrentDeleteReadException)):
+            check_commit(txn, won, loaded)
+
+
+def test_a_compaction_is_not_rebased_over_rows_a_winner_brought_back():
+    positions = np.array([p for p in range(100) if p not in (39, 40)], dtype=np.int64)
+    base = dv("base", 2)
+    source = FileRows(path=F, base_dv=base, base_deleted=BitMap64([39, 40]), num_records=100,
+                      read=BitMap64(positions.tolist()), row_positions=positions, row_ids=positions + 1000)
+    optimize = TransactionInfo(
+        read_version=5, read_set=ReadSet(files=frozenset({F})), read_metadata=metadata(partitioned=False),
+        read_protocol=PROTOCOL, adds=table([file_row("g.parquet", None, range(0, 98), data_change=False)], FILE_SCHEMA),
+        removes=table([rm(F, base, data_change=False)], REMOVE_SCHEMA), isolation_level=IsolationLevel.SNAPSHOT_ISOLATION,
+        operation="OPTIMIZE", row_level=RowLevelState(compacted={F: source}, compaction_outputs=("g.parquet",)))
+    restored = dv("w6", 1)
+    won = winner(6, "RESTORE", add_rows=[add(F, restored)], remove_rows=[rm(F, base)])
+    loaded = WinnerRows(bitmaps={(F, dv_unique_id(restored)): BitMap64([39])},
+                        row_ids={"g.parquet": positions + 1000})
+    with pytest.raises(ConcurrentDeleteReadException, match="removed a file"):
+        check_commit(optimize, won, loaded)
+
+
+@pytest.mark.parametrize("level", [S, WS])
+def test_a_dv_re_add_brings_new_rows_only_when_its_dv_shrank(level):
+    """A re-add with a larger DV deletes rows; with a smaller one (RESTORE) it brings rows back,
+    which a read predicate may match (Delta's added-files check, #10)."""
+    other = "other.parquet"
+    grown, shrunk, before = dv("grown", 5), dv("shrunk", 1), dv("before", 3)
+    txn = dml([3], level=level)
+    txn = txn.replace(read_set=ReadSet(predicates=(predicate("id >= 0"),), files=frozenset({F})))
+    check_commit(txn, winner(6, "DELETE", add_rows=[add(other, grown)], remove_rows=[rm(other, before)]))
+    restore = winner(6, "RESTORE", add_rows=[add(other, shrunk)], remove_rows=[rm(other, before)])
+    with pytest.raises(ConcurrentAppendException, match="RESTORE"):
+        check_commit(txn, restore)
+
+
+@pytest.mark.parametrize("winner_is_backfill", [True, False])
+@pytest.mark.parametrize("level", [S, WS])
+def test_the_added_files_check_skips_a_row_tracking_backfill_on_either_side(level, winner_is_backfill):
+    """Delta's #10 is skipped when either side is a backfill: it re-adds files to give them ids."""
+    backfilled = add("b.parquet", baseRowId=0, defaultRowCommitVersion=6, dataChange=False)
+    txn = TransactionInfo(
+        read_version=5, read_set=ReadSet(predicates=(predicate("id >= 0"),)), read_metadata=metadata(partitioned=False),
+        read_protocol=RT_PROTOCOL, adds=table([add("mine.parquet")], FILE_SCHEMA), removes=table([], REMOVE_SCHEMA),
+        isolation_level=level, operation="DELETE" if winner_is_backfill else row_tracking.BACKFILL_OPERATION)
+    won = winner(6, row_tracking.BACKFILL_OPERATION if winner_is_backfill else "UPDATE",
+                 add_rows=[backfilled], domains=[row_tracking.watermark_domain(99)])
+    check_commit(txn, won)  # no ConcurrentAppendException
+    plain = winner(6, "UPDATE", add_rows=[add("u.parquet")])
+    if winner_is_backfill:
+        with pytest.raises(ConcurrentAppendException):
+            check_commit(txn, plain)
 
 
 # --------------------------------------------------------------------------- row tracking #5, #7, #8

@@ -44,7 +44,7 @@ DVs, row-id columns); they never read storage themselves.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Callable, Iterable, NoReturn, Sequence
+from typing import Any, Callable, Iterable, Mapping, NoReturn, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -160,6 +160,7 @@ def candidate_added_files(txn: TransactionInfo, winner: CommitActions) -> pa.Tab
 
     - SnapshotIsolation: none (the commit changes no data).
     - a blind append (this transaction read nothing): none.
+    - either side is a row-tracking backfill: none.
     - WriteSerializable: the winner's adds unless the winner is a blind append — blind appends
       may be ordered after us — except when this transaction changes metadata (then all).
     - Serializable: every add of the winner.
@@ -167,6 +168,8 @@ def candidate_added_files(txn: TransactionInfo, winner: CommitActions) -> pa.Tab
     level = txn.isolation_level
     if level is IsolationLevel.SNAPSHOT_ISOLATION or txn.is_blind_append:
         return None
+    if row_tracking.BACKFILL_OPERATION in (winner.operation, txn.operation):
+        return None  # a backfill re-adds files to give them row ids: no rows come or go (Delta skips it too)
     if level is IsolationLevel.WRITE_SERIALIZABLE and winner.is_blind_append and not txn.changes_metadata:
         return None
     adds = winner.adds
@@ -179,23 +182,30 @@ def candidate_added_files(txn: TransactionInfo, winner: CommitActions) -> pa.Tab
     return adds if adds.num_rows else None
 
 
-#: up to this many adds are sorted in Python: a winner's few files cost less than the kernels' setup
-_FEW_FILES = 16
-
-
 def _new_rows_only(adds: pa.Table, removes: pa.Table) -> pa.Table:
     """The adds that bring rows: dataChange not false and not a re-add of a file the same commit
-    removed (its DV changed, its rows did not)."""
-    if adds.num_rows <= _FEW_FILES and removes.num_rows <= _FEW_FILES:
-        removed = set(removes.column("path").to_pylist())
-        drop = [i for i, (path, change) in enumerate(zip(adds.column("path").to_pylist(),
-                                                          adds.column("dataChange").to_pylist()))
-                if change is False or path in removed]
-        return without_rows(adds, np.array(drop, np.int64)) if drop else adds
+    removed whose DV kept every row the removed one deleted (a DV update changes no row but the
+    ones it deletes). A re-add with a smaller DV — RESTORE to a version before some of the file's
+    deletes — brings those rows back, and counts as new rows."""
     new = pc.fill_null(adds["dataChange"], True)
     if removes.num_rows:
-        new = pc.and_(new, pc.invert(pc.is_in(adds["path"], value_set=removes["path"].combine_chunks())))
+        readds = np.flatnonzero(pc.is_in(adds["path"], value_set=removes["path"].combine_chunks())
+                                .to_numpy(zero_copy_only=False))
+        if len(readds):
+            removed = dict(zip(removes.column("path").to_pylist(),
+                               map(_dv_cardinality, removes.column("deletionVector").to_pylist())))
+            again = adds.take(readds)
+            brings_rows = [_dv_cardinality(dv) < removed[path] for path, dv in
+                           zip(again.column("path").to_pylist(), again.column("deletionVector").to_pylist())]
+            mask = new.to_numpy(zero_copy_only=False).copy()
+            mask[readds] &= np.array(brings_rows, dtype=bool)
+            new = pa.array(mask)
     return adds.filter(new)
+
+
+def _dv_cardinality(descriptor: Mapping[str, Any] | None) -> int:
+    """Rows a DV descriptor deletes (0 without one): DVs of one file only grow, except by RESTORE."""
+    return int(descriptor.get("cardinality") or 0) if descriptor else 0
 
 
 @lru_cache(maxsize=64)

@@ -225,7 +225,7 @@ def resolve_row_level(txn: Any, winner: CommitActions, loaded: WinnerRows = NO_R
             continue
         if i is not None and w_dv is not None:
             w_new = loaded.bitmaps.get((path, dv_unique_id(w_dv)))
-            if w_new is None:
+            if w_new is None or not _only_deletes(fr, w_new):
                 continue
             w_deleted = w_new - fr.base_deleted
             overlap = w_deleted & fr.changed
@@ -251,6 +251,13 @@ def resolve_row_level(txn: Any, winner: CommitActions, loaded: WinnerRows = NO_R
     if not resolved:
         return txn
     return _frozen(txn, work, winner.version, resolved)
+
+
+def _only_deletes(fr: FileRows, w_new: BitMap64) -> bool:
+    """The winner's DV keeps every row ours deleted: it only deleted more. A smaller DV (RESTORE
+    to a version before some of the file's deletes) brings rows back, which a rebase onto the
+    union would delete again: the file-level checks decide that case."""
+    return fr.base_deleted.issubset(w_new)
 
 
 def _moved_without_change(winner: CommitActions, index: int) -> bool:
@@ -344,7 +351,7 @@ def _rebase_compaction(work: _Rebase, fr: FileRows, winner: CommitActions, readd
         if w_dv is None:
             return False  # re-added without a DV: a rewrite we cannot follow
         w_new = loaded.bitmaps.get((path, dv_unique_id(w_dv)))
-        if w_new is None:
+        if w_new is None or not _only_deletes(fr, w_new):
             return False
         gone = (w_new - fr.base_deleted) & live
     else:

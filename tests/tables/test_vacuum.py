@@ -138,6 +138,43 @@ def test_hidden_entries_are_never_touched(table_uri):
     assert os.listdir(os.path.join(table_uri, "_delta_log")), "the log is never vacuumed"
 
 
+def test_a_uniform_tables_iceberg_metadata_is_never_vacuumed(table_uri):
+    """With Iceberg in delta.universalFormat.enabledFormats, ``metadata/`` holds the Iceberg
+    metadata written beside the data; Delta's VACUUM skips that folder (not on other tables)."""
+    t = deltatx.create_table(table_uri, SCHEMA, properties={
+        "delta.columnMapping.mode": "name", "delta.enableIcebergCompatV2": "true",
+        "delta.universalFormat.enabledFormats": "iceberg"})
+    t.append(rows([1], 1))
+    iceberg = ["metadata/v1.metadata.json", "metadata/snap-1-1-abc.avro", "metadata/version-hint.text"]
+    for rel in iceberg + ["orphan.parquet"]:
+        os.makedirs(os.path.dirname(os.path.join(table_uri, rel)), exist_ok=True)
+        with open(os.path.join(table_uri, rel), "wb") as fh:
+            fh.write(b"x")
+    age(table_uri, iceberg + ["orphan.parquet"], 1000)
+    assert t.vacuum(dry_run=True) == ["orphan.parquet"]
+    t.set_properties({"delta.universalFormat.enabledFormats": ""})
+    assert t.vacuum(dry_run=True) == sorted(iceberg + ["orphan.parquet"])
+
+
+def test_a_live_file_named_by_an_absolute_path_is_kept(table_uri):
+    """An add path may be an absolute path without a scheme (an RFC 2396 URI reference): VACUUM
+    must match it to the listed file, as Delta relativizes it, or it deletes live data."""
+    t = deltatx.create_table(table_uri, SCHEMA)
+    t.append(rows([1, 2], 1))
+    log = os.path.join(table_uri, "_delta_log", f"{1:020d}.json")
+    lines = [orjson.loads(line) for line in open(log, "rb").read().splitlines()]
+    for action in lines:
+        if "add" in action:
+            action["add"]["path"] = os.path.join(os.path.abspath(table_uri), action["add"]["path"])
+    with open(log, "wb") as fh:
+        fh.write(b"\n".join(orjson.dumps(a) for a in lines) + b"\n")
+    age(table_uri, data_files(table_uri), 1000)
+    t = deltatx.Table(table_uri)
+    assert t.vacuum(dry_run=True) == []
+    t.vacuum()
+    assert sorted(t.to_arrow()["id"].to_pylist()) == [1, 2]
+
+
 def test_underscore_partition_folders_are_vacuumed(table_uri):
     schema = pa.schema([("id", pa.int64()), ("_p", pa.string())])
     t = deltatx.create_table(table_uri, schema, partition_by=["_p"])

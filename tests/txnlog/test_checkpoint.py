@@ -225,6 +225,18 @@ def test_incomplete_multi_part_set_is_ignored(log: LogWriter) -> None:
     assert snap.version == 4 and snap.files.num_rows == 4
 
 
+def test_a_log_left_with_only_part_of_a_checkpoint_is_corrupt_not_absent(log: LogWriter) -> None:
+    """Commits cleaned up, one part of the only checkpoint lost: the table is broken (Delta:
+    DELTA_MISSING_PART_FILES), and saying "no table" would invite a create over it."""
+    build_rich_table(log)
+    table = build_checkpoint_table(load_snapshot(log.store))
+    put_parquet(log.store, f"{4:020d}.checkpoint.{1:010d}.{3:010d}.parquet", table.slice(0, 2))
+    put_parquet(log.store, f"{4:020d}.checkpoint.{3:010d}.{3:010d}.parquet", table.slice(4))
+    drop_commits_before(log.store, 5)
+    with pytest.raises(CorruptCheckpointError, match=r"checkpoint\.0000000001\.0000000003.*not all there"):
+        load_snapshot(log.store)
+
+
 def _v2_parts(snap) -> tuple[list[bytes], pa.Table]:
     """The non-file actions as JSON lines, and a sidecar table holding adds and removes."""
     lines = [

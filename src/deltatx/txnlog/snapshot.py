@@ -261,6 +261,11 @@ def _load_from_listing(
     if not commits and not checkpoints:
         if partial:
             return None
+        incomplete = sorted(f.name for f in listing if f.kind == "checkpoint")
+        if incomplete:  # only parts of a multi-part checkpoint are left: a broken table, not none
+            raise CorruptCheckpointError(
+                f"the log of {store.uri!r} holds no commit and no complete checkpoint: the checkpoint "
+                f"parts {', '.join(incomplete)} are not all there")
         raise TableNotFoundError(f"no Delta table at {store.uri!r}: _delta_log holds no commits")
     latest = max(max(commits, default=-1), max(checkpoints, default=-1))
     if target is None:

@@ -9,7 +9,8 @@
 
 What is *hidden* follows Delta: a path component starting with ``_`` or ``.`` is skipped
 (``_delta_log``, ``.crc`` and temp files, other tools' folders), except partition folders
-(``_p=1`` when ``_p`` is a partition column) and ``_change_data`` / ``_delta_index``. Files that
+(``_p=1`` when ``_p`` is a partition column) and ``_change_data`` / ``_delta_index``; on a UniForm
+table (Iceberg enabled) a folder named ``metadata``, where the Iceberg metadata lives. Files that
 were never committed (a writer crashed before its commit) are just unreferenced files: they go
 once older than the retention, like any other orphan — the retention is what keeps a running
 writer's not-yet-committed files safe.
@@ -57,6 +58,8 @@ if TYPE_CHECKING:
 _VACUUMED_UNDERSCORE_DIRS = ("_change_data", "_delta_index")
 
 _DELETE_BATCH = 1000
+
+_UNIVERSAL_FORMATS = "delta.universalFormat.enabledFormats"
 
 _MS_PER_HOUR = 3600 * 1000
 
@@ -119,7 +122,8 @@ def plan_vacuum(store: "LogStore", snapshot: "Snapshot", retention_hours: float 
     paths = pa.array([entry[0] for entry in listing], pa.string())
     sizes = pa.array([entry[1] for entry in listing], pa.int64())
     mtimes = pa.array([entry[2] for entry in listing], pa.int64())
-    candidates = pc.and_(_visible(paths, snapshot.partition_columns), pc.less(mtimes, cutoff_ms))
+    visible = _visible(paths, snapshot.partition_columns, _iceberg_enabled(snapshot.properties))
+    candidates = pc.and_(visible, pc.less(mtimes, cutoff_ms))
     paths, sizes = paths.filter(candidates), sizes.filter(candidates)
     if not len(paths):
         return planned([], 0)
@@ -160,13 +164,13 @@ def relative_paths(store: "LogStore", add_paths: pa.ChunkedArray | pa.Array) -> 
     """Paths (relative to the table root, decoded) of add/remove ``path`` values.
 
     Plain relative paths (the common case) pass through untouched; only URI-encoded or absolute
-    ones are decoded one by one.
+    ones (with a scheme, or a bare ``/path``) are decoded one by one.
     """
     arr = add_paths.combine_chunks() if isinstance(add_paths, pa.ChunkedArray) else add_paths
     arr = arr.cast(pa.string())
     if not len(arr):
         return arr
-    needs_work = pc.match_substring_regex(arr, r"%|^[A-Za-z][A-Za-z0-9+.\-]+:")
+    needs_work = pc.match_substring_regex(arr, r"%|^/|^[A-Za-z][A-Za-z0-9+.\-]+:")
     if not pc.any(needs_work).as_py():
         return arr
     prefix = store.root.rstrip("/") + "/"
@@ -195,17 +199,27 @@ def deletion_vector_paths(store: "LogStore", actions: pa.Table) -> pa.Array:
     return relative_paths(store, pa.array(out, pa.string())) if out else pa.array([], pa.string())
 
 
-def _visible(paths: pa.Array, partition_columns: list[str]) -> pa.Array:
-    """False for paths with a hidden component (Delta's rule, see the module docstring)."""
-    maybe_hidden = pc.match_substring_regex(paths, r"(^|/)[._]")
+def _visible(paths: pa.Array, partition_columns: list[str], iceberg_metadata_hidden: bool = False) -> pa.Array:
+    """False for paths with a hidden component (Delta's rule, see the module docstring); with
+    ``iceberg_metadata_hidden`` (UniForm), also for files under a folder named ``metadata``."""
+    pattern = r"(^|/)([._]|metadata/)" if iceberg_metadata_hidden else r"(^|/)[._]"
+    maybe_hidden = pc.match_substring_regex(paths, pattern)
     if not pc.any(maybe_hidden).as_py():
         return pc.invert(maybe_hidden)
     allowed = tuple(_VACUUMED_UNDERSCORE_DIRS) + tuple(f"{escape_partition_value(c)}=" for c in partition_columns)
     visible = pc.invert(maybe_hidden).to_pylist()
     for i in pc.indices_nonzero(maybe_hidden).to_pylist():
-        parts = paths[i].as_py().split("/")
-        visible[i] = not any(p[:1] in "._" and not p.startswith(allowed) for p in parts if p)
+        *folders, name = paths[i].as_py().split("/")
+        hidden = any(p[:1] in "._" and not p.startswith(allowed) for p in (*folders, name) if p)
+        visible[i] = not (hidden or (iceberg_metadata_hidden and "metadata" in folders))
     return pa.array(visible, pa.bool_())
+
+
+def _iceberg_enabled(properties: dict[str, str]) -> bool:
+    """UniForm: Iceberg metadata is written beside the data, in ``metadata/``, which Delta's
+    VACUUM never touches (``delta.universalFormat.enabledFormats`` names ``iceberg``)."""
+    formats = properties.get(_UNIVERSAL_FORMATS, "")
+    return "iceberg" in {f.strip().lower() for f in formats.split(",")}
 
 
 def _delete(store: "LogStore", relative: list[str]) -> None:

@@ -141,13 +141,23 @@ def test_not_matched_by_source_with_conditions_prunes(table):
     assert out[10]["name"] == "a"
 
 
-def test_cardinality_error_only_when_a_matched_clause_applies(table, table_uri):
+def test_cardinality_error_counts_every_on_match_as_delta_does(table, table_uri):
     dupes = pa.table({"id": [1, 1, 7], "value": [1.0, 2.0, 3.0]})
     with pytest.raises(errors.MergeCardinalityError, match="more than one source row"):
         table.merge(dupes, on="t.id = s.id").when_matched_update(set={"value": "s.value"}).execute()
     assert deltatx.Table(table_uri).version == 1
-    # the clause condition excludes the duplicates: no ambiguity
-    table.merge(dupes, on="t.id = s.id").when_matched_update(set={"value": "s.value"}, condition="s.id = 7").execute()
+    # Delta counts the pairs ON makes, not those a clause condition keeps: a condition that happens
+    # to pick one pair today does not make the source unambiguous
+    for condition in ("s.id = 7", "s.value > 1.5"):
+        with pytest.raises(errors.MergeCardinalityError):
+            table.merge(dupes, on="t.id = s.id").when_matched_update(set={"value": "s.value"},
+                                                                    condition=condition).execute()
+    # NOT MATCHED BY SOURCE clauses alone still run the check (not an insert-only MERGE)
+    with pytest.raises(errors.MergeCardinalityError):
+        table.merge(dupes, on="t.id = s.id").when_not_matched_by_source_delete().execute()
+    assert deltatx.Table(table_uri).version == 1
+    table.merge(dupes.slice(2), on="t.id = s.id").when_matched_update(set={"value": "s.value"},
+                                                                      condition="s.id = 7").execute()
     assert by_id(table.to_arrow())[7]["value"] == 3.0
     # a lone unconditional delete tolerates duplicates (Delta's exception)
     table.merge(dupes, on="t.id = s.id").when_matched_delete().execute()

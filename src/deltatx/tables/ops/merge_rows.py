@@ -343,17 +343,28 @@ class MergeExecutor:
         applied = pair_codes >= 0
         a_pt, a_ps, a_codes = pt[applied], ps[applied], pair_codes[applied]
         unique_targets, first = np.unique(a_pt, return_index=True)
-        if len(unique_targets) < len(a_pt):
-            lone_delete = len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None
-            if not lone_delete:
-                raise MergeCardinalityError(
-                    f"MERGE ON {self.plan.on}: {len(a_pt) - len(unique_targets)} target row(s) matched more than "
-                    f"one source row, so which source row updates or deletes them is ambiguous. Deduplicate the "
-                    f"source on the join key (or make ON more specific) and retry."
-                )
+        if len(unique_targets) < len(a_pt):  # a lone unconditional DELETE (see _check_cardinality)
             a_pt, a_ps, a_codes = a_pt[first], a_ps[first], a_codes[first]
         codes[a_pt] = a_codes
         source_of[a_pt] = a_ps
+
+    def _check_cardinality(self, pt: np.ndarray) -> None:
+        """Delta's rule: a target row that ON pairs with several source rows fails the MERGE, whatever
+        the clause conditions say (they may pick one pair today and another tomorrow), unless the
+        only matched clause is an unconditional DELETE. An insert-only MERGE never checks."""
+        plan = self.plan
+        if not (plan.matched or plan.by_source) or len(pt) < 2:
+            return
+        matched = plan.matched
+        if len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None:
+            return
+        distinct = len(np.unique(pt))
+        if distinct < len(pt):
+            raise MergeCardinalityError(
+                f"MERGE ON {plan.on}: {len(pt) - distinct} target row(s) matched more than one source row, so "
+                f"which source row updates or deletes them is ambiguous. Deduplicate the source on the join "
+                f"key (or make ON more specific) and retry."
+            )
 
     # ---- the whole MERGE -----------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -375,6 +386,7 @@ class MergeExecutor:
         pt, ps = self.match_pairs(target, eligible) if n_target else (_EMPTY, _EMPTY)
         codes = np.full(n_target, -1, dtype=np.int32)  # index in self.clauses of the clause applied
         source_of = np.full(n_target, -1, dtype=np.int64)
+        self._check_cardinality(pt)
         if plan.matched and len(pt):
             self._resolve_matched(target, pt, ps, codes, source_of)
         if plan.by_source and n_target:

@@ -237,6 +237,27 @@ def test_the_loser_moves_its_values_above_the_winners(table_uri, dv):
     assert sorted((s["minValues"]["id"], s["maxValues"]["id"]) for s in stats) == [(1, 1), (2, 3), (4, 6)]
 
 
+@pytest.mark.parametrize("dv", [False, True], ids=["copy_on_write", "deletion_vectors"])
+@pytest.mark.parametrize("change", ["update", "delete"])
+def test_values_the_transaction_rewrote_itself_move_too(table_uri, dv, change):
+    """Appended rows that an UPDATE or DELETE of the same transaction rewrote live in files the
+    append did not write: the rebase must move their values as well, or they collide."""
+    t = make(table_uri, properties={"delta.enableDeletionVectors": "true"} if dv else {})
+    tx = t.transaction()
+    tx.append(names("a", "b", "c"))
+    if change == "update":
+        tx.update(where="name = 'a'", set={"name": "'a2'"})
+    else:
+        tx.delete("name = 'a'")
+    deltatx.Table(table_uri).append(names("x", "y", "z"))
+    assert tx.commit().conflicts_resolved == 1
+    got = {r["name"]: r["id"] for r in deltatx.Table(table_uri).to_arrow().to_pylist()}
+    assert len(set(got.values())) == len(got), got
+    assert {got["x"], got["y"], got["z"]} == {1, 2, 3}
+    assert min(v for k, v in got.items() if k not in "xyz") > 3
+    assert mark(table_uri) >= max(got.values())
+
+
 def test_a_rebase_that_would_overflow_fails_and_leaves_nothing(table_uri):
     make(table_uri, start=2**63 - 4)
     a, b = deltatx.Table(table_uri).transaction(), deltatx.Table(table_uri).transaction()

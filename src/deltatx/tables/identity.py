@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -252,7 +253,6 @@ def _rewrite_files(tx: "Transaction", allocator: IdentityAllocator, adds: pa.Tab
                 f"concurrent insert's would exceed the range of BIGINT; nothing was committed"
             )
     paths = adds.column("path").to_pylist()
-    targets = [i for i, p in enumerate(paths) if p in allocator.files]
     columns = {name: adds.column(name).to_pylist() for name in ("path", "size", "modificationTime", "stats")}
     from .ops.rewrite import write_options
 
@@ -261,6 +261,11 @@ def _rewrite_files(tx: "Transaction", allocator: IdentityAllocator, adds: pa.Tab
     stored = mapping.physical_name if mapping is not None else (lambda name: name)
     file_shifts = {stored(c): shift for c, shift in shifts.items()}
     file_runs = {stored(c): run for c, run in allocator.runs.items()}
+    # The files the appends wrote, and any other file of this transaction whose stats say it may
+    # hold run values: an UPDATE, DELETE or MERGE of the same transaction may have rewritten
+    # appended rows into files of its own.
+    targets = [i for i, p in enumerate(paths) if p in allocator.files
+               or (tx.is_own_file(p) and _may_hold_runs(columns["stats"][i], file_runs, file_shifts))]
     table_columns = {stored(c) for c in tx.schema.names}
     for i in targets:
         new_path, size, stats = _rewrite_one(tx, paths[i], file_runs, file_shifts, table_columns, options)
@@ -275,6 +280,20 @@ def _rewrite_files(tx: "Transaction", allocator: IdentityAllocator, adds: pa.Tab
         index = adds.schema.get_field_index(name)
         adds = adds.set_column(index, adds.schema.field(name), pa.array(values, adds.schema.field(name).type))
     return adds
+
+
+def _may_hold_runs(stats: str | None, runs: dict[str, _Run], shifts: dict[str, int]) -> bool:
+    """Could a file with these statistics hold values of a shifted run? Yes unless its min/max
+    of every shifted column lie outside that run (no statistics: it may)."""
+    if not stats:
+        return True
+    parsed = orjson.loads(stats)
+    low, high = parsed.get("minValues") or {}, parsed.get("maxValues") or {}
+    for column in shifts:
+        lo, hi = sorted((runs[column].first, runs[column].last))
+        if low.get(column) is None or high.get(column) is None or not (high[column] < lo or low[column] > hi):
+            return True
+    return False
 
 
 def _rewrite_one(tx: "Transaction", add_path: str, runs: dict[str, _Run], shifts: dict[str, int],

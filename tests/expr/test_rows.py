@@ -263,6 +263,10 @@ def where(sql: str) -> list[bool]:
         ("CASE WHEN id > 10 THEN 'big' WHEN id IS NULL THEN 'none' ELSE 'small' END = 'big'", [False, True, False, True]),
         ("CASE WHEN flag THEN 1 ELSE 0 END = 0", [False, True, True, False]),
         ("IF(flag, 1, 0) = 0", [False, True, True, False]),
+        # an untyped NULL branch takes the other branch's type; a NULL condition takes ELSE
+        ("IF(name = 'a', TRUE, NULL)", [True, False, False, False]),
+        ("IF(name = 'a', NULL, 'x') = 'x'", [False, True, True, True]),
+        ("CASE WHEN id > 10 THEN NULL ELSE 1 END = 1", [True, False, True, False]),
         ("greatest(part, 2) = 2", [True, True, False, True]),
         ("id IN (5, part * 15)", [True, False, False, False]),
         ("trim(concat(' ', name, ' ')) = name", [True, True, False, True]),

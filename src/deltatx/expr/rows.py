@@ -188,8 +188,17 @@ def _concat(b: _Backend, low: list[Any], raw: tuple[Expr, ...]) -> Any:
 
 
 def _if(b: _Backend, low: list[Any], raw: tuple[Expr, ...]) -> Any:
-    cond = b.call("make_struct", [low[0]], pc.MakeStructOptions(["c0"]))
-    return b.call("case_when", [cond, low[1], low[2]])
+    return _choose(b, [(low[0], low[1])], low[2])
+
+
+def _choose(b: _Backend, branches: list[tuple[Any, Any]], otherwise: Any) -> Any:
+    """IF / CASE WHEN as nested ``if_else``: a NULL condition takes the next branch (Spark), and
+    an untyped NULL branch takes the other branches' type (``if_else`` casts to a common type,
+    where ``case_when`` wants them equal: ``if(c, 1, NULL)``)."""
+    out = otherwise
+    for cond, value in reversed(branches):
+        out = b.call("if_else", [b.call("coalesce", [cond, b.scalar(pa.scalar(False))]), value, out])
+    return out
 
 
 def _round(b: _Backend, low: list[Any], raw: tuple[Expr, ...]) -> Any:
@@ -277,12 +286,9 @@ def _lower(e: Expr, b: _Backend, boolean: bool = False) -> Any:
     if isinstance(e, Case):
         if not e.whens:
             return _lower(e.default, b) if e.default is not None else b.scalar(pa.scalar(None))
-        names = [f"c{i}" for i in range(len(e.whens))]
-        conds = b.call("make_struct", [_lower(c, b, True) for c, _ in e.whens], pc.MakeStructOptions(names))
-        values = [_lower(v, b) for _, v in e.whens]
-        if e.default is not None:
-            values.append(_lower(e.default, b))
-        return b.call("case_when", [conds, *values])
+        branches = [(_lower(c, b, True), _lower(v, b)) for c, v in e.whens]
+        otherwise = _lower(e.default, b) if e.default is not None else b.scalar(pa.scalar(None))
+        return _choose(b, branches, otherwise)
     raise PredicateError(f"cannot evaluate expression node {type(e).__name__}: {e}")
 
 

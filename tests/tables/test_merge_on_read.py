@@ -64,6 +64,23 @@ def test_delete_marks_rows_in_a_dv_and_rewrites_nothing(table_uri):
         [i for i in range(100) if i not in (3, 60)]
 
 
+def test_a_dv_delete_keeps_decimal_bounds_exact(table_uri):
+    """The re-add's stats are the old ones with tightBounds false, byte for byte: a DECIMAL bound
+    read as a float and written back would move inside the data and skip matching files."""
+    from decimal import Decimal
+
+    schema = pa.schema([("id", pa.int64()), ("d", pa.decimal128(38, 10))])
+    t = deltatx.create_table(table_uri, schema, properties={"delta.enableDeletionVectors": "true"})
+    low, high = Decimal("12345678.0123456789"), Decimal("99999999.0000000001")
+    t.append(pa.table({"id": [1, 2, 3], "d": [low, high, Decimal("20000000")]}, schema=schema))
+    t.delete(where="id = 3")
+    stats = t.files()["stats"][0].as_py()
+    assert '"tightBounds":false' in stats
+    assert "12345678.0123456789" in stats and "99999999.0000000001" in stats
+    assert t.to_arrow(where="d = 12345678.0123456789")["id"].to_pylist() == [1]
+    assert t.to_arrow(where="d > 99999999")["id"].to_pylist() == [2]
+
+
 def test_a_second_delete_unions_the_dv_and_names_the_old_one_in_the_remove(table_uri):
     table = make(table_uri, DV, files=1)
     first = table.delete("id = 1")

@@ -12,10 +12,11 @@ here, around it::
 
 from __future__ import annotations
 
+import re
+
 from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -136,15 +137,27 @@ def file_row_ids(store: "LogStore", file: pa.Table, materialized: MaterializedCo
 # --------------------------------------------------------------------------------------------
 
 
+_TIGHT_BOUNDS = re.compile(r'"tightBounds"\s*:\s*(true|false)')
+
+
 def loose_stats(stats: str | None) -> str | None:
-    """The same stats with ``tightBounds: false``: min/max may now bound deleted rows too."""
+    """The same stats with ``tightBounds: false``: min/max may now bound deleted rows too.
+
+    Edited as text, not parsed and dumped again: a JSON parser reads a DECIMAL bound such as
+    12345678.0123456789 as a binary float, and writing that back moves the bound inside the
+    data (a min rounded up, a max rounded down), so readers would skip files holding matches."""
     if not stats:
         return stats
-    doc = orjson.loads(stats)
-    if doc.get("tightBounds") is False:
+    found = _TIGHT_BOUNDS.search(stats)
+    if found is not None:
+        if found.group(1) == "false":
+            return stats
+        return stats[:found.start()] + '"tightBounds":false' + stats[found.end():]
+    head = stats.lstrip()
+    if not head.startswith("{"):
         return stats
-    doc["tightBounds"] = False
-    return orjson.dumps(doc).decode()
+    body = head[1:].lstrip()
+    return '{"tightBounds":false}' if body.startswith("}") else '{"tightBounds":false,' + body
 
 
 def with_deletion_vectors(adds: pa.Table, descriptors: Mapping[str, dict[str, Any]]) -> pa.Table:

@@ -282,13 +282,13 @@ def test_reads_a_partitioned_table_written_by_deltalake(tmp_path):
 
 def test_read_errors_are_named(table_uri):
     store = open_store(table_uri)
+    _write_parquet(store.root, "ok.parquet", pa.table({"a": pa.array([1])}))
     _write_parquet(store.root, "s.parquet", pa.table({"a": pa.array([{"x": 1}])}))
-    files = _adds([{"path": "s.parquet"}])
     schema = pa.schema([("a", pa.int64())])
     with pytest.raises(PredicateError, match="nope"):
-        read_files(store, files, schema, [], filter=pc.field("nope") == 1)
-    with pytest.raises(SchemaMismatchError, match="cannot be read as the table schema"):
-        read_files(store, files, schema, [])
+        read_files(store, _adds([{"path": "ok.parquet"}]), schema, [], filter=pc.field("nope") == 1)
+    with pytest.raises(SchemaMismatchError, match="'a' of data file .*s.parquet.* is struct"):
+        read_files(store, _adds([{"path": "s.parquet"}]), schema, [])
 
 
 def test_not_null_columns_read_back_with_their_flag(table_uri):
@@ -331,3 +331,92 @@ def test_deleted_among_tests_each_position_against_a_sorted_dv():
     assert reader._deleted_among(positions, deleted).tolist() == [False, True, False, True, True, False]
     assert reader._deleted_among(positions, np.empty(0, np.uint64)).tolist() == [False] * 6
     assert reader._deleted_among(np.empty(0, np.uint64), deleted).tolist() == []
+
+
+# --------------------------------------------------------------------------------------------
+# File column types: another type is refused, other encodings of the same type are read
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("column", [
+    pa.array([True, False]),
+    pa.array(["7", "8"]),
+    pa.array([1_000, 2_000], pa.timestamp("us")),
+    pa.array([1.5, 2.0]),
+    pa.array([[1], [2]]),
+], ids=["bool", "string", "timestamp", "double", "list"])
+def test_a_file_column_of_another_type_is_refused_on_every_read_path(table_uri, column):
+    """Arrow would cast these (True -> 1, '7' -> 7, a timestamp to its integer): Delta refuses."""
+    store = open_store(table_uri)
+    _write_parquet(table_uri, "ok.parquet", pa.table({"id": pa.array([5], pa.int64()), "v": [5.0]}))
+    _write_parquet(table_uri, "bad.parquet", pa.table({"id": column, "v": [1.0, 2.0]}))
+    schema = pa.schema([("id", pa.int64()), ("v", pa.float64())])
+    files = _adds([{"path": "ok.parquet"}, {"path": "bad.parquet"}])
+    with_dv = _adds([{"path": "ok.parquet"}, {"path": "bad.parquet", "deletionVector": _inline_dv([1])}])
+    named = r"'id' of data file .*bad.parquet.* cannot be read as the table's int64"
+    for kwargs in ({}, {"filter": pc.field("id") >= 0}, {"filter": pc.field("v") > 0}, {"columns": ["id"]}):
+        for adds in (files, with_dv):
+            with pytest.raises(SchemaMismatchError, match=named):
+                read_files(store, adds, schema, [], **kwargs)
+            with pytest.raises(SchemaMismatchError, match=named):
+                list(iter_batches(store, adds, schema, [], **kwargs))
+    # a column the read does not need is not checked (nor read)
+    assert read_files(store, files, schema, [], columns=["v"])["v"].to_pylist() == [5.0, 1.0, 2.0]
+
+
+def test_other_encodings_of_the_same_type_and_widenings_are_read(table_uri):
+    """What other engines legitimately write: narrower or unsigned integers, float for double,
+    any timestamp unit and INT96, smaller decimals, dictionary / large strings, binary strings;
+    and the changes type widening allows (integer -> double/decimal, date -> timestamp_ntz)."""
+    store = open_store(table_uri)
+    file = pa.table({
+        "i8": pa.array([1], pa.int8()), "u32": pa.array([4_000_000_000], pa.uint32()),
+        "f": pa.array([1.5], pa.float32()), "i2d": pa.array([3], pa.int32()),
+        "ms": pa.array([1_000], pa.timestamp("ms", "UTC")), "ns": pa.array([1_000_000], pa.timestamp("ns")),
+        "dec": pa.array([Decimal("1.25")], pa.decimal128(5, 2)), "i2dec": pa.array([7], pa.int64()),
+        "dict": pa.array(["x"]).dictionary_encode(), "large": pa.array(["y"], pa.large_string()),
+        "bin": pa.array([b"z"]), "day": pa.array([dt.date(2024, 1, 2)]),
+        "nested": pa.array([{"a": 1, "l": [1, 2]}], pa.struct([("a", pa.int32()), ("l", pa.list_(pa.int16()))])),
+    })
+    _write_parquet(table_uri, "enc.parquet", file)
+    pq.write_table(pa.table({"t": pa.array([dt.datetime(2024, 1, 2, 3)], pa.timestamp("us"))}),
+                   os.path.join(table_uri, "int96.parquet"), use_deprecated_int96_timestamps=True)
+    schema = pa.schema([
+        ("i8", pa.int64()), ("u32", pa.int64()), ("f", pa.float64()), ("i2d", pa.float64()),
+        ("ms", pa.timestamp("us", "UTC")), ("ns", pa.timestamp("us", "UTC")), ("dec", pa.decimal128(10, 3)),
+        ("i2dec", pa.decimal128(20, 0)), ("dict", pa.string()), ("large", pa.string()), ("bin", pa.string()),
+        ("day", pa.timestamp("us")),
+        ("nested", pa.struct([("a", pa.int64()), ("l", pa.list_(pa.int64()))])),
+        ("t", pa.timestamp("us", "UTC")),
+    ])
+    files = _adds([{"path": "enc.parquet"}, {"path": "int96.parquet"}])
+    out = read_files(store, files, schema, [])
+    assert out.schema.equals(schema)
+    row = out.to_pylist()[0]
+    assert row["i8"] == 1 and row["u32"] == 4_000_000_000 and row["f"] == 1.5 and row["i2d"] == 3.0
+    assert row["dec"] == Decimal("1.250") and row["i2dec"] == Decimal(7)
+    assert (row["dict"], row["large"], row["bin"]) == ("x", "y", "z")
+    assert row["day"] == dt.datetime(2024, 1, 2) and row["nested"] == {"a": 1, "l": [1, 2]}
+    assert out.to_pylist()[1]["t"] == dt.datetime(2024, 1, 2, 3, tzinfo=UTC)
+    # the per-file path (deletion vectors) reads them the same
+    with_dv = _adds([{"path": "enc.parquet", "deletionVector": _inline_dv([])}, {"path": "int96.parquet"}])
+    assert read_files(store, with_dv, schema, []).sort_by("i8").equals(out.sort_by("i8"))
+
+
+@pytest.mark.parametrize("table_type,column", [
+    (pa.int64(), pa.array([2**64 - 1], pa.uint64())),
+    (pa.int32(), pa.array([2**40], pa.int64())),
+    (pa.decimal128(4, 2), pa.array([Decimal("123.4")], pa.decimal128(6, 1))),
+], ids=["uint64", "int64-in-int", "decimal-digits"])
+def test_a_value_or_type_that_does_not_fit_names_the_file(table_uri, table_type, column):
+    """A value a checked cast cannot convert, or a type with more digits than the table's: the
+    error names the file, with or without a filter (not a PredicateError, not Arrow's own)."""
+    store = open_store(table_uri)
+    _write_parquet(table_uri, "big.parquet", pa.table({"a": column}))
+    schema = pa.schema([("a", table_type)])
+    files = _adds([{"path": "big.parquet"}])
+    for kwargs in ({}, {"filter": pc.is_valid(pc.field("a"))}):
+        with pytest.raises(SchemaMismatchError, match="big.parquet"):
+            read_files(store, files, schema, [], **kwargs)
+        with pytest.raises(SchemaMismatchError, match="big.parquet"):
+            list(iter_batches(store, files, schema, [], **kwargs))

@@ -23,13 +23,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 from ..errors import SchemaMismatchError
 from ..txnlog.change_feed import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, ChangePlan
 from .deletion_vector_writer import load_bitmap
 from .paths import data_file_path, decode_path
-from .reader import _PARQUET, partition_values_table, read_files, split_deletion_vectors
+from .reader import checked_dataset, partition_values_table, read_files, split_deletion_vectors
 from .row_metadata import ROW_INDEX
 
 if TYPE_CHECKING:
@@ -101,8 +100,9 @@ def _one_scan(store: "LogStore", plan: ChangePlan, groups: list[tuple[pa.Table, 
     came from); partition values, ``_commit_version`` and the kind of whole files (insert /
     delete) are then taken per row from per-file arrays — cheaper than giving every file its own
     partition expression, which Arrow would simplify file by file. A cdc file's ``_change_type``
-    is its own column. Any failure (a nanosecond timestamp that needs truncating, a missing
-    file) takes the file-by-file path, which handles and names it.
+    is its own column. A file column of a type the table's cannot hold is refused before the
+    scan (:func:`checked_dataset`); any other failure (a nanosecond timestamp that needs
+    truncating, a missing file) takes the file-by-file path, which handles and names it.
     """
     mapping = plan.column_mapping
     if mapping is not None and mapping.by_field_id:  # files are matched by field id, file by file
@@ -114,9 +114,8 @@ def _one_scan(store: "LogStore", plan: ChangePlan, groups: list[tuple[pa.Table, 
     schema = pa.schema([plan.schema.field(n) for n in in_files] + [CHANGE_COLUMNS[0]])
     stored = mapping.physical_names(in_files) if mapping is not None else in_files  # names in the files
     try:
-        dataset = ds.FileSystemDataset.from_paths(
-            paths, schema=mapping.physical_schema(schema) if mapping is not None else schema, format=_PARQUET,
-            filesystem=store.arrow_fs)
+        dataset = checked_dataset(paths, mapping.physical_schema(schema) if mapping is not None else schema,
+                                  store.arrow_fs)
         scanned = dataset.to_table(columns=stored + [CHANGE_TYPE, "__fragment_index"], use_threads=True)
     except (OSError, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return pa.concat_tables([_read_tagged(store, plan, f, kind, wanted, row_filter) for f, kind in groups])

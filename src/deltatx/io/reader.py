@@ -12,6 +12,13 @@ expressions, so a filter on them prunes whole files before any I/O. Columns an o
 (schema evolution) read as nulls. A file written with nanosecond timestamps that do not fit in
 microseconds makes the dataset's safe cast fail; those reads fall back to a per-file path that
 truncates them (Delta's timestamp types have microsecond precision).
+
+Before any value is read, every file's column types are checked against the table's
+(:func:`check_file_columns`): Arrow would convert whatever it can (a bool to 0/1, the string '7'
+to 7, a timestamp to its integer) and a rewrite would then commit the converted values. Like
+Delta, a file column is read only as its own type, another physical encoding of it, or a type it
+safely widens to; a value that still does not fit (a uint64 above the long range) fails the read
+as SchemaMismatchError naming the file.
 """
 
 from __future__ import annotations
@@ -53,8 +60,6 @@ if TYPE_CHECKING:
 _PARQUET = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit="us"))
 
 _ESCAPED_BINARY = re.compile(r"^(?:\\u[0-9A-Fa-f]{4})+$")
-
-_CAST_FAILURE_HINTS = ("would lose data", "would result in out of range")
 
 _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
 
@@ -172,6 +177,149 @@ def partition_values_table(files: pa.Table, schema: pa.Schema, partition_columns
     fields = [schema.field(c) if c in schema.names else by_lower[c.lower()]
               for c in partition_columns if c in schema.names or c.lower() in by_lower]
     return pa.table([partition_column(files, f) for f in fields], schema=pa.schema(fields))
+
+
+# --------------------------------------------------------------------------------------------
+# File column types: what a file may hold for a table type
+# --------------------------------------------------------------------------------------------
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
+def _is_bytes(t: pa.DataType) -> bool:
+    return (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t)
+            or pa.types.is_fixed_size_binary(t))
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+
+
+def _integer_digits(t: pa.DataType) -> int:
+    """Decimal digits an integer type needs (type widening: ``integer`` → decimal(10), ``long`` → 20)."""
+    return 10 if t.bit_width <= 32 else 20
+
+
+def _leaf_readable(file_type: pa.DataType, table_type: pa.DataType) -> bool:
+    """Whether a file's non-nested column of ``file_type`` holds values of ``table_type``.
+
+    The same type in another physical encoding (int8/int16/unsigned for an integer, float for a
+    double, any timestamp unit or INT96, a decimal of fewer digits, large/view strings, binary
+    for a string as Spark reads it) or a change type widening makes (PROTOCOL.md: integers to
+    double or decimal, date to timestamp_ntz). Integer to integer is any width: a value outside
+    the table type fails the (safe) cast, it is never wrapped.
+    """
+    t = table_type
+    f = file_type
+    if f.equals(t) or pa.types.is_null(f):
+        return True
+    if pa.types.is_integer(t):
+        return pa.types.is_integer(f)
+    if pa.types.is_floating(t):
+        return (pa.types.is_floating(f) and f.bit_width <= t.bit_width) or (
+            t.bit_width == 64 and pa.types.is_integer(f) and f.bit_width <= 32)
+    if pa.types.is_decimal(t):
+        whole = t.precision - t.scale
+        if pa.types.is_decimal(f):
+            return f.scale <= t.scale and f.precision - f.scale <= whole
+        return pa.types.is_integer(f) and _integer_digits(f) <= whole
+    if _is_text(t):
+        return _is_text(f) or (_is_bytes(f) and not pa.types.is_fixed_size_binary(f))
+    if _is_bytes(t):
+        return _is_bytes(f) or _is_text(f)
+    if pa.types.is_date(t):
+        return pa.types.is_date(f)
+    if pa.types.is_timestamp(t):
+        return pa.types.is_timestamp(f) or (t.tz is None and pa.types.is_date(f))
+    return False
+
+
+def _unreadable(file_type: pa.DataType, table_type: pa.DataType, by_field_id: bool,
+                path: str) -> tuple[str, pa.DataType, pa.DataType] | None:
+    """The first part of a file column that cannot be read as ``table_type``: (its path, its type
+    in the file, the table's type), or None when all of it can. Struct fields are matched by name
+    (by Parquet field id in column mapping ``id`` mode); ones the file lacks read as nulls, ones
+    the table lacks are not read."""
+    f = file_type.value_type if pa.types.is_dictionary(file_type) else file_type
+    t = table_type
+    if pa.types.is_null(f):
+        return None
+    if pa.types.is_struct(t):
+        if not pa.types.is_struct(f):
+            return path, f, t
+        if by_field_id:
+            from ..txnlog.column_mapping import _field_id
+
+            ids = {_field_id(c): c for c in f if _field_id(c) is not None}
+            found = [(c, ids.get(_field_id(c))) for c in t]
+        else:
+            found = [(c, f.field(c.name) if f.get_field_index(c.name) >= 0 else None) for c in t]
+        for child, in_file in found:
+            problem = in_file is not None and _unreadable(in_file.type, child.type, by_field_id,
+                                                          f"{path}.{child.name}")
+            if problem:
+                return problem
+        return None
+    if _is_list(t):
+        if not _is_list(f):
+            return path, f, t
+        return _unreadable(f.value_type, t.value_type, by_field_id, f"{path}.element")
+    if pa.types.is_map(t):
+        if not pa.types.is_map(f):
+            return path, f, t
+        return (_unreadable(f.key_type, t.key_type, by_field_id, f"{path}.key")
+                or _unreadable(f.item_type, t.item_type, by_field_id, f"{path}.value"))
+    return None if _leaf_readable(f, t) else (path, f, t)
+
+
+def check_file_columns(file_schema: pa.Schema, wanted: Sequence[pa.Field], path: str,
+                       renames: dict[str, str] | None = None, by_field_id: bool = False) -> None:
+    """Raise SchemaMismatchError unless every ``wanted`` table column file ``path`` has can be read
+    as the table's type (:func:`_leaf_readable`). ``renames``: the file's name of a wanted column
+    when it differs (column mapping ``id`` mode, where nested fields match by field id too).
+
+    Why refuse rather than cast: Arrow casts whatever it can, so a foreign writer's bool, string
+    or timestamp column would come back as plausible integers, and OPTIMIZE or a DML rewrite
+    would commit them as the table's data. Delta's reader refuses such a file too.
+    """
+    for field in wanted:
+        name = renames.get(field.name) if renames is not None else field.name
+        index = file_schema.get_field_index(name) if name is not None else -1
+        if index < 0:
+            continue  # not in the file: reads as nulls (schema evolution)
+        problem = _unreadable(file_schema.field(index).type, field.type, by_field_id, field.name)
+        if problem is not None:
+            column, in_file, in_table = problem
+            raise SchemaMismatchError(
+                f"column {column!r} of data file {path!r} is {in_file} in the file, which cannot be read as "
+                f"the table's {in_table}; the file was written with an incompatible type. Nothing was "
+                f"changed: rewrite or remove the file, or time travel to a version without it")
+
+
+def checked_dataset(paths: list[str], schema: pa.Schema, filesystem: pafs.FileSystem,
+                    partitions: Sequence[pc.Expression | None] | None = None,
+                    columns: Sequence[str] | None = None) -> ds.FileSystemDataset:
+    """The Parquet files ``paths`` as one dataset of ``schema``, after checking that each file's
+    ``columns`` (default: all of ``schema``) can be read as the table's types
+    (:func:`check_file_columns`). The footers read for the check stay with the fragments, so the
+    scan does not read them again; they are read a few files at a time."""
+    fragments = [_PARQUET.make_fragment(p, filesystem=filesystem,
+                                        partition_expression=partitions[i] if partitions is not None else None)
+                 for i, p in enumerate(paths)]
+    names = schema.names if columns is None else [c for c in dict.fromkeys(columns) if c in schema.names]
+    wanted = [schema.field(c) for c in names]
+
+    def check(i: int) -> None:
+        check_file_columns(fragments[i].physical_schema, wanted, paths[i])
+
+    if len(fragments) == 1:
+        check(0)
+    elif fragments:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(check, range(len(fragments))))
+    return ds.FileSystemDataset(fragments, schema=schema, format=_PARQUET, filesystem=filesystem)
 
 
 # --------------------------------------------------------------------------------------------
@@ -425,13 +573,13 @@ class _ScanPlan:
     def scan_table(self, names: list[str], filter: pc.Expression | None) -> pa.Table:
         """The ``names`` columns of every file (no deletion vectors here), ``filter`` applied."""
         columns, pushed, after = self._scan_split(names, filter)
-        table = self.dataset().to_table(columns=columns, filter=pushed, use_threads=True)
+        table = self.dataset(columns, filter).to_table(columns=columns, filter=pushed, use_threads=True)
         return table if after is None else table.filter(after).select(names)
 
     def scan_batches(self, names: list[str], filter: pc.Expression | None) -> Iterator[pa.RecordBatch]:
         """:meth:`scan_table`, batch by batch, in file order."""
         columns, pushed, after = self._scan_split(names, filter)
-        for batch in self.dataset().to_batches(columns=columns, filter=pushed, use_threads=True):
+        for batch in self.dataset(columns, filter).to_batches(columns=columns, filter=pushed, use_threads=True):
             yield batch if after is None else batch.filter(after).select(names)
 
     def _scan_split(self, names: list[str], filter: pc.Expression | None
@@ -452,14 +600,12 @@ class _ScanPlan:
         wanted = self.prune.columns() if self.prune is not None else None
         return any(type_holds(f.type, pa.types.is_floating) for f in self.schema if wanted is None or f.name in wanted)
 
-    def dataset(self) -> ds.FileSystemDataset:
-        return ds.FileSystemDataset.from_paths(
-            self.paths,
-            schema=self.schema,
-            format=_PARQUET,
-            filesystem=self.filesystem,
-            partitions=self._partition_expressions(),
-        )
+    def dataset(self, columns: list[str] | None = None, filter: pc.Expression | None = None) -> ds.FileSystemDataset:
+        """The files as one dataset, each file's ``columns`` and ``filter``'s columns checked to be
+        readable as the table's types first (:func:`checked_dataset`)."""
+        if filter is not None and columns is not None:  # a bare filter may name any column
+            columns = None if self.prune is None else columns + sorted(self.prune.columns())
+        return checked_dataset(self.paths, self.schema, self.filesystem, self._partition_expressions(), columns)
 
     def _partition_expressions(self) -> list[pc.Expression] | None:
         """Per file, ``col == value`` (or ``is_null``) ANDed, built once per distinct partition."""
@@ -508,6 +654,7 @@ class _ScanPlan:
                 in_file = set(pf.schema_arrow.names)
                 data_fields = [f for f in wanted if f.name not in self.partition_columns]
                 by_id = column_mapping.columns_by_field_id(pf.schema_arrow, data_fields) if self.by_field_id else None
+                check_file_columns(pf.schema_arrow, data_fields, self.paths[i], by_id, self.by_field_id)
                 if by_id is None:
                     read = [f.name for f in data_fields if f.name in in_file]
                 else:
@@ -745,9 +892,13 @@ def _output_schema(schema: pa.Schema, columns: list[str] | None) -> pa.Schema:
 
 
 def _is_cast_failure(exc: BaseException) -> bool:
-    """A value that does not fit the table type exactly (ns timestamps): the per-file path copes."""
+    """A value the scan could not convert to the table type: the per-file path copes (it truncates
+    ns timestamps) or names the file (a uint64 above the long range). The types were checked
+    before the scan, so any other invalid value is one of these; an unreadable file or an unknown
+    filter column is not."""
     text = str(exc)
-    return isinstance(exc, pa.ArrowInvalid) and any(hint in text for hint in _CAST_FAILURE_HINTS)
+    return isinstance(exc, pa.ArrowInvalid) and not any(
+        marker in text for marker in (*_NOT_PARQUET, "FieldRef", "No match for"))
 
 
 def _raise_read_error(exc: BaseException) -> NoReturn:

@@ -9,7 +9,7 @@ rules live in replay.py, checkpoint files in checkpoint.py, commit timestamps in
             │ then full replay from commit 0; CorruptCheckpointError only when nothing works
             ▼
         checkpoint state (columnar) + JSON commits checkpoint+1 .. target (contiguous, else
-        CorruptLogError) ─► replay.reconcile ─► check_readable ─► Snapshot
+        CorruptLogError) ─► replay.reconcile ─► check_loadable ─► Snapshot
 
     snapshot.apply(commit)    next version from a commit this process just wrote (no I/O)
     snapshot.refresh(store)   lists from version+1 and replays only the new commits
@@ -28,6 +28,7 @@ import pyarrow as pa
 from ..errors import (
     CorruptCheckpointError,
     CorruptLogError,
+    InvalidTableError,
     TableNotFoundError,
     TimeTravelError,
 )
@@ -179,7 +180,7 @@ def _advance(base: Snapshot, commits: Sequence[CommitActions], mtimes: Sequence[
     actions = TableActions(base.protocol, base.metadata, base.app_txns, base.domains).fold(commits)
     assert actions.protocol is not None and actions.metadata is not None
     if actions.protocol is not base.protocol or actions.metadata is not base.metadata:
-        check_readable(actions.protocol, actions.metadata)  # a new protocol may need a feature we lack
+        check_loadable(actions.protocol, actions.metadata)  # a new protocol may need a feature we lack
     tail = FileTail()
     for commit in commits:
         tail.add_commit(commit)
@@ -203,6 +204,27 @@ def _advance(base: Snapshot, commits: Sequence[CommitActions], mtimes: Sequence[
         # same metaData action: its parsed schema carries over instead of being parsed per commit
         snapshot.__dict__["schema"] = base.__dict__["schema"]
     return snapshot
+
+
+def check_loadable(protocol: Protocol, metadata: Metadata) -> None:
+    """Raise unless a snapshot with this protocol and metaData can be read at all: deltatx knows
+    its reader features (:func:`check_readable`), and the metaData is consistent — every
+    partition column is a column of the schema (matched case-insensitively, as the reader does).
+
+    Why at load: a partition column the schema lacks would read back as nulls and DML would
+    commit on a table no Delta reader accepts; refusing the snapshot stops every operation
+    before it writes. A schemaless metaData (Delta Live Tables' version 0) has nothing to check.
+    """
+    check_readable(protocol, metadata)
+    if metadata.partition_columns and metadata.schema_string:
+        names = schema_from_json(metadata.schema_string).names
+        lower = {name.lower() for name in names}
+        missing = [c for c in metadata.partition_columns if not isinstance(c, str) or c.lower() not in lower]
+        if missing:
+            raise InvalidTableError(
+                f"the table's metaData names partition column(s) {missing} that are not in its schema "
+                f"{names}; the log is inconsistent (a hand edit or a faulty writer). Time travel to a "
+                f"version before that metaData")
 
 
 # --------------------------------------------------------------------------------------------
@@ -326,10 +348,10 @@ def _from_checkpoint(store: LogStore, state: CheckpointState, commits: dict[int,
         timestamp_ms=base_ts,
     )
     if not tail:
-        check_readable(base.protocol, base.metadata)
+        check_loadable(base.protocol, base.metadata)
         return base
     snapshot = _advance(base, read_commits(store, tail), _tail_mtimes(commits, tail, state.version))
-    check_readable(snapshot.protocol, snapshot.metadata)  # the target's protocol is what counts
+    check_loadable(snapshot.protocol, snapshot.metadata)  # the target's protocol is what counts
     return snapshot
 
 
@@ -369,7 +391,7 @@ def _full_replay(store: LogStore, commits: dict[int, LogFile], target: int) -> S
             f"create the table with both",
             version=0,
         )
-    check_readable(actions.protocol, actions.metadata)
+    check_loadable(actions.protocol, actions.metadata)
     empty = Snapshot(
         version=-1,
         protocol=actions.protocol,

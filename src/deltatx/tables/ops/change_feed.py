@@ -99,11 +99,106 @@ def cover(tx: "Transaction", files: pa.Table | None, *, inputs: bool = False) ->
 
 def own_rows(tx: "Transaction", paths: list[str], counts: list[int] | np.ndarray) -> np.ndarray | None:
     """Per row of files ``paths`` (``counts`` rows each, in order): is it a row this transaction
-    wrote itself? None when none is (the usual case)."""
-    own = [tx.is_own_file(p) for p in paths]
+    appended itself (a file no recorded change describes: every row an insert)? None when none
+    is (the usual case). Rows of files an earlier DML of the transaction wrote are
+    :func:`described_rows`."""
+    own = [tx.is_own_file(p) and not describes(tx, p) for p in paths]
     if not any(own):
         return None
     return np.repeat(np.array(own, dtype=bool), np.asarray(counts, dtype=np.int64))
+
+
+def described_rows(tx: "Transaction", paths: list[str], counts: list[int] | np.ndarray) -> np.ndarray | None:
+    """Per row of files ``paths``: is it in a file an earlier DML of this transaction wrote (its
+    rows are copies of committed rows, or rows the recorded changes hold)? None when none is."""
+    mine = [tx.is_own_file(p) and describes(tx, p) for p in paths]
+    if not any(mine):
+        return None
+    return np.repeat(np.array(mine, dtype=bool), np.asarray(counts, dtype=np.int64))
+
+
+def describes(tx: "Transaction", path: str) -> bool:
+    """Do recorded changes describe the add of ``path`` (a file a DML of this transaction wrote)?"""
+    return tx.changes is not None and path in tx.changes.covered
+
+
+def amend(tx: "Transaction", before: pa.Table, after: pa.Table | None) -> None:
+    """Rows of files an earlier DML of this transaction wrote change again: deleted (``after``
+    None) or updated (``after``: their new form, row for row). The feed must show the commit's
+    net change, so each row is found among what was recorded, by value:
+
+    - an inserted row: the insert goes (deleted) or carries the new values (updated);
+    - an update's post-image: it goes and its pre-image becomes a delete (deleted), or it carries
+      the new values (updated) — the committed row was changed once, to its final form;
+    - otherwise a committed row the earlier DML only copied: a delete, or a pre/post-image pair.
+
+    Identical rows are interchangeable here: whichever copy is taken, the feed describes the
+    same change. Rows are handled in Python: this only runs when one transaction changes the
+    same rows twice."""
+    if before is None or not before.num_rows:
+        return
+    recorder = _recorder(tx)
+    names = list(tx.schema.names)
+    recorded = pa.concat_tables(recorder.rows, promote_options="default") if recorder.rows else None
+    entries = [] if recorded is None else [
+        [tuple(row.get(n) for n in names), row[CHANGE_TYPE]] for row in recorded.to_pylist()]
+    slots: dict[tuple[str, str], list[int]] = {}
+    pre_order = [i for i, (_, kind) in enumerate(entries) if kind == UPDATE_PREIMAGE]
+    post_order = [i for i, (_, kind) in enumerate(entries) if kind == UPDATE_POSTIMAGE]
+    pair_of_post = {post: pre for pre, post in zip(pre_order, post_order)}
+    for i, (values, kind) in enumerate(entries):
+        if kind in (INSERT, UPDATE_POSTIMAGE):
+            slots.setdefault((kind, repr(values)), []).append(i)
+    gone: set[int] = set()
+    olds = [tuple(row.get(n) for n in names) for row in before.to_pylist()]
+    news = [tuple(row.get(n) for n in names) for row in after.to_pylist()] if after is not None else None
+    for k, old in enumerate(olds):
+        new = news[k] if news is not None else None
+        key = repr(old)
+        if slots.get((INSERT, key)):
+            i = slots[(INSERT, key)].pop()
+            if new is None:
+                gone.add(i)
+            else:
+                entries[i][0] = new
+        elif slots.get((UPDATE_POSTIMAGE, key)):
+            i = slots[(UPDATE_POSTIMAGE, key)].pop()
+            if new is None:
+                gone.add(i)
+                entries[pair_of_post[i]][1] = DELETE
+            else:
+                entries[i][0] = new
+        elif new is None:
+            entries.append([old, DELETE])
+        else:
+            entries.extend([[old, UPDATE_PREIMAGE], [new, UPDATE_POSTIMAGE]])
+    kept = [dict(zip(names, values), **{CHANGE_TYPE: kind}) for i, (values, kind) in enumerate(entries)
+            if i not in gone]
+    recorder.rows = [pa.Table.from_pylist(kept, schema=change_schema(tx.schema))] if kept else []
+
+
+def files_leaving(tx: "Transaction", files: pa.Table) -> None:
+    """Whole files an operation removes without reading them (an overwrite, a DELETE by
+    partition): those an earlier DML of this transaction wrote or re-added with a deletion
+    vector hold rows no recorded change will otherwise account for once they are gone (the
+    first DML covered their paths). Record them now, before the files are dropped."""
+    recorder = tx.changes
+    if recorder is None or not files.num_rows or not enabled(tx):
+        return
+    mine = pc.is_in(files["path"], value_set=pa.array(sorted(recorder.covered), pa.string()))
+    if not pc.any(mine).as_py():
+        return
+    mine = files.filter(mine)
+    written = pa.array([tx.is_own_file(p) for p in mine["path"].to_pylist()], pa.bool_())
+
+    def rows_of(group: pa.Table) -> pa.Table | None:
+        if not group.num_rows:
+            return None
+        return read_files(tx.store, group, tx.schema, tx.partition_columns, column_mapping=tx.column_mapping)
+
+    # a committed file re-added with a deletion vector: its live rows are committed rows
+    record_changes(tx, rows_of(mine.filter(pc.invert(written))), DELETE)
+    amend(tx, rows_of(mine.filter(written)), None)
 
 
 def _uncovered(files: pa.Table, covered: set[str]) -> pa.Table:

@@ -476,9 +476,10 @@ class MergeExecutor:
         with ThreadPoolExecutor(max_workers=_READ_WORKERS) as pool:  # Arrow kernels release the GIL
             columns = list(pool.map(lambda job: job(), jobs))
         if change_feed.enabled(self.tx):
-            own = change_feed.own_rows(self.tx, files.take(pa.array(touched, pa.int64()))["path"].to_pylist(),
-                                       counts[touched])
-            self._record_changes(full, deleted, updated, kept, columns, own)
+            touched_paths = files.take(pa.array(touched, pa.int64()))["path"].to_pylist()
+            own = change_feed.own_rows(self.tx, touched_paths, counts[touched])
+            again = change_feed.described_rows(self.tx, touched_paths, counts[touched])
+            self._record_changes(full, deleted, updated, kept, columns, own, again)
         copied = 0 if self.on_read else n - int(deleted.sum()) - self.metrics["numTargetRowsUpdated"]
         self.metrics["numTargetRowsCopied"] = copied
         out = pa.Table.from_arrays(columns, schema=self.schema)
@@ -492,15 +493,23 @@ class MergeExecutor:
         return [out]
 
     def _record_changes(self, full: pa.Table, deleted: np.ndarray, updated: np.ndarray, kept: np.ndarray | None,
-                        columns: list[pa.ChunkedArray], own: np.ndarray | None) -> None:
+                        columns: list[pa.ChunkedArray], own: np.ndarray | None, again: np.ndarray | None) -> None:
         """Change data feed: deleted rows, and updated rows before and after (``columns`` are the
         written rows: every kept row, or with merge-on-read only the updated ones). Rows of files
-        this transaction wrote itself (``own``) were never committed: they are inserts, in the
-        form written (a kept row of such a file lands in a rewritten file too)."""
-        theirs = ~own if own is not None else None
+        this transaction appended (``own``) were never committed: they are inserts, in the
+        form written (a kept row of such a file lands in a rewritten file too). Rows of files an
+        earlier DML of it wrote (``again``) amend what that DML recorded (change_feed.amend)."""
+        written = pa.Table.from_arrays(columns, schema=self.schema)
+        if again is not None:
+            change_feed.amend(self.tx, full.filter(pa.array(deleted & again)), None)
+            updated_again = updated & again
+            if updated_again.any():
+                change_feed.amend(self.tx, full.filter(pa.array(updated_again)),
+                                  written.filter(pa.array(updated_again if kept is None else updated_again[kept])))
+        ours = own if again is None else (again if own is None else own | again)
+        theirs = ~ours if ours is not None else None  # committed rows, recorded as they change
         change_feed.record_changes(self.tx, full.filter(pa.array(deleted if theirs is None else deleted & theirs)),
                                    change_feed.DELETE)
-        written = pa.Table.from_arrays(columns, schema=self.schema)
         if own is not None:
             own_written = own if kept is None else own[kept]
             change_feed.record_changes(self.tx, written.filter(pa.array(own_written)), change_feed.INSERT)
@@ -511,7 +520,7 @@ class MergeExecutor:
         post = updated if kept is None else updated[kept]  # merge-on-read: every written row is updated
         if theirs is not None:
             post = post & (theirs if kept is None else theirs[kept])
-        if not self.on_read or own is not None:
+        if not self.on_read or ours is not None:
             written = written.filter(pa.array(post))
         change_feed.record_changes(self.tx, written, change_feed.UPDATE_POSTIMAGE)
 

@@ -150,7 +150,8 @@ def rewrite_files(tx: "Transaction", pred: Expr | None,
     feed = change_feed.enabled(tx)
     before: list[pa.Table] = []  # affected rows as they were, and as written (change data feed)
     after: list[pa.Table] = []
-    inserted: list[pa.Table] = []  # rows of files this transaction wrote: inserts, as they end up
+    inserted: list[pa.Table] = []  # rows of files this transaction appended: inserts, as they end up
+    again: list[tuple[pa.Table, pa.Table | None]] = []  # rows an earlier DML of it wrote, changed again
     paths = candidates.column("path").to_pylist() if feed else []
     if on_read and not writes_rows and not feed:  # positions (and ids) are all a DV needs
         only = set()
@@ -177,7 +178,10 @@ def rewrite_files(tx: "Transaction", pred: Expr | None,
         else:
             out, affected = transform(mark_changed(rows, mask), mask)
             metrics["numCopiedRows"] += rows.num_rows - affected
-        if feed and tx.is_own_file(paths[i]):  # never committed: no before, only how it ends up
+        if feed and tx.is_own_file(paths[i]) and change_feed.describes(tx, paths[i]):
+            again.append((rows if on_read else rows.filter(mask),
+                           (out if on_read else out.filter(mask)) if writes_rows else None))
+        elif feed and tx.is_own_file(paths[i]):  # appended, never committed: only how it ends up
             inserted.append(out)  # copy-on-write: the file's rows; on read: the changed rows' new form
         elif feed:
             before.append(rows if on_read else rows.filter(mask))
@@ -206,6 +210,8 @@ def rewrite_files(tx: "Transaction", pred: Expr | None,
             change_feed.record_changes(tx, rows, change_feed.UPDATE_POSTIMAGE)
         for rows in inserted:
             change_feed.record_changes(tx, drop_metadata(rows), change_feed.INSERT)
+        for rows, new in again:
+            change_feed.amend(tx, drop_metadata(rows), drop_metadata(new) if new is not None else None)
         change_feed.cover(tx, removed, inputs=True)
         change_feed.cover(tx, adds)
     return metrics
@@ -216,6 +222,7 @@ def remove_matching_rows(tx: "Transaction", pred: Expr | None) -> dict[str, int]
     if pred is None or is_partition_only(pred, tx.partition_columns):
         # Whole files go: no need to read them. Their rows are counted from stats.
         _, files = tx.scan(pred)
+        change_feed.files_leaving(tx, files)
         tx.stage_removes(files)
         return {"numRemovedFiles": files.num_rows, "numAddedFiles": 0, "numDeletedRows": num_records(files),
                 "numCopiedRows": 0, "numFilesRead": 0}

@@ -17,6 +17,7 @@ from ...expr import bind_predicate, parse_predicate, to_arrow
 from ..constraints import WriteRules, rules_for
 from ..data import conform, conform_table, data_schema, resolve_write_schema, to_reader
 from ..identity import assigner, refuse_explicit_values
+from . import change_feed
 from .rewrite import num_records, remove_matching_rows, write_files
 
 if TYPE_CHECKING:
@@ -87,6 +88,7 @@ def stage_overwrite(tx: "Transaction", data: Any, *, where: str | None = None, s
     if where is None:
         _, files = tx.scan(None)
         removed = files.num_rows
+        change_feed.files_leaving(tx, files)
         tx.stage_removes(files)
         adds = write_files(tx, conform(reader, schema, absent), schema, absent=absent)
         deleted_rows = None

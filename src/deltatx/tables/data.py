@@ -12,7 +12,16 @@ from typing import Any, Iterator
 import pyarrow as pa
 
 from ..errors import SchemaMismatchError
-from ..txnlog.schema import dropped_fields, is_variant_storage, merge_schemas, normalize_schema
+from ..txnlog.schema import (
+    check_field_names,
+    dropped_fields,
+    is_variant_storage,
+    merge_schemas,
+    normalize_schema,
+    renamed_like,
+    schema_renamed_like,
+    view_as,
+)
 from .defaults import default_values, fill
 from .variant import check_variant_columns, has_variant
 
@@ -50,7 +59,8 @@ def _named_index_as_columns(frame: Any) -> Any:
 
 def check_unique_names(schema: pa.Schema, what: str = "the data") -> None:
     """Column names must be unique: a second ``id`` would otherwise be dropped without a word.
-    (Names that differ in case only are other columns here, as in tables deltalake writes.)"""
+    (Names that differ in case only are told apart against the table: :func:`with_table_names`
+    refuses two that name one column, and a schema merge refuses them as two new columns.)"""
     seen: set[str] = set()
     for name in schema.names:
         if name in seen:
@@ -76,10 +86,37 @@ def data_schema(reader: pa.RecordBatchReader) -> pa.Schema:
     return pa.schema(fields)
 
 
-def resolve_write_schema(table_schema: pa.Schema, incoming: pa.Schema, schema_mode: str | None) -> pa.Schema:
-    """The schema the table will have after this write (== table_schema unless merging)."""
+def with_table_names(reader: pa.RecordBatchReader, table_schema: pa.Schema) -> pa.RecordBatchReader:
+    """``reader`` with its columns (and nested struct fields) spelled as the table spells them.
+
+    Delta matches column names case-insensitively and keeps the table's case (delta-spark
+    ``SchemaUtils.normalizeColumnNames``), so data with ``ID`` writes the column ``id``. Renamed
+    here, once, before anything looks at the names (schema merge, generated and identity columns,
+    the cast): every later step matches exactly. Two data columns naming one table column are a
+    :class:`SchemaMismatchError`; columns the table lacks keep their case (a schema merge adds them)."""
+    check_unique_names(reader.schema)  # a name given twice is that, not two spellings of one
+    schema = schema_renamed_like(reader.schema, table_schema)
+    if schema.equals(reader.schema):
+        return reader
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for batch in reader:
+            arrays = [view_as(batch.column(i), f.type) for i, f in enumerate(schema)]
+            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
+
+
+def resolve_write_schema(table_schema: pa.Schema, incoming: pa.Schema, schema_mode: str | None,
+                         column_mapped: bool = False) -> pa.Schema:
+    """The schema the table will have after this write (== table_schema unless merging).
+
+    ``incoming`` matches the table's names case-insensitively (:func:`with_table_names`). A merge
+    may not add a name Delta refuses (``column_mapped``: the table uses column mapping, which
+    allows more names)."""
     if schema_mode not in (None, "merge"):
         raise ValueError(f"schema_mode must be None or 'merge', got {schema_mode!r}")
+    incoming = schema_renamed_like(incoming, table_schema)  # callers that did not rename (Spark's writer)
     extra = [n for n in incoming.names if n not in table_schema.names]
     nested = [p for f in incoming if f.name in table_schema.names
               for p in dropped_fields(f.type, table_schema.field(f.name).type, f"{f.name}.")]
@@ -88,13 +125,23 @@ def resolve_write_schema(table_schema: pa.Schema, incoming: pa.Schema, schema_mo
             f"the data has column(s) {extra + nested} that the table does not have "
             f"(table columns: {table_schema.names}); pass schema_mode='merge' to add them"
         )
-    return merge_schemas(table_schema, incoming) if extra or nested else table_schema
+    if not (extra or nested):
+        return table_schema
+    merged = merge_schemas(table_schema, incoming)
+    check_field_names(merged, column_mapped, before=table_schema)
+    return merged
 
 
 def cast_value(values: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Array | pa.ChunkedArray:
     """``values`` as a column of type ``target`` takes them: a safe cast that never drops a
     nested field ``target`` has no place for (Arrow's struct cast drops those silently).
-    Raises ``pa.ArrowInvalid``, which callers word as a SchemaMismatchError of their own."""
+    Raises ``pa.ArrowInvalid``, which callers word as a SchemaMismatchError of their own.
+    Nested fields match case-insensitively: ``struct<A>`` values fill ``struct<a>`` (Arrow's struct
+    cast matches names exactly and would fill it with nulls)."""
+    try:
+        values = view_as(values, renamed_like(values.type, target))
+    except SchemaMismatchError as exc:  # two fields naming one of the target's
+        raise pa.ArrowInvalid(str(exc)) from None
     dropped = dropped_fields(values.type, target)
     if dropped:
         raise pa.ArrowInvalid(f"nested field(s) {dropped} are not in the table's type {target}; schema "
@@ -111,6 +158,8 @@ def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, computed: frozenset[
     ``defaults`` (column defaults, tables/defaults.py) fill the columns the data leaves out."""
     arrays = []
     names = batch.schema.names
+    if any(f.name not in names for f in schema):  # ``ID`` for ``id``? (nested names: cast_value)
+        names = schema_renamed_like(batch.schema, schema).names
     for field in schema:
         if field.name in names:
             col = batch.column(names.index(field.name))

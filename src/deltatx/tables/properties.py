@@ -7,10 +7,16 @@ through (other engines may understand them); known keys must parse.
 
 from __future__ import annotations
 
-from ..errors import InvalidPropertyError
+import re
+from typing import TYPE_CHECKING, Callable
+
+from ..errors import InvalidArgumentError, InvalidPropertyError
 from ..isolation import validate_isolation_property
 from ..txnlog import column_mapping
 from ..txnlog.checkpoint import interval_ms
+
+if TYPE_CHECKING:
+    from ..txnlog.actions import Protocol
 
 CHECKPOINT_INTERVAL = "delta.checkpointInterval"
 APPEND_ONLY = "delta.appendOnly"
@@ -27,6 +33,9 @@ ENABLE_ROW_TRACKING = "delta.enableRowTracking"
 ENABLE_CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 #: bitmaps up to this many bytes are stored inline in the log (io.deletion_vector_writer)
 DV_INLINE_MAX_BYTES = "deltatx.deletionVectors.inlineMaxBytes"
+#: set as properties these upgrade the protocol (as Delta's SET TBLPROPERTIES does); never stored
+MIN_READER_VERSION = "delta.minReaderVersion"
+MIN_WRITER_VERSION = "delta.minWriterVersion"
 
 def parse_interval_hours(value: str, key: str = "interval") -> float:
     """``"interval 7 days"`` → 168.0 (the log layer owns the parsing; months/years are refused)."""
@@ -38,13 +47,24 @@ def _bool(key: str, value: str) -> None:
         raise InvalidPropertyError(f"{key}={value!r} must be 'true' or 'false'")
 
 
-def _positive_int(key: str, value: str) -> None:
-    try:
-        ok = int(value) > 0
-    except ValueError:
-        ok = False
-    if not ok:
-        raise InvalidPropertyError(f"{key}={value!r} must be a positive integer")
+#: an integer as Delta (Java's parseInt/parseLong) reads one: no spaces, underscores or other digits
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+def _int_between(minimum: int, maximum: int, what: str) -> Callable[[str, str], None]:
+    """A validator of an integer property: Delta parses these as a Java int (or long, for sizes),
+    so ' 5', '5_000' or a value past the type's range are refused, not read as Python would."""
+    def check(key: str, value: str) -> None:
+        if _INTEGER.fullmatch(value) is None or not minimum <= int(value) <= maximum:
+            raise InvalidPropertyError(f"{key}={value!r} must be {what}")
+
+    return check
+
+
+_INT_MAX = 2**31 - 1
+_LONG_MAX = 2**63 - 1
+_positive_int = _int_between(1, _INT_MAX, f"a positive integer (at most {_INT_MAX})")
+_positive_long = _int_between(1, _LONG_MAX, "a positive integer (a number of bytes)")
 
 
 def _internal(key: str, value: str) -> None:
@@ -52,16 +72,24 @@ def _internal(key: str, value: str) -> None:
                                f"and cannot be set")
 
 
-def _int_at_least(minimum: int):
+def _int_at_least(minimum: int) -> Callable[[str, str], None]:
+    return _int_between(minimum, _INT_MAX, f"an integer ≥ {minimum} (at most {_INT_MAX})")
+
+
+def _one_of(*allowed: str) -> Callable[[str, str], None]:
     def check(key: str, value: str) -> None:
-        try:
-            ok = int(value) >= minimum
-        except ValueError:
-            ok = False
-        if not ok:
-            raise InvalidPropertyError(f"{key}={value!r} must be an integer ≥ {minimum}")
+        if value.strip().lower() not in allowed:
+            raise InvalidPropertyError(f"{key}={value!r} must be one of {', '.join(allowed)}")
 
     return check
+
+
+def _feature_status(key: str, value: str) -> None:
+    """``delta.feature.<name>`` only ever adds a feature: Delta accepts 'supported' (and the
+    deprecated 'enabled'); dropping a feature is a command of its own, not a property."""
+    if value.strip().lower() not in ("supported", "enabled"):
+        raise InvalidPropertyError(f"{key}={value!r} must be 'supported' (a table feature cannot be "
+                                   f"switched off by a property)")
 
 
 def _stats_columns(key: str, value: str) -> None:
@@ -75,11 +103,11 @@ _VALIDATORS = {
     APPEND_ONLY: _bool,
     AUTO_COMPACT: _bool,
     USE_STATS: _bool,
-    DV_INLINE_MAX_BYTES: _int_at_least(0),
+    DV_INLINE_MAX_BYTES: _int_between(0, _LONG_MAX, "an integer ≥ 0 (a number of bytes)"),
     AUTO_COMPACT_MIN_FILES: _positive_int,
     NUM_INDEXED_COLS: _int_at_least(-1),
     STATS_COLUMNS: _stats_columns,
-    TARGET_FILE_SIZE: _positive_int,
+    TARGET_FILE_SIZE: _positive_long,
     DELETED_FILE_RETENTION: lambda k, v: parse_interval_hours(v, k),
     LOG_RETENTION: lambda k, v: parse_interval_hours(v, k),
     "delta.checkpointRetentionDuration": lambda k, v: parse_interval_hours(v, k),
@@ -89,27 +117,62 @@ _VALIDATORS = {
     "delta.enableRowTracking": _bool,
     "delta.enableInCommitTimestamps": _bool,
     "delta.enableTypeWidening": _bool,
+    "delta.enableIcebergCompatV1": _bool,
+    "delta.enableIcebergCompatV2": _bool,
+    "delta.checkpointPolicy": _one_of("classic", "v2"),
+    MIN_READER_VERSION: _int_between(1, 3, "a reader protocol version: an integer from 1 to 3"),
+    MIN_WRITER_VERSION: _int_between(1, 7, "a writer protocol version: an integer from 1 to 7"),
     column_mapping.MODE: column_mapping.validate_mode,
     column_mapping.MAX_COLUMN_ID: _internal,
 }
 
+#: the keys deltatx knows, by lower case: Delta matches ``delta.*`` keys case-insensitively and
+#: stores the canonical spelling, so 'delta.appendonly' must not be kept as an inert other key
+_CANONICAL = {key.lower(): key for key in _VALIDATORS if key.startswith("delta.")}
+
 
 def validate_properties(properties: dict[str, object]) -> dict[str, str]:
     """Stringify and validate; returns the properties as Delta stores them (all strings)."""
+    if not isinstance(properties, dict):
+        raise InvalidPropertyError(f"properties must be a dict of name -> value, got {type(properties).__name__}")
     out: dict[str, str] = {}
     for key, value in properties.items():
         if not isinstance(key, str) or not key:
             raise InvalidPropertyError(f"property names must be non-empty strings, got {key!r}")
+        key = _CANONICAL.get(key.lower(), key)
+        if key in out:
+            raise InvalidPropertyError(f"property {key} is given twice (property names are matched case-insensitively)")
         if isinstance(value, bool):
             value = "true" if value else "false"
         value = str(value)
         validator = _VALIDATORS.get(key)
+        if validator is None and key.startswith(FEATURE_PREFIX):
+            validator = _feature_status
         if validator is not None:
             validator(key, value)
         if validator is _bool:
             value = value.strip().lower()  # stored canonically: "true" / "false"
         out[key] = value
     return out
+
+
+def requested_protocol(config: dict[str, str], current: "Protocol | None") -> "Protocol | None":
+    """``current`` raised to the ``delta.minReaderVersion`` / ``delta.minWriterVersion`` that
+    ``config`` asks for (validated already), as Delta's SET TBLPROPERTIES / CREATE TABLE do; a
+    version at or below the table's changes nothing. ``current`` itself when neither is asked."""
+    reader, writer = config.get(MIN_READER_VERSION), config.get(MIN_WRITER_VERSION)
+    if reader is None and writer is None:
+        return current
+    from ..txnlog.actions import Protocol
+    from .ops.upgrade_protocol import upgraded_protocol
+
+    base = current or Protocol(1, 2)
+    want_reader = max(int(reader) if reader is not None else 1, base.min_reader_version)
+    want_writer = max(int(writer) if writer is not None else 1, base.min_writer_version)
+    try:
+        return upgraded_protocol(base, want_reader, want_writer)
+    except InvalidArgumentError as exc:  # reader 3 without writer 7
+        raise InvalidPropertyError(f"{MIN_READER_VERSION}={reader!r}, {MIN_WRITER_VERSION}={writer!r}: {exc}") from None
 
 
 def flag(properties: dict[str, str], key: str, default: bool) -> bool:
@@ -128,8 +191,16 @@ def flag(properties: dict[str, str], key: str, default: bool) -> bool:
 
 
 def int_property(properties: dict[str, str], key: str, default: int) -> int:
+    """An integer table property. A value ``set_properties`` would refuse (another engine or a
+    hand edit left it in the log) raises InvalidPropertyError naming it, before a write acts on it."""
     v = properties.get(key)
-    return default if v is None else int(v)
+    if v is None:
+        return default
+    try:
+        _VALIDATORS.get(key, _int_between(-_LONG_MAX - 1, _LONG_MAX, "an integer"))(key, v)
+    except InvalidPropertyError as exc:
+        raise InvalidPropertyError(f"the table's {exc}; fix it with set_properties({{{key!r}: ...}})") from None
+    return int(v)
 
 
 def stats_columns(properties: dict[str, str]) -> list[str] | None:
@@ -171,11 +242,13 @@ FEATURE_PREFIX = "delta.feature."
 
 
 def stored_configuration(config: dict[str, str]) -> dict[str, str]:
-    """``config`` without ``delta.feature.<name>`` keys.
+    """``config`` without ``delta.feature.<name>``, ``delta.minReaderVersion`` and
+    ``delta.minWriterVersion`` keys.
 
-    Those keys ask for a protocol feature; once the protocol lists it they have done their job,
-    and Delta does not keep them in metaData.configuration. Keeping them would turn a pure
-    protocol upgrade into a metadata change that fails every concurrent writer.
+    Those keys ask for a protocol feature or version; once the protocol has it they have done
+    their job, and Delta does not keep them in metaData.configuration. Keeping them would turn a
+    pure protocol upgrade into a metadata change that fails every concurrent writer.
     """
-    return {k: v for k, v in config.items() if not k.startswith(FEATURE_PREFIX)}
+    return {k: v for k, v in config.items()
+            if not k.startswith(FEATURE_PREFIX) and k not in (MIN_READER_VERSION, MIN_WRITER_VERSION)}
 

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import (ConcurrentModificationException, DeltaTxError, InvalidPropertyError, PostCommitHookWarning,
-                      SchemaMismatchError,
+                      LocationNotEmptyError, SchemaMismatchError,
                       TableAlreadyExistsError)
 from ..txnlog.actions import Metadata, encode_commit
 from ..txnlog.checkpoint import checkpoint_interval, write_checkpoint
@@ -473,22 +473,17 @@ def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | No
     partition_by = list(partition_by or [])
     if not isinstance(schema, pa.Schema):
         raise SchemaMismatchError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
+    from .ops.replace_table import check_table_schema
+
     schema = normalize_schema(schema)
+    config = row_tracking.with_materialized_names(props.validate_properties(properties or {}))
+    check_table_schema(schema, partition_by, config)  # before anything is written
     validate_defaults(schema)
-    missing = [c for c in partition_by if c not in schema.names]
-    if missing:
-        raise SchemaMismatchError(f"partition column(s) {missing} are not in the schema {schema.names}")
-    if partition_by and len(partition_by) == len(schema.names):
-        raise SchemaMismatchError("a table cannot be partitioned by all of its columns")
-    for c in partition_by:
-        t = schema.field(c).type
-        if pa.types.is_nested(t):
-            raise SchemaMismatchError(f"partition column {c!r} has nested type {t}; partition by a primitive column")
     if store.table_exists():
         if exist_ok:
             return Table(str(uri), storage_options=storage_options, _store=store)
         raise TableAlreadyExistsError(f"a Delta table already exists at {uri!r}")
-    config = row_tracking.with_materialized_names(props.validate_properties(properties or {}))
+    check_location_empty(store, str(uri))
     requested = config
     if generated_columns or identity_columns or any(k.startswith("delta.constraints.") for k in config):
         from .column_rules import define_column_rules
@@ -515,7 +510,7 @@ def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | No
         # the domain names the clustering columns by the physical names just assigned
         _, domain, _ = creation_clustering(schema_from_json(metadata.schema_string), partition_by, config, cluster_by)
         domains = (domain,)
-    protocol = required_protocol(config, schema)
+    protocol = required_protocol(config, schema, props.requested_protocol(config, None))
     check_writable(protocol, metadata)
     iceberg_compat.validate(metadata, protocol, schema=schema)
     from ..isolation import table_isolation_level
@@ -544,6 +539,23 @@ def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | No
             return Table(str(uri), storage_options=storage_options, _store=store)
         raise TableAlreadyExistsError(f"a Delta table was created concurrently at {uri!r}") from None
     return Table(str(uri), storage_options=storage_options, _store=store)
+
+
+def check_location_empty(store: LogStore, uri: str) -> None:
+    """Refuse to create a table where files already are (and no table is): the new table would
+    not list them, so VACUUM would later delete them as unreferenced files — a user's data.
+    Delta refuses this too (DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION). Hidden files (``_x``,
+    ``.x``: an empty ``_delta_log``, ``_SUCCESS``, ``.crc``) are not table data and VACUUM leaves
+    them alone, so they do not count. A folder of Parquet files becomes a table with
+    ``convert_to_delta``, which adds them instead."""
+    from .convert import is_hidden_path
+
+    present = [path for path, _, _ in store.list_files_recursive() if not is_hidden_path(path)]
+    if present:
+        raise LocationNotEmptyError(
+            f"Cannot create table delta.`{uri}`: the location is not empty ({len(present)} file(s), "
+            f"e.g. {present[0]!r}) and also not a Delta table; VACUUM would delete those files. Use "
+            f"convert_to_delta() (DeltaTable.convertToDelta()) for a Parquet folder, or an empty location")
 
 
 def schema_partition_json(value: Any) -> str:

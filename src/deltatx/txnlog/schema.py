@@ -8,7 +8,7 @@ plain ones so that two ways of writing the same column compare equal.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import orjson
 import pyarrow as pa
@@ -225,16 +225,148 @@ def normalize_schema(schema: pa.Schema) -> pa.Schema:
     return schema_from_json(schema_to_json(schema))
 
 
+# --------------------------------------------------------------------------------------------
+# Column names: Delta is case-preserving but case-insensitive
+# --------------------------------------------------------------------------------------------
+
+#: Characters a column name may not hold without column mapping (delta-spark
+#: ``SchemaUtils.checkFieldNames`` / ``findInvalidColumnNames``): they are Parquet schema syntax,
+#: and without column mapping a column's name is its name in the Parquet files (and, for a
+#: partition column, in the folder names). Under column mapping files use physical names instead.
+INVALID_NAME_CHARS = " ,;{}()\n\t="
+
+
+def field_index(fields: Sequence[pa.Field], name: str) -> int | None:
+    """Position of the field ``name`` names among ``fields``: the exact match, else the one
+    case-insensitive match (Delta resolves names as Spark does: case-insensitively, case kept).
+    The exact match first, so a table written before names were checked (``a`` and ``A``) still
+    resolves both; None when nothing, or more than one field, matches."""
+    for i, f in enumerate(fields):
+        if f.name == name:
+            return i
+    low = name.lower()
+    hits = [i for i, f in enumerate(fields) if f.name.lower() == low]
+    return hits[0] if len(hits) == 1 else None
+
+
+def pair_fields(data: Sequence[pa.Field], table: Sequence[pa.Field], path: str = "") -> list[int | None]:
+    """For each field of ``data``, the position of the ``table`` field it is (None: a new one).
+
+    Two data fields that name the same table field (``id`` and ``ID`` for ``id``) are refused:
+    which one's values the column would get is not for a writer to guess."""
+    out: list[int | None] = []
+    taken: dict[int, str] = {}
+    for f in data:
+        j = field_index(table, f.name)
+        if j is not None:
+            if j in taken:
+                raise SchemaMismatchError(
+                    f"the data has columns {path + taken[j]!r} and {path + f.name!r}, which both name the "
+                    f"table's column {path + table[j].name!r} (Delta compares column names case-insensitively)")
+            taken[j] = f.name
+        out.append(j)
+    return out
+
+
+def renamed_like(data: pa.DataType, table: pa.DataType, path: str = "") -> pa.DataType:
+    """``data`` with every struct field that matches one of ``table`` (case-insensitively) named
+    as the table names it, at every depth: what a write stores is the table's spelling, as Delta's
+    ``SchemaUtils.normalizeColumnNames`` does. The layout is unchanged, so arrays take the new
+    type with :func:`view_as` (no copy). Fields the table lacks keep their names."""
+    if pa.types.is_struct(data) and pa.types.is_struct(table):
+        mine, theirs = child_fields(data), child_fields(table)
+        fields = []
+        for f, j in zip(mine, pair_fields(mine, theirs, path)):
+            if j is not None:
+                name = theirs[j].name
+                f = f.with_name(name).with_type(renamed_like(f.type, theirs[j].type, f"{path}{name}."))
+            fields.append(f)
+        return pa.struct(fields)
+    if pa.types.is_map(data) and pa.types.is_map(table):
+        key = renamed_like(data.key_type, table.key_type, f"{path}key.")
+        item = renamed_like(data.item_type, table.item_type, f"{path}value.")
+        return pa.map_(data.key_field.with_type(key), data.item_field.with_type(item), data.keys_sorted)
+    if _is_list(data) and _is_list(table):
+        element = data.value_field.with_type(renamed_like(data.value_type, table.value_type, f"{path}element."))
+        if pa.types.is_fixed_size_list(data):
+            return pa.list_(element, data.list_size)
+        return pa.large_list(element) if pa.types.is_large_list(data) else pa.list_(element)
+    return data
+
+
+def schema_renamed_like(data: pa.Schema, table: pa.Schema) -> pa.Schema:
+    """:func:`renamed_like` for a whole schema (top-level columns and their nested fields)."""
+    renamed = renamed_like(pa.struct(list(data)), pa.struct(list(table)))
+    return pa.schema(child_fields(renamed), metadata=data.metadata)
+
+
+def view_as(values: pa.Array | pa.ChunkedArray, t: pa.DataType) -> pa.Array | pa.ChunkedArray:
+    """``values`` as type ``t``, which differs from theirs in field names only (no copy)."""
+    if values.type.equals(t):
+        return values
+    if isinstance(values, pa.ChunkedArray):
+        return pa.chunked_array([c.view(t) for c in values.chunks], t)
+    return values.view(t)
+
+
+def name_problems(schema: pa.Schema, column_mapped: bool) -> list[str]:
+    """What Delta refuses in ``schema``'s column names, nested fields included: an empty name,
+    two names equal up to case at one level (delta-spark ``checkColumnNameDuplication``: a
+    case-insensitive reader could not tell them apart, deltalake and Spark refuse such a table)
+    and, without column mapping, :data:`INVALID_NAME_CHARS` (``checkSchemaFieldNames``)."""
+    problems: list[str] = []
+
+    def walk(fields: list[pa.Field], path: str) -> None:
+        seen: dict[str, str] = {}
+        for f in fields:
+            full = path + f.name
+            if not f.name:
+                problems.append(f"an empty column name{f' in {path[:-1]!r}' if path else ''}")
+            elif not column_mapped and any(c in f.name for c in INVALID_NAME_CHARS):
+                problems.append(f"invalid character(s) among ' ,;{{}}()\\n\\t=' in column name {full!r} "
+                                f"(allowed only with column mapping: delta.columnMapping.mode = 'name')")
+            low = f.name.lower()
+            if low in seen:
+                problems.append(f"duplicate column(s) {path + seen[low]!r} and {full!r} "
+                                f"(Delta compares column names case-insensitively)")
+            else:
+                seen[low] = f.name
+            _walk_type(f.type, full + ".")
+
+    def _walk_type(t: pa.DataType, path: str) -> None:
+        if pa.types.is_struct(t):
+            walk(child_fields(t), path)
+        else:
+            for part, inner in _nested(t):
+                _walk_type(inner, f"{path}{part}.")
+
+    walk(list(schema), "")
+    return problems
+
+
+def check_field_names(schema: pa.Schema, column_mapped: bool, before: pa.Schema | None = None) -> None:
+    """Refuse a schema whose column names Delta refuses (:func:`name_problems`), with a
+    :class:`SchemaMismatchError` raised before anything is written. ``before``: the table's
+    schema so far, whose own problems (a table written before these checks) a change that
+    does not add them may keep — a change must not add a bad name, it need not repair old ones."""
+    problems = name_problems(schema, column_mapped)
+    if before is not None:
+        old = set(name_problems(before, column_mapped))
+        problems = [p for p in problems if p not in old]
+    if problems:
+        raise SchemaMismatchError(f"Delta refuses this schema: found {'; '.join(problems)}")
+
+
 def merge_schemas(table_schema: pa.Schema, data_schema: pa.Schema) -> pa.Schema:
-    """Schema evolution (``schema_mode="merge"``): new columns at the end, new fields of a struct
-    column at the end of the struct (nullable); the rest stays. Whether a column's values fit
-    its type is the write's cast to decide, as without merge."""
+    """Schema evolution (``schema_mode="merge"``, MERGE ``with_schema_evolution()``): new columns
+    at the end, new fields of a struct column at the end of the struct (nullable); the rest stays.
+    A data column matches a table column case-insensitively (:func:`field_index`) and keeps the
+    table's spelling; a new one keeps its own. Whether a column's values fit its type is the
+    write's cast to decide, as without merge."""
     fields = list(table_schema)
-    names = set(table_schema.names)
-    for f in data_schema:
-        if f.name in names:
-            i = table_schema.get_field_index(f.name)
-            fields[i] = fields[i].with_type(with_added_fields(fields[i].type, f.type))
+    for f, i in zip(data_schema, pair_fields(list(data_schema), list(table_schema))):
+        if i is not None:
+            fields[i] = fields[i].with_type(with_added_fields(fields[i].type, f.type, f"{fields[i].name}."))
         else:
             try:
                 fields.append(normalize_schema(pa.schema([f])).field(0).with_nullable(True))
@@ -242,6 +374,10 @@ def merge_schemas(table_schema: pa.Schema, data_schema: pa.Schema) -> pa.Schema:
                 raise SchemaMismatchError(f"new column {f.name!r} is {f.type} in the data, which gives it no Delta "
                                           f"type ({exc}): cast it to the type the column should have") from None
     return pa.schema(fields, metadata=table_schema.metadata)
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
 
 
 def _nested(t: pa.DataType) -> list[tuple[str, pa.DataType]]:
@@ -255,38 +391,38 @@ def _nested(t: pa.DataType) -> list[tuple[str, pa.DataType]]:
 
 def dropped_fields(data: pa.DataType, table: pa.DataType, path: str = "") -> list[str]:
     """Nested fields of ``data`` that ``table`` has no place for: Arrow's cast of a struct drops
-    them without a word, so a write must refuse them (or merge them in) first."""
+    them without a word, so a write must refuse them (or merge them in) first. A field matches
+    case-insensitively (:func:`field_index`), as :func:`renamed_like` then names it."""
     if pa.types.is_struct(data) and pa.types.is_struct(table):
         out = []
-        for i in range(data.num_fields):
-            f = data.field(i)
-            j = table.get_field_index(f.name)
-            out += [path + f.name] if j < 0 else dropped_fields(f.type, table.field(j).type, f"{path}{f.name}.")
+        mine, theirs = child_fields(data), child_fields(table)
+        for f, j in zip(mine, pair_fields(mine, theirs, path)):
+            out += [path + f.name] if j is None else dropped_fields(f.type, theirs[j].type, f"{path}{f.name}.")
         return out
     pairs = list(zip(_nested(data), _nested(table)))
     return [d for (part, dt), (_, tt) in pairs for d in dropped_fields(dt, tt, f"{path}{part}.")]
 
 
-def with_added_fields(table: pa.DataType, data: pa.DataType) -> pa.DataType:
+def with_added_fields(table: pa.DataType, data: pa.DataType, path: str = "") -> pa.DataType:
     """``table`` with the struct fields only ``data`` has appended (nullable, canonical types),
-    at every depth: what schema evolution adds inside an existing column."""
+    at every depth: what schema evolution adds inside an existing column. Fields match
+    case-insensitively (:func:`field_index`): ``A`` in the data is the table's ``a``, not a new one."""
     if pa.types.is_struct(table) and pa.types.is_struct(data):
-        fields = [table.field(i) for i in range(table.num_fields)]
-        for i in range(data.num_fields):
-            f = data.field(i)
-            j = table.get_field_index(f.name)
-            if j < 0:
+        fields = child_fields(table)
+        mine = child_fields(data)
+        for f, j in zip(mine, pair_fields(mine, fields, path)):
+            if j is None:
                 fields.append(normalize_schema(pa.schema([f])).field(0).with_nullable(True))
             else:
-                fields[j] = fields[j].with_type(with_added_fields(fields[j].type, f.type))
+                fields[j] = fields[j].with_type(with_added_fields(fields[j].type, f.type, f"{path}{fields[j].name}."))
         return pa.struct(fields)
     if (pa.types.is_list(table) or pa.types.is_large_list(table)) and _nested(data):
-        element = with_added_fields(table.value_type, data.value_type)
+        element = with_added_fields(table.value_type, data.value_type, f"{path}element.")
         if element.equals(table.value_type):
             return table
         value = table.value_field.with_type(element)
         return pa.large_list(value) if pa.types.is_large_list(table) else pa.list_(value)
     if pa.types.is_map(table) and pa.types.is_map(data):
-        item = with_added_fields(table.item_type, data.item_type)
+        item = with_added_fields(table.item_type, data.item_type, f"{path}value.")
         return table if item.equals(table.item_type) else pa.map_(table.key_field, table.item_field.with_type(item))
     return table

@@ -23,7 +23,14 @@ import pyarrow as pa
 from ...errors import ColumnMappingError, SchemaMismatchError
 from ...txnlog.column_mapping import MODE, strip_field
 from ...txnlog.features import required_protocol
-from ...txnlog.schema import field_metadata_keys, field_to_delta, normalize_schema, schema_to_json
+from ...txnlog.schema import (
+    check_field_names,
+    field_index,
+    field_metadata_keys,
+    field_to_delta,
+    normalize_schema,
+    schema_to_json,
+)
 from ...txnlog.stats import split_column_name
 from ..defaults import CURRENT_DEFAULT, validate_defaults
 
@@ -40,11 +47,7 @@ Path = tuple[str, ...]
 
 def _index(fields: Sequence[pa.Field], name: str) -> int | None:
     """Position of ``name`` among ``fields``: exact match, else the one case-insensitive match."""
-    for i, f in enumerate(fields):
-        if f.name == name:
-            return i
-    low = [i for i, f in enumerate(fields) if f.name.lower() == name.lower()]
-    return low[0] if len(low) == 1 else None
+    return field_index(fields, name)
 
 
 def _resolve(schema: pa.Schema, name: str) -> Path:
@@ -102,8 +105,12 @@ def _require_mapping(tx: "Transaction", operation: str) -> None:
 
 def _stage_schema(tx: "Transaction", fields: list[pa.Field], partition_columns: Sequence[str] | None = None) -> None:
     """Stage the new schema (ids for new columns are assigned when staged), and the protocol it
-    needs (a ``timestamp_ntz`` column needs the ``timestampNtz`` feature)."""
+    needs (a ``timestamp_ntz`` column needs the ``timestampNtz`` feature). A name Delta refuses
+    (case-insensitive duplicates; without column mapping, Parquet's special characters) is refused
+    here for every ALTER, as delta-spark checks every new metadata; names the table already had
+    may stay (a DROP on a table written before the check)."""
     schema = pa.schema(fields)
+    check_field_names(schema, tx.column_mapping is not None, before=tx.schema)
     changes: dict[str, Any] = {"schema_string": schema_to_json(schema)}
     if partition_columns is not None:
         changes["partition_columns"] = tuple(partition_columns)

@@ -37,7 +37,7 @@ from ...expr import (
     parse_predicate,
     qualifiers,
 )
-from ...txnlog.schema import schema_to_json, with_added_fields
+from ...txnlog.schema import check_field_names, field_index, merge_schemas, pair_fields, schema_to_json
 from ..constraints import WriteRules, rules_for
 from ..data import check_unique_names, to_reader
 from ..generated import with_update_assignments
@@ -178,10 +178,10 @@ def as_source_table(source: Any) -> pa.Table:
 
 
 def _find_column(schema: pa.Schema, name: str) -> str | None:
-    if name in schema.names:
-        return name
-    hits = [n for n in schema.names if n.lower() == name.lower()]
-    return hits[0] if len(hits) == 1 else None
+    """The column of ``schema`` that ``name`` names (txnlog.schema.field_index: exact, else the
+    one case-insensitive match)."""
+    i = field_index(list(schema), name)
+    return None if i is None else schema.names[i]
 
 
 def _bind_clauses(clauses: list[MergeClause], target: pa.Schema, source: pa.Schema,
@@ -228,9 +228,11 @@ def _bind_assignments(c: MergeClause, target: pa.Schema, source: pa.Schema, ta: 
     if c.action == "delete":
         return {}
     if c.assignments is None:  # UPDATE SET * / INSERT *: target columns from same-named source ones
+        # one source column per target column: ``id`` and ``ID`` would both name ``id``
+        found = {j: f.name for f, j in zip(source, pair_fields(list(source), list(target))) if j is not None}
         out = {}
-        for f in target:
-            name = _find_column(source, f.name)
+        for j, f in enumerate(target):
+            name = found.get(j)
             if name is not None:
                 out[f.name] = Column(name, sa)
             elif c.action == "insert" and not f.nullable:
@@ -333,23 +335,15 @@ def evolve_schema(tx: "Transaction", source: pa.Table, clauses: list[MergeClause
     if not any(c.assignments is None and c.action in ("update", "insert") for c in clauses):
         return []
     target = tx.schema
-    new = [f.with_nullable(True) for f in source.schema if _find_column(target, f.name) is None]
-    fields = list(target)
-    for f in source.schema:  # new fields inside an existing struct column too
-        name = _find_column(target, f.name)
-        if name is not None:
-            i = target.get_field_index(name)
-            fields[i] = fields[i].with_type(with_added_fields(fields[i].type, f.type))
-    if not new and fields == list(target):
+    try:  # the same merge as append(schema_mode="merge"): names match case-insensitively
+        widened = merge_schemas(target, source.schema)
+    except SchemaMismatchError as exc:
+        raise SchemaMismatchError(f"MERGE schema evolution cannot add the source's columns: {exc}") from None
+    if widened.equals(target):
         return []
-    widened = pa.schema(fields + new)
-    try:
-        schema_string = schema_to_json(widened)
-    except (DeltaTxError, ValueError, TypeError, KeyError) as exc:
-        raise SchemaMismatchError(f"MERGE schema evolution cannot add source columns {[f.name for f in new]}: {exc}") \
-            from None
-    tx.stage_metadata(tx.metadata.replace(schema_string=schema_string))
-    return [f.name for f in new]
+    check_field_names(widened, tx.column_mapping is not None, before=target)
+    tx.stage_metadata(tx.metadata.replace(schema_string=schema_to_json(widened)))
+    return widened.names[len(target.names):]
 
 
 def stage_merge(tx: "Transaction", source: Any, on: str | Expr, clauses: list[MergeClause], *,

@@ -1,4 +1,5 @@
-"""SET TBLPROPERTIES: a metadata change (and a protocol upgrade when a property needs one)."""
+"""SET TBLPROPERTIES: a metadata change (and a protocol upgrade when a property needs one, or
+``delta.minReaderVersion`` / ``delta.minWriterVersion`` ask for one, as in Delta)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def stage_set_properties(tx: "Transaction", properties: dict[str, Any]) -> None:
     config = dict(tx.metadata.configuration)
     config.update(new)
     config = row_tracking.with_materialized_names(config)
-    protocol = required_protocol(config, tx.schema, tx.protocol)
+    protocol = required_protocol(config, tx.schema, props.requested_protocol(new, tx.protocol))
     check_stats_cover_clustering(tx.protocol, tx.domains, tx.schema, config)
     stored = props.stored_configuration(config)
     if stored != tx.metadata.configuration:

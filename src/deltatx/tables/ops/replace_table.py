@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ...errors import SchemaMismatchError
-from ...txnlog import row_tracking
+from ...txnlog import column_mapping, row_tracking
 from ...txnlog.actions import Metadata
 from ...txnlog.features import check_writable, required_protocol
-from ...txnlog.schema import normalize_schema, schema_to_json
+from ...txnlog.schema import check_field_names, normalize_schema, schema_to_json
 from .. import properties as props
 from ..defaults import validate_defaults
 
@@ -26,8 +26,22 @@ if TYPE_CHECKING:
     from ..transaction import Transaction
 
 
+def check_table_schema(schema: pa.Schema, partition_by: list[str], configuration: dict[str, str]) -> None:
+    """A new table definition's schema (create_table, REPLACE TABLE): at least one column, names
+    Delta accepts (:func:`~deltatx.txnlog.schema.check_field_names`; with column mapping in the
+    ``configuration`` more characters are allowed) and partition columns by :func:`check_partitioning`.
+    Delta refuses such a table at creation; deltalake and Spark cannot read one written anyway."""
+    if not schema.names:
+        raise SchemaMismatchError("a table needs at least one column: the schema has none")
+    check_field_names(schema, column_mapping.mode_of(configuration) != "none")
+    check_partitioning(schema, partition_by)
+
+
 def check_partitioning(schema: pa.Schema, partition_by: list[str]) -> None:
-    """Delta's rules for partition columns: in the schema, not all columns, not nested."""
+    """Delta's rules for partition columns: in the schema, each once, not all columns, not nested."""
+    twice = sorted({c for c in partition_by if partition_by.count(c) > 1})
+    if twice:
+        raise SchemaMismatchError(f"partition column(s) {twice} are given more than once in partition_by")
     missing = [c for c in partition_by if c not in schema.names]
     if missing:
         raise SchemaMismatchError(f"partition column(s) {missing} are not in the schema {schema.names}")
@@ -44,9 +58,9 @@ def stage_replace_table(tx: "Transaction", schema: pa.Schema, partition_by: list
     """Stage the replacement of ``tx``'s table by an empty one defined by the arguments."""
     partition_by = list(partition_by or [])
     schema = normalize_schema(schema)
-    validate_defaults(schema)
-    check_partitioning(schema, partition_by)
     config = row_tracking.with_materialized_names(props.validate_properties(properties or {}))
+    check_table_schema(schema, partition_by, config)
+    validate_defaults(schema)
     metadata = Metadata(id=Metadata.new_id(), schema_string=schema_to_json(schema),
                         partition_columns=tuple(partition_by), configuration=props.stored_configuration(config),
                         description=description, created_time=int(time.time() * 1000))

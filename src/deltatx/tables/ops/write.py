@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from ...errors import ReplaceWhereViolationError
 from ...expr import bind_predicate, parse_predicate, to_arrow
 from ..constraints import WriteRules, rules_for
-from ..data import conform, conform_table, data_schema, resolve_write_schema, to_reader
+from ..data import conform, conform_table, data_schema, resolve_write_schema, to_reader, with_table_names
 from ..identity import assigner, refuse_explicit_values
 from . import change_feed
 from .rewrite import num_records, remove_matching_rows, write_files
@@ -28,7 +28,7 @@ def _evolve_schema(tx: "Transaction", incoming: pa.Schema, schema_mode: str | No
     """The schema after this write; stages a metaData action when it grows (schema merge)."""
     from ...txnlog.schema import schema_to_json
 
-    target = resolve_write_schema(tx.schema, incoming, schema_mode)
+    target = resolve_write_schema(tx.schema, incoming, schema_mode, column_mapped=tx.column_mapping is not None)
     if not target.equals(tx.schema):
         tx.stage_metadata(tx.metadata.replace(schema_string=schema_to_json(target)))
         return tx.schema  # as staged: new columns carry their column-mapping ids, if mapped
@@ -64,7 +64,7 @@ def stage_append(tx: "Transaction", data: Any, *, schema_mode: str | None = None
         if last is not None and int(app_version) <= last:
             tx.note_operation("WRITE", {"mode": "Append", "skipped": True}, {}, changes_data=False)
             return False
-    reader = to_reader(data)
+    reader = with_table_names(to_reader(data), tx.schema)  # ID writes id: Delta ignores case
     schema = _evolve_schema(tx, data_schema(reader), schema_mode)
     absent = _computed_columns(tx, reader.schema, "append")
     adds = write_files(tx, conform(reader, schema, absent), schema, absent=absent)
@@ -81,7 +81,7 @@ def stage_append(tx: "Transaction", data: Any, *, schema_mode: str | None = None
 
 def stage_overwrite(tx: "Transaction", data: Any, *, where: str | None = None, schema_mode: str | None = None) -> None:
     """Replace the whole table, or only the rows matching ``where`` (replaceWhere)."""
-    reader = to_reader(data)
+    reader = with_table_names(to_reader(data), tx.schema)  # ID writes id: Delta ignores case
     schema = _evolve_schema(tx, data_schema(reader), schema_mode)
     absent = _computed_columns(tx, reader.schema, "overwrite")
     params: dict[str, Any] = {"mode": "Overwrite", "partitionBy": tx.partition_columns}

@@ -1,0 +1,112 @@
+"""Property values Delta refuses are refused by set_properties (nothing committed), integer
+properties another engine left bad in the log are InvalidPropertyError (nothing written), known
+``delta.*`` keys are matched case-insensitively, and delta.minReaderVersion / minWriterVersion
+upgrade the protocol instead of being stored."""
+
+from __future__ import annotations
+
+import os
+
+import orjson
+import pyarrow as pa
+import pytest
+
+import deltatx
+from deltatx.errors import InvalidPropertyError
+from deltatx.txnlog.snapshot_cache import SNAPSHOTS
+
+SCHEMA = pa.schema([("id", pa.int64())])
+
+
+def _table(uri: str, **kwargs) -> deltatx.Table:
+    t = deltatx.create_table(uri, SCHEMA, **kwargs)
+    t.append(pa.table({"id": [1, 2]}, schema=SCHEMA))
+    return t
+
+
+def _listing(uri: str) -> list[str]:
+    return sorted(os.path.relpath(os.path.join(d, f), uri) for d, _, fs in os.walk(uri) for f in fs)
+
+
+@pytest.mark.parametrize("key,value", [
+    ("delta.minReaderVersion", "x"),
+    ("delta.minWriterVersion", "abc"),
+    ("delta.minWriterVersion", "8"),
+    ("delta.checkpointInterval", "99999999999999999999999"),
+    ("delta.checkpointInterval", " 5"),
+    ("delta.checkpointInterval", "1_000"),
+    ("delta.dataSkippingNumIndexedCols", "x"),
+    ("delta.targetFileSize", "big"),
+    ("delta.checkpointPolicy", "bogus"),
+    ("delta.enableIcebergCompatV2", "x"),
+    ("delta.feature.deletionVectors", "disabled"),
+    ("delta.APPENDONLY", "maybe"),  # a known key in another case is validated as that key
+])
+def test_set_properties_refuses_a_value_delta_refuses_and_commits_nothing(tmp_path, key, value):
+    uri = str(tmp_path / "t")
+    t = _table(uri)
+    before = _listing(uri)
+    named = "delta.appendOnly" if key == "delta.APPENDONLY" else key
+    with pytest.raises(InvalidPropertyError, match=named.replace(".", r"\.")) as info:
+        t.set_properties({key: value})
+    assert repr(value) in str(info.value)
+    with pytest.raises(InvalidPropertyError):
+        deltatx.create_table(str(tmp_path / "new"), SCHEMA, properties={key: value})
+    assert not os.path.exists(tmp_path / "new" / "_delta_log")
+    SNAPSHOTS.clear()
+    assert deltatx.Table(uri).version == 1 and _listing(uri) == before
+
+
+def test_known_keys_are_matched_case_insensitively_and_stored_canonically(tmp_path):
+    uri = str(tmp_path / "t")
+    t = _table(uri)
+    t.set_properties({"delta.appendonly": "TRUE", "Delta.CheckpointInterval": "5"})
+    assert t.properties == {"delta.appendOnly": "true", "delta.checkpointInterval": "5"}
+    from deltatx.errors import AppendOnlyError
+
+    with pytest.raises(AppendOnlyError):
+        t.delete(where="id = 1")
+    with pytest.raises(InvalidPropertyError, match="given twice"):
+        t.set_properties({"delta.appendOnly": "true", "delta.APPENDONLY": "false"})
+    t.set_properties({"delta.someOtherEngineKey": "x"})  # unknown keys pass through as given
+    assert t.properties["delta.someOtherEngineKey"] == "x"
+
+
+def test_protocol_version_properties_upgrade_the_protocol_and_are_not_stored(tmp_path):
+    uri = str(tmp_path / "t")
+    t = _table(uri)
+    t.set_properties({"delta.minReaderVersion": "3", "delta.minWriterVersion": "7"})
+    SNAPSHOTS.clear()
+    t = deltatx.Table(uri)
+    assert (t.protocol.min_reader_version, t.protocol.min_writer_version) == (3, 7)
+    assert "appendOnly" in t.protocol.writer_features  # what legacy (1, 2) implied is kept
+    assert "delta.minReaderVersion" not in t.properties and "delta.minWriterVersion" not in t.properties
+    version = t.version
+    t.set_properties({"delta.minWriterVersion": "2"})  # lower than the table's: nothing to do
+    assert deltatx.Table(uri).version == version
+    created = deltatx.create_table(str(tmp_path / "c"), SCHEMA, properties={"delta.minWriterVersion": "4"})
+    assert created.protocol.min_writer_version == 4 and created.properties == {}
+
+
+def test_an_integer_property_left_bad_in_the_log_is_refused_before_a_write(tmp_path):
+    uri = str(tmp_path / "t")
+    _table(uri).append(pa.table({"id": [3]}, schema=SCHEMA))  # two files: OPTIMIZE has work to do
+    for key, value in (("delta.dataSkippingNumIndexedCols", "x"), ("delta.targetFileSize", "big")):
+        path = os.path.join(uri, "_delta_log", f"{0:020d}.json")
+        with open(path, "rb") as fh:
+            actions = [orjson.loads(line) for line in fh.read().splitlines()]
+        for action in actions:
+            if "metaData" in action:
+                action["metaData"]["configuration"] = {key: value}
+        with open(path, "wb") as fh:
+            fh.write(b"\n".join(orjson.dumps(a) for a in actions) + b"\n")
+        SNAPSHOTS.clear()
+        t = deltatx.Table(uri)
+        before = _listing(uri)
+        operations = [lambda: t.optimize()]
+        if key == "delta.dataSkippingNumIndexedCols":  # statistics are written by every write
+            operations += [lambda: t.append(pa.table({"id": [9]}, schema=SCHEMA)), lambda: t.delete(where="id = 1")]
+        for operation in operations:
+            with pytest.raises(InvalidPropertyError, match=f"the table's {key}='{value}'"):
+                operation()
+            assert _listing(uri) == before

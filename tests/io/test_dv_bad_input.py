@@ -163,3 +163,26 @@ def test_inline_dvs_decode_once_read_only_and_a_bad_one_still_names_its_file():
     with pytest.raises(CorruptDeletionVectorError, match="descriptor says 4"):
         deleted_rows(None, dict(descriptor, cardinality=4), "part-e.parquet")
     assert np.array_equal(deleted_rows(None, descriptor, "part-a.parquet"), [3, 5, 8])
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_a_dv_path_that_is_not_z85_refuses_vacuum_naming_the_data_file_and_deletes_nothing(table_uri, dry_run):
+    """A 'u' descriptor whose path does not decode: VACUUM cannot tell which DV file it protects."""
+    from deltatx.txnlog.snapshot_cache import SNAPSHOTS
+
+    _table(table_uri)
+    log = os.path.join(table_uri, "_delta_log", f"{2:020d}.json")
+    with open(log) as fh:
+        actions = [json.loads(line) for line in fh]
+    data_file = None
+    for action in actions:
+        if "add" in action and action["add"].get("deletionVector"):
+            action["add"]["deletionVector"]["pathOrInlineDv"] = "~" * 20  # '~' is not a Z85 character
+            data_file = action["add"]["path"]
+    with open(log, "w") as fh:
+        fh.write("\n".join(json.dumps(a) for a in actions) + "\n")
+    SNAPSHOTS.clear()
+    before = _listing(table_uri)
+    with pytest.raises(CorruptDeletionVectorError, match=f"deletion vector of '{data_file}' names no valid file"):
+        deltatx.Table(table_uri).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=dry_run)
+    assert _listing(table_uri) == before and deltatx.Table(table_uri).version == 2

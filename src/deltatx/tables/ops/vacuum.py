@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...errors import VacuumRetentionError
+from ...errors import CorruptDeletionVectorError, VacuumRetentionError
 from ...io.deletion_vectors import dv_file_relative_path
 from ...io.paths import data_file_path, decode_path, escape_partition_value
 from ...txnlog.features import check_writable
@@ -183,17 +183,28 @@ def relative_paths(store: "LogStore", add_paths: pa.ChunkedArray | pa.Array) -> 
 
 
 def deletion_vector_paths(store: "LogStore", actions: pa.Table) -> pa.Array:
-    """Paths (relative to the table root) of the DV files the actions' deletion vectors are in."""
+    """Paths (relative to the table root) of the DV files the actions' deletion vectors are in.
+
+    A ``u`` descriptor whose path does not decode is CorruptDeletionVectorError naming the data
+    file, as a read reports it: VACUUM cannot know which DV file it protects, so it deletes nothing.
+    """
     if "deletionVector" not in actions.column_names or not actions.num_rows:
         return pa.array([], pa.string())
     column = actions.column("deletionVector")
-    present = column.filter(pc.is_valid(column))
+    has = pc.is_valid(column)
+    present = column.filter(has)
     if not len(present):
         return pa.array([], pa.string())
+    data_files = actions.column("path").filter(has).to_pylist()
     out = []
-    for dv in present.to_pylist():
+    for dv, data_file in zip(present.to_pylist(), data_files):
         if dv["storageType"] == "u":
-            out.append(dv_file_relative_path(dv["pathOrInlineDv"]))
+            try:
+                out.append(dv_file_relative_path(dv["pathOrInlineDv"]))
+            except (ValueError, TypeError) as exc:
+                raise CorruptDeletionVectorError(
+                    f"the deletion vector of {data_file!r} names no valid file ({exc}); nothing was vacuumed: "
+                    f"VACUUM cannot tell which deletion vector file is still needed") from exc
         elif dv["storageType"] == "p":
             out.append(dv["pathOrInlineDv"])
     return relative_paths(store, pa.array(out, pa.string())) if out else pa.array([], pa.string())

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deltatx.errors import SchemaMismatchError
+from deltatx.errors import InvalidTableError, SchemaMismatchError
 from deltatx.io.paths import (
     HIVE_DEFAULT_PARTITION,
     data_file_path,
@@ -21,7 +21,7 @@ from deltatx.io.paths import (
     serialize_partition_value,
     unescape_partition_value,
 )
-from deltatx.io.reader import parse_partition_value
+from deltatx.io.reader import parse_partition_value, parse_partition_values
 from deltatx.txnlog.store import open_store
 
 WEIRD_VALUES = [
@@ -150,7 +150,11 @@ UTC = dt.timezone.utc
         ("x/y", pa.string(), "x/y"),
         ("", pa.string(), None),
         (None, pa.int32(), None),
-        (b"\x01\x02\xff", pa.binary(), "\x01\x02\xff"),
+        (b"\x01\x02", pa.binary(), "\x01\x02"),
+        ("é".encode(), pa.binary(), "é"),  # the UTF-8 text, as Spark/deltalake/DuckDB read it
+        (b"\x01\x02\xff", pa.binary(), "\\u0001\\u0002\\u00ff"),  # not UTF-8: escaped form
+        (dt.datetime(999, 12, 31), pa.timestamp("us"), "0999-12-31 00:00:00.000000"),
+        (dt.datetime(1, 1, 1, tzinfo=UTC), pa.timestamp("us", tz="UTC"), "0001-01-01 00:00:00.000000"),
     ],
 )
 def test_serialize_partition_value(value, arrow_type, expected):
@@ -176,6 +180,11 @@ def test_serialize_accepts_arrow_scalars():
         (dt.datetime(1999, 12, 31, 23, 59, 59), pa.timestamp("us")),
         ("ü:/=%", pa.string()),
         (bytes(range(256)), pa.binary()),
+        ("é€😀".encode(), pa.binary()),
+        (b"\\u0041", pa.binary()),  # UTF-8 text that looks like the escaped form
+        (dt.datetime(999, 12, 31, 23, 59, 59, 5, tzinfo=UTC), pa.timestamp("us", tz="UTC")),
+        (dt.datetime(12, 3, 4), pa.timestamp("us")),
+        (dt.date(999, 1, 2), pa.date32()),
     ],
 )
 def test_serialize_parse_round_trip(value, arrow_type):
@@ -194,3 +203,27 @@ def test_parse_accepts_iso_timestamps_and_the_escaped_binary_spelling():
 def test_unsupported_partition_type_is_a_schema_error():
     with pytest.raises(SchemaMismatchError, match="cannot be a partition column"):
         serialize_partition_value([1, 2], pa.list_(pa.int32()))
+
+
+def test_parse_accepts_unpadded_years_deltatx_wrote_before():
+    """glibc's strftime('%Y') wrote '999-12-31 …'; such logs must stay readable."""
+    assert parse_partition_value("999-12-31 00:00:00.000000", pa.timestamp("us", tz="UTC")) == dt.datetime(
+        999, 12, 31, tzinfo=UTC)
+    assert parse_partition_value("1-01-01 00:00:00.000000", pa.timestamp("us")) == dt.datetime(1, 1, 1)
+    assert parse_partition_value("999-12-31", pa.date32()) == dt.date(999, 12, 31)
+    with pytest.raises(InvalidTableError):
+        parse_partition_value("999-13-31 00:00:00", pa.timestamp("us"))
+
+
+def test_unpadded_partition_values_parse_columnar():
+    strings = pa.array(["999-12-31", "2024-01-01", None])
+    assert parse_partition_values(strings, pa.date32()).to_pylist() == [dt.date(999, 12, 31), dt.date(2024, 1, 1), None]
+    ts = parse_partition_values(pa.array(["99-01-02 03:04:05.000006"]), pa.timestamp("us"))
+    assert ts.to_pylist() == [dt.datetime(99, 1, 2, 3, 4, 5, 6)]
+
+
+def test_binary_partition_strings_are_read_as_utf8_bytes():
+    """What Spark (Cast string -> binary), deltalake and DuckDB read for the same string."""
+    assert parse_partition_value("é", pa.binary()) == b"\xc3\xa9"
+    assert parse_partition_value("\u00ff", pa.binary()) == "ÿ".encode()
+    assert parse_partition_value("\\u0001\\u00FF", pa.binary()) == b"\x01\xff"

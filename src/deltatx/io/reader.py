@@ -23,9 +23,7 @@ as SchemaMismatchError naming the file.
 
 from __future__ import annotations
 
-import datetime as dt
 import decimal
-import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Iterator, NoReturn, Sequence, TypeVar
 
@@ -48,7 +46,7 @@ from ..txnlog.stats import _physical_name
 from ..txnlog.schema import type_holds
 from .grouping import group_codes
 from .deletion_vectors import deleted_rows, keep_mask
-from .paths import data_file_path, decode_path
+from .paths import data_file_path, decode_path, parse_binary_string, parse_date_string, parse_timestamp_string
 from .row_group_cache import ROW_GROUPS, FileKey, local_key, logged_key
 from .row_metadata import MaterializedColumns, is_metadata_column, metadata_columns, metadata_field
 
@@ -58,8 +56,6 @@ if TYPE_CHECKING:
     from ..txnlog.store import LogStore
 
 _PARQUET = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit="us"))
-
-_ESCAPED_BINARY = re.compile(r"^(?:\\u[0-9A-Fa-f]{4})+$")
 
 _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
 
@@ -91,11 +87,11 @@ def parse_partition_value(s: str | None, arrow_type: pa.DataType, column: str | 
         if pa.types.is_decimal(t):
             return decimal.Decimal(s)
         if pa.types.is_date(t):
-            return dt.date.fromisoformat(s.strip()[:10])
+            return parse_date_string(s)
         if pa.types.is_timestamp(t):
-            return _parse_timestamp(s, aware=t.tz is not None)
+            return parse_timestamp_string(s, aware=t.tz is not None)
         if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t) or pa.types.is_binary_view(t):
-            return _parse_binary(s)
+            return parse_binary_string(s)
     except (ValueError, ArithmeticError) as exc:
         where = f"partition column {column!r}: value" if column is not None else "partition value"
         raise InvalidTableError(
@@ -103,23 +99,6 @@ def parse_partition_value(s: str | None, arrow_type: pa.DataType, column: str | 
             f"match the table schema"
         ) from None
     raise InvalidTableError(f"partition column type {t} is not supported")
-
-
-def _parse_timestamp(s: str, *, aware: bool) -> dt.datetime:
-    value = dt.datetime.fromisoformat(s.strip())
-    if value.tzinfo is not None:
-        value = value.astimezone(dt.timezone.utc)
-        return value if aware else value.replace(tzinfo=None)
-    return value.replace(tzinfo=dt.timezone.utc) if aware else value
-
-
-def _parse_binary(s: str) -> bytes:
-    if _ESCAPED_BINARY.match(s):  # the "\u0001\u0002" spelling some writers use literally
-        return bytes(int(s[i + 2:i + 6], 16) for i in range(0, len(s), 6))
-    try:
-        return s.encode("latin-1")  # one character per byte, as serialize_partition_value writes
-    except UnicodeEncodeError:
-        return s.encode("utf-8")
 
 
 def parse_partition_values(

@@ -18,6 +18,7 @@ field names so that Spark, delta-rs and DuckDB read what we write and we read wh
             multi-part NNN.checkpoint.PPPPPPPPPP.NNNNNNNNNN.parquet (complete sets only)
             V2         NNN.checkpoint.<uuid>.json|parquet  + _delta_log/_sidecars/*.parquet
             → only the needed leaf columns → rows filtered by pc.is_valid → FILE_SCHEMA columns
+            (add.stats_parsed too when the JSON stats are missing: turned into add.stats)
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from .actions import (
     Txn,
     parse_commit,
 )
+from .stats import stats_json_from_parsed
 from .store import LogFile, LogStore, _strip_scheme
 
 if TYPE_CHECKING:
@@ -395,13 +397,64 @@ class _Collected:
 
     def take_files(self, table: pa.Table) -> None:
         if "add" in table.column_names:
-            self.files.append(_flatten(table.column("add"), FILE_SCHEMA))
+            adds = _flatten(table.column("add"), FILE_SCHEMA)
+            self.files.append(_stats_from_parsed(adds, table.column("add")))
         if "remove" in table.column_names:
             self.tombstones.append(_flatten(table.column("remove"), REMOVE_SCHEMA))
 
 
-def _parquet_columns(schema: pa.Schema, with_small: bool) -> list[str]:
-    """Column paths to read: needed leaves of add/remove (not stats_parsed...), small columns whole."""
+def _stats_from_parsed(adds: pa.Table, column: pa.ChunkedArray) -> pa.Table:
+    """``adds`` with each missing ``stats`` string made from the row's ``add.stats_parsed``.
+
+    A checkpoint written with ``delta.checkpoint.writeStatsAsJson=false`` keeps statistics only in
+    the typed ``stats_parsed`` struct. File state here carries the JSON strings, so the structs are
+    turned back into them (columnar, :func:`stats.stats_json_from_parsed`): pruning, row tracking's
+    ``numRecords`` and the next checkpoint deltatx writes all keep the statistics. A JSON string
+    that is present wins (PROTOCOL.md: both describe the same file).
+    """
+    if not pa.types.is_struct(column.type) or column.type.get_field_index("stats_parsed") < 0:
+        return adds
+    if adds.num_rows == 0 or adds.column("stats").null_count == 0:
+        return adds
+    parsed = pc.struct_field(_valid_rows(column), "stats_parsed")
+    made = stats_json_from_parsed(parsed)
+    stats = pc.coalesce(adds.column("stats"), made)
+    return adds.set_column(adds.schema.get_field_index("stats"), FILE_SCHEMA.field("stats"), stats)
+
+
+def _needs_stats_parsed(pf: pq.ParquetFile) -> bool:
+    """Whether ``add.stats_parsed`` must be read: it exists and some add has no JSON ``stats``.
+
+    Decided from the footer where it can be (a writer that writes both leaves ``stats_parsed``
+    unread, so the usual checkpoint costs nothing more): ``add.stats`` has no more nulls than
+    ``add.path``, which is null exactly on the rows that are not adds.
+    """
+    add = pf.schema_arrow.field("add").type if "add" in pf.schema_arrow.names else None
+    if add is None or not pa.types.is_struct(add) or add.get_field_index("stats_parsed") < 0:
+        return False
+    if add.get_field_index("stats") < 0:
+        return True
+    meta = pf.metadata
+    positions = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
+    stats_at, path_at = positions.get("add.stats"), positions.get("add.path")
+    if stats_at is None or path_at is None:
+        return True
+    missing = 0
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        counts = [group.column(i).statistics for i in (stats_at, path_at)]
+        if any(c is None or not c.has_null_count for c in counts):
+            return True
+        missing += counts[0].null_count - counts[1].null_count
+    return missing > 0
+
+
+def _parquet_columns(schema: pa.Schema, with_small: bool, stats_parsed: bool = False) -> list[str]:
+    """Column paths to read: needed leaves of add/remove, small columns whole.
+
+    ``add.stats_parsed`` only when ``stats_parsed`` says the JSON stats are missing
+    (:func:`_needs_stats_parsed`); the other typed columns (``partitionValues_parsed``) never.
+    """
     wanted: list[str] = []
     for name, file_schema in _FILE_COLUMNS.items():
         idx = schema.get_field_index(name)
@@ -409,6 +462,8 @@ def _parquet_columns(schema: pa.Schema, with_small: bool) -> list[str]:
             continue
         struct_type = schema.field(idx).type
         leaves = [f"{name}.{f.name}" for f in file_schema if struct_type.get_field_index(f.name) >= 0]
+        if name == "add" and stats_parsed:
+            leaves.append("add.stats_parsed")
         wanted += leaves or [name]
     if with_small:
         wanted += [n for n in _SMALL_COLUMNS if n in schema.names]
@@ -423,7 +478,7 @@ def _read_parquet(store: LogStore, path: str, collected: _Collected, *, with_sma
     fs = store.arrow_fs
     with fs.open_input_file(path) as handle:
         pf = pq.ParquetFile(handle)
-        columns = _parquet_columns(pf.schema_arrow, with_small)
+        columns = _parquet_columns(pf.schema_arrow, with_small, stats_parsed=_needs_stats_parsed(pf))
         table = pf.read(columns=columns, use_threads=False) if columns else pa.table({})  # one row group: threads only contend
     if with_small:
         collected.take_small(table)

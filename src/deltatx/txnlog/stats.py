@@ -15,7 +15,12 @@ Rules kept (PROTOCOL.md "Per-file Statistics" and Delta Spark's behaviour):
   bound); a cut max gets :data:`MAX_STRING_TIE_BREAKER` appended so it stays an upper bound;
 - timestamps are truncated to milliseconds and written ISO-8601 (``...T..:..:..mmmZ`` when zoned);
   readers must widen timestamp bounds by a millisecond (``deltatx.expr`` does);
-- a float column holding NaN gets no min/max (NaN has no place in an order a reader can trust).
+- a float column holding NaN gets no min/max (NaN has no place in an order a reader can trust):
+  Spark's min/max aggregates put NaN above every number, so its max is then NaN, while Parquet
+  writers (deltalake) leave NaN out of the bounds, which lets readers using Spark's order (DuckDB,
+  deltatx) skip a file whose NaN matches ``f > x``; no bounds is right for both;
+- a zero float bound is signed as Parquet prescribes: a zero max is written +0.0, a zero min -0.0,
+  so that readers ordering -0.0 below 0.0 never skip a file holding the other zero.
 """
 
 from __future__ import annotations
@@ -190,7 +195,14 @@ def _bound_json(value: pa.Scalar, t: pa.DataType, is_max: bool) -> Any:
         return orjson.Fragment(format(d, "f").encode())
     if pa.types.is_floating(t):
         f = float(value.as_py())
-        return f if f == f and f not in (float("inf"), float("-inf")) else None
+        if f != f or f in (float("inf"), float("-inf")):
+            return None
+        if f == 0.0:
+            # Parquet's rule (deltalake follows it): a zero max is +0.0, a zero min is -0.0.
+            # min_max may report either zero for a column holding -0.0 and/or 0.0; a max of -0.0
+            # makes readers ordering -0.0 < 0.0 (delta-kernel, DuckDB) skip the file for f = 0.0.
+            return 0.0 if is_max else -0.0
+        return f
     return value.as_py()
 
 
@@ -355,6 +367,90 @@ def record_counts(stats: pa.Array | pa.ChunkedArray) -> pa.Array:
     matched = pc.extract_regex(pc.fill_null(stats, ""), r'"numRecords":\s*(?P<n>\d+)')
     counts = pc.cast(pc.struct_field(matched, "n"), pa.int64())
     return counts.combine_chunks() if isinstance(counts, pa.ChunkedArray) else counts
+
+
+# --------------------------------------------------------------------------------------------
+# Checkpoints' add.stats_parsed -> stats JSON strings
+# --------------------------------------------------------------------------------------------
+
+#: control characters, which JSON strings must escape (rare in bounds: escaped with orjson)
+_CONTROL = r"[\x00-\x1f]"
+
+
+def stats_json_from_parsed(parsed: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The ``stats`` JSON string of each ``add.stats_parsed`` struct (null where the struct is).
+
+    Why: a checkpoint written with ``delta.checkpoint.writeStatsAsJson=false`` (deltalake, Spark)
+    keeps a file's statistics only in the typed ``stats_parsed`` column (PROTOCOL.md "Checkpoint
+    Schema"), while deltatx keeps file state as the ``add`` actions' JSON ``stats`` strings. Turning
+    the structs back into the JSON the file's ``add`` action would have held keeps the statistics
+    for everything downstream (pruning, ``numRecords`` for row tracking and metrics, the next
+    checkpoint). Columnar: one string kernel per leaf column, no per-file Python objects.
+
+    The struct mirrors the stats JSON (``numRecords``, ``minValues``/``maxValues``/``nullCount``
+    nested by physical column name, ``tightBounds``). Leaves are written as Delta writes them:
+    numbers and booleans bare, strings quoted and escaped, dates ``YYYY-MM-DD``, timestamps
+    ``YYYY-MM-DDTHH:MM:SS.mmm`` floored to milliseconds (``Z`` when zoned). A null, NaN or
+    infinite leaf, and one of a type stats never hold (binary, lists, maps), is left out:
+    unknown, never wrong.
+    """
+    if isinstance(parsed, pa.ChunkedArray):
+        parsed = parsed.combine_chunks() if parsed.num_chunks else pa.array([], parsed.type)
+    if not pa.types.is_struct(parsed.type):
+        return pa.nulls(len(parsed), pa.string())
+    return _json_of(parsed)
+
+
+def _quoted(strings: pa.Array) -> pa.Array:
+    """JSON string literals of ``strings`` (null stays null)."""
+    if pc.any(pc.match_substring_regex(strings, _CONTROL)).as_py():
+        return pa.array([None if v is None else orjson.dumps(v).decode() for v in strings.to_pylist()],
+                        pa.string())
+    escaped = pc.replace_substring(pc.replace_substring(strings, "\\", "\\\\"), '"', '\\"')
+    return pc.binary_join_element_wise(pa.scalar('"'), escaped, pa.scalar('"'), pa.scalar(""))
+
+
+def _json_of(arr: pa.Array) -> pa.Array:
+    """Each value of ``arr`` as JSON text (string array), null where it is left out."""
+    t = arr.type
+    if pa.types.is_struct(t):
+        # each present member as ',"key":value', a left-out one as ''; the leading comma is cut.
+        # (null_handling="skip" would do it in one call, but it drops all-null rows: Arrow 26)
+        parts = []
+        for i in range(t.num_fields):
+            key = pa.scalar("," + orjson.dumps(t.field(i).name).decode() + ":")
+            value = _json_of(pc.struct_field(arr, [i]))
+            parts.append(pc.fill_null(pc.binary_join_element_wise(key, value, pa.scalar("")), ""))
+        if parts:
+            body = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, pa.scalar(""))
+            body = pc.utf8_slice_codeunits(body, 1)
+            out = pc.binary_join_element_wise(pa.scalar("{"), body, pa.scalar("}"), pa.scalar(""))
+        else:
+            out = pa.array(["{}"] * len(arr), pa.string())
+        return pc.if_else(arr.is_valid(), out, pa.scalar(None, pa.string())) if arr.null_count else out
+    if pa.types.is_dictionary(t):
+        return _json_of(pc.cast(arr, t.value_type))
+    if pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_decimal(t):
+        return pc.cast(arr, pa.string())
+    if pa.types.is_floating(t):
+        text = pc.cast(arr, pa.string())  # shortest round-trip digits: "1", "-0", "1e+20"
+        # a float keeps a fraction ("-0" would read back as the integer 0, losing its sign)
+        text = pc.if_else(pc.match_substring_regex(text, "[.eE]"), text,
+                          pc.binary_join_element_wise(text, pa.scalar(".0"), pa.scalar("")))
+        return pc.if_else(pc.is_finite(arr), text, pa.scalar(None, pa.string()))
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return _quoted(pc.cast(arr, pa.string()))
+    if pa.types.is_date(t):
+        return _quoted(pc.cast(pc.cast(arr, pa.date32()), pa.string()))
+    if pa.types.is_timestamp(t):
+        wall = pc.cast(arr, pa.timestamp(t.unit)) if t.tz is not None else arr  # UTC wall time
+        # floored as compute_stats does (readers widen by a millisecond); an unsafe cast rounds
+        millis = pc.cast(pc.floor_temporal(wall, unit="millisecond"), pa.timestamp("ms"))
+        text = pc.strftime(millis, "%Y-%m-%dT%H:%M:%S")  # %S of a ms timestamp is SS.mmm
+        if t.tz is not None:
+            text = pc.binary_join_element_wise(text, pa.scalar("Z"), pa.scalar(""))
+        return _quoted(text)
+    return pa.nulls(len(arr), pa.string())
 
 
 # --------------------------------------------------------------------------------------------

@@ -8,29 +8,102 @@
    copies the ids the backfill gave it (the checker's rule #5);
 3. ``SET TBLPROPERTIES`` — ``delta.enableRowTracking=true`` with the generated materialized column
    names: readers may now rely on every row having an id.
+
+Ids need every backfilled file's row count. It comes from the ``numRecords`` statistic, or — for a
+file whose ``add`` has none (written without stats, or by a writer that dropped them) — from its
+Parquet footer, which the backfill's re-add then carries in its stats. Both are checked by
+:func:`needs_backfill`, before commit 1: a file whose count cannot be had refuses the enablement
+with nothing committed, instead of leaving a table upgraded to a protocol other writers (deltalake)
+cannot write, with row tracking still off.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
+from ...errors import CorruptDataFileError, DataFileNotFoundError
 from ...expr import FALSE
+from ...io.paths import data_file_path, decode_path
 from ...txnlog import row_tracking
 from ...txnlog.features import required_protocol
+from ...txnlog.stats import record_counts
 
 if TYPE_CHECKING:
     from ..transaction import Transaction
 
 
 def needs_backfill(tx: "Transaction", properties: dict[str, object]) -> bool:
-    """Does this property change turn row tracking on over files that have no ids yet?"""
+    """Does this property change turn row tracking on over files that have no ids yet?
+
+    When it does, every such file's row count is made sure of first (:func:`with_record_counts`
+    raises naming the file that has none): this runs on the probe transaction, before the
+    protocol upgrade commits, so a refused enablement leaves the table as it was.
+    """
     turning_on = str(properties.get(row_tracking.ENABLE_ROW_TRACKING, "false")).strip().lower() == "true"
     if not turning_on or row_tracking.is_enabled(tx.properties):
         return False
-    return not row_tracking.is_supported(tx.protocol) or tx.current_files()["baseRowId"].null_count > 0
+    files = tx.current_files()
+    needed = not row_tracking.is_supported(tx.protocol) or files["baseRowId"].null_count > 0
+    if needed and files.num_rows:
+        with_record_counts(tx, files.filter(pc.is_null(files["baseRowId"])))
+    return needed
+
+
+def with_record_counts(tx: "Transaction", files: pa.Table) -> pa.Table:
+    """``files`` with a ``numRecords`` in every ``stats``: the ones lacking it get the row count of
+    their Parquet footer (physical rows, as ``numRecords`` counts them: a DV does not lower it).
+
+    Delta's backfill can count any file; deltatx used to refuse a file without the statistic
+    after the protocol upgrade had committed. Only the files lacking it are opened (footer only).
+    Raises :class:`DataFileNotFoundError` / :class:`CorruptDataFileError` naming the file.
+    """
+    if not files.num_rows:
+        return files
+    counts = record_counts(files["stats"])
+    if not counts.null_count:
+        return files
+    missing = pc.indices_nonzero(pc.is_null(counts)).to_pylist()
+    stats = files["stats"].to_pylist()
+    paths = files["path"]
+    for i in missing:  # the few files without the statistic: one footer each
+        path = paths[i].as_py()
+        stats[i] = _stats_with_count(stats[i], _footer_rows(tx, path))
+    return files.set_column(files.schema.get_field_index("stats"), files.schema.field("stats"),
+                            pa.array(stats, pa.string()))
+
+
+def _footer_rows(tx: "Transaction", path: str) -> int:
+    store = tx.store
+    location = data_file_path(store, decode_path(path))
+    try:
+        with store.arrow_fs.open_input_file(location) as handle:
+            return pq.read_metadata(handle).num_rows
+    except FileNotFoundError:
+        raise DataFileNotFoundError(
+            f"cannot enable row tracking on {tx.table.uri!r}: data file {path!r} has no numRecords "
+            f"statistic and is missing, so its rows cannot be counted; nothing was committed"
+        ) from None
+    except (OSError, pa.ArrowException) as exc:
+        raise CorruptDataFileError(
+            f"cannot enable row tracking on {tx.table.uri!r}: data file {path!r} has no numRecords "
+            f"statistic and its Parquet footer is unreadable ({exc}); nothing was committed"
+        ) from None
+
+
+def _stats_with_count(stats: str | None, rows: int) -> str:
+    """A stats JSON with ``numRecords`` set (the other statistics kept when it parses)."""
+    try:
+        doc = orjson.loads(stats) if stats else {}
+    except orjson.JSONDecodeError:
+        doc = {}
+    if not isinstance(doc, dict):
+        doc = {}
+    return orjson.dumps({"numRecords": rows, **{k: v for k, v in doc.items() if k != "numRecords"}}).decode()
 
 
 def stage_support(tx: "Transaction") -> None:
@@ -44,6 +117,7 @@ def stage_backfill(tx: "Transaction") -> None:
     """Commit 2: re-add every file without ids so the commit assigns them."""
     files = tx.current_files()
     missing = files.filter(pc.is_null(files["baseRowId"])) if files.num_rows else files
+    missing = with_record_counts(tx, missing)  # the re-adds carry counts their stats lacked
     if missing.num_rows:
         missing = missing.set_column(missing.schema.get_field_index("dataChange"), "dataChange",
                                      pa.array([False] * missing.num_rows, pa.bool_()))

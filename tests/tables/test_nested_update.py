@@ -1,0 +1,62 @@
+"""UPDATE of fields inside struct columns (``SET st.a = …``), as delta-spark's UPDATE allows."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import deltatx
+from deltatx.errors import PredicateError, SchemaMismatchError
+
+INNER = pa.struct([("c", pa.string()), ("d", pa.int32())])
+SCHEMA = pa.schema([("id", pa.int64()), ("st", pa.struct([("a", pa.int64()), ("b", INNER)]))])
+
+
+@pytest.fixture(params=[False, True], ids=["copy_on_write", "deletion_vectors"])
+def table(table_uri, request):
+    t = deltatx.create_table(table_uri, SCHEMA, properties={
+        "delta.enableDeletionVectors": str(request.param).lower()})
+    t.append(pa.table({"id": [1, 2, 3], "st": [{"a": 1, "b": {"c": "x", "d": 1}}, None, {"a": 3, "b": None}]},
+                      schema=SCHEMA))
+    return t
+
+
+def by_id(t: deltatx.Table) -> dict[int, dict]:
+    return {r["id"]: r["st"] for r in deltatx.Table(t.uri).to_arrow().to_pylist()}
+
+
+def test_fields_are_set_and_the_others_kept(table):
+    table.update(where="id <> 3", set={"st.a": "st.a * 10 + id", "st.b.c": "'z'"})
+    got = by_id(table)
+    assert got[1] == {"a": 11, "b": {"c": "z", "d": 1}}
+    # a NULL struct becomes one whose other fields are NULL (Delta rebuilds it field by field)
+    assert got[2] == {"a": None, "b": {"c": "z", "d": None}}
+    assert got[3] == {"a": 3, "b": None}, "rows the predicate does not match keep their struct"
+
+
+def test_names_resolve_case_insensitively_and_values_are_cast(table):
+    table.update(where="id = 1", set={"ST.B.D": "7"})
+    assert by_id(table)[1]["b"]["d"] == 7
+    assert deltatx.Table(table.uri).schema.field("st").type == SCHEMA.field("st").type
+
+
+@pytest.mark.parametrize("assignments, message", [
+    ({"st.q": "1"}, "no field 'q'"),
+    ({"st": "st", "st.a": "1"}, "whole column"),
+    ({"st.b": "NULL", "st.b.c": "'q'"}, "overlap"),
+    ({"id.x": "1"}, "unknown column"),
+])
+def test_bad_field_assignments_are_refused_and_write_nothing(table, assignments, message):
+    version = deltatx.Table(table.uri).version
+    with pytest.raises(PredicateError, match=message):
+        table.update(where="id = 1", set=assignments)
+    assert deltatx.Table(table.uri).version == version
+
+
+def test_a_not_null_field_cannot_be_set_to_null(table_uri):
+    schema = pa.schema([("id", pa.int64()), ("st", pa.struct([pa.field("a", pa.int64(), nullable=False)]))])
+    t = deltatx.create_table(table_uri, schema)
+    t.append(pa.table({"id": [1], "st": [{"a": 1}]}, schema=schema))
+    with pytest.raises(SchemaMismatchError, match="NOT NULL field 'a'"):
+        t.update(set={"st.a": "NULL"})
+    assert deltatx.Table(table_uri).version == 1

@@ -60,3 +60,22 @@ def test_a_not_null_field_cannot_be_set_to_null(table_uri):
     with pytest.raises(SchemaMismatchError, match="NOT NULL field 'a'"):
         t.update(set={"st.a": "NULL"})
     assert deltatx.Table(table_uri).version == 1
+
+
+def test_merge_update_sets_struct_fields(table):
+    source = pa.table({"id": [1, 2, 9], "a": [100, 200, 900]})
+    (table.merge(source, on="t.id = s.id")
+     .when_matched_update({"t.st.a": "s.a", "st.b.c": "'m'"})
+     .when_not_matched_insert({"id": "s.id"})
+     .execute())
+    got = by_id(table)
+    assert got[1] == {"a": 100, "b": {"c": "m", "d": 1}}
+    assert got[2] == {"a": 200, "b": {"c": "m", "d": None}}
+    assert got[3] == {"a": 3, "b": None} and got[9] is None
+
+
+def test_merge_insert_cannot_name_a_struct_field(table):
+    with pytest.raises(PredicateError, match="unknown column 'st.a'"):
+        (table.merge(pa.table({"id": [9], "a": [1]}), on="t.id = s.id")
+         .when_not_matched_insert({"id": "s.id", "st.a": "s.a"}).execute())
+    assert deltatx.Table(table.uri).version == 1

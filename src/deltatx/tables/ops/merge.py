@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ...errors import DeltaTxError, PredicateError, SchemaMismatchError
+from ...errors import DeltaTxError, InvalidArgumentError, PredicateError, SchemaMismatchError
 from ...expr import (
     Column,
     Comparison,
@@ -43,6 +43,8 @@ from ..data import check_unique_names, to_reader
 from ..generated import with_update_assignments
 from ..identity import check_no_update, refuse_explicit_values
 from ..variant import check_variant_columns, has_variant
+from .update import require_assignments
+from .struct_fields import assign, refuse_generated_inputs
 
 if TYPE_CHECKING:
     from ..transaction import CommitResult, Transaction
@@ -116,9 +118,7 @@ class MergeBuilder:
         return self
 
     def when_matched_update(self, set: dict[str, str], condition: str | None = None) -> "MergeBuilder":  # noqa: A002
-        if not set:
-            raise ValueError("when_matched_update needs set={'column': 'expression', ...}")
-        return self._add(MergeClause(MATCHED, "update", condition, dict(set)))
+        return self._add(MergeClause(MATCHED, "update", condition, require_assignments(set, "when_matched_update")))
 
     def when_matched_update_all(self, condition: str | None = None) -> "MergeBuilder":
         return self._add(MergeClause(MATCHED, "update", condition, None))
@@ -136,9 +136,8 @@ class MergeBuilder:
 
     def when_not_matched_by_source_update(self, set: dict[str, str],  # noqa: A002
                                           condition: str | None = None) -> "MergeBuilder":
-        if not set:
-            raise ValueError("when_not_matched_by_source_update needs set={'column': 'expression', ...}")
-        return self._add(MergeClause(NOT_MATCHED_BY_SOURCE, "update", condition, dict(set)))
+        return self._add(MergeClause(NOT_MATCHED_BY_SOURCE, "update", condition,
+                                     require_assignments(set, "when_not_matched_by_source_update")))
 
     def when_not_matched_by_source_delete(self, condition: str | None = None) -> "MergeBuilder":
         return self._add(MergeClause(NOT_MATCHED_BY_SOURCE, "delete", condition, {}))
@@ -187,7 +186,7 @@ def _find_column(schema: pa.Schema, name: str) -> str | None:
 def _bind_clauses(clauses: list[MergeClause], target: pa.Schema, source: pa.Schema,
                   ta: str, sa: str, rules: "WriteRules | None" = None) -> list[BoundClause]:
     if not clauses:
-        raise ValueError("a MERGE needs at least one when_matched_* / when_not_matched_* clause")
+        raise InvalidArgumentError("a MERGE needs at least one when_matched_* / when_not_matched_* clause")
     scopes = {MATCHED: {ta: target, sa: source}, NOT_MATCHED: {sa: source}, NOT_MATCHED_BY_SOURCE: {ta: target}}
     for kind in scopes:
         same = [c for c in clauses if c.kind == kind]
@@ -218,6 +217,7 @@ def _column_rules(c: MergeClause, assignments: dict[str, Expr], rules: "WriteRul
         if c.assignments is None:
             assignments = {k: v for k, v in assignments.items() if rules.identity_of(k) is None}
         check_no_update(rules.identity, set(assignments), "MERGE UPDATE")
+        refuse_generated_inputs(rules, assignments, "MERGE UPDATE")
         return with_update_assignments(rules, assignments, target, keep_alias=ta)
     refuse_explicit_values(rules.identity, set(assignments), "MERGE INSERT")
     return with_update_assignments(rules, assignments, target, insert=True)
@@ -249,11 +249,12 @@ def _bind_assignments(c: MergeClause, target: pa.Schema, source: pa.Schema, ta: 
         prefix = f"{ta}."
         if name.lower().startswith(prefix.lower()):
             name = name[len(prefix):]
-        found = _find_column(target, name)
-        if found is None:
-            raise PredicateError(f"MERGE {c.action} sets unknown column {key!r}; target columns: {target.names}")
         raw = parse_expression(sql) if isinstance(sql, str) else sql
-        out[found] = bind(raw, _NO_COLUMNS, aliases=scope)
+        where = f"MERGE {c.action.upper()}"
+        if _find_column(target, name) is None and c.action != "update":
+            raise PredicateError(f"MERGE {c.action} sets unknown column {key!r}; target columns: {target.names}")
+        if not assign(out, target, name, bind(raw, _NO_COLUMNS, aliases=scope), where):
+            raise PredicateError(f"MERGE {c.action} sets unknown column {key!r}; target columns: {target.names}")
     return out
 
 

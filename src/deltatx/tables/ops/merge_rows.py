@@ -51,6 +51,7 @@ from ...expr.values import plain_type
 from ...io.reader import read_files
 from .merge import NOT_MATCHED_BY_SOURCE, BoundClause, MergePlan
 from ...io.row_metadata import ROW_COMMIT_VERSION, ROW_ID, ROW_INDEX
+from .struct_fields import FieldAssignments, with_fields
 from .merge_on_read import mark_changed, materialized, record_read, row_columns, stage_changed_rows, uses_deletion_vectors
 from .rewrite import write_files
 from . import change_feed
@@ -83,6 +84,13 @@ def _names(exprs: list[Expr | None], alias: str) -> set[str]:
     """Top-level column names that ``exprs`` read through ``alias``."""
     prefix = f"{alias}."
     return {ref[len(prefix):] for e in exprs if e is not None for ref in e.columns() if ref.startswith(prefix)}
+
+
+def _whole(values: Any, n: int) -> pa.Array:
+    """An evaluated expression as an array of ``n`` values (a constant is repeated)."""
+    if isinstance(values, pa.Scalar):
+        return pa.repeat(values, n)
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
 
 
 def _view(columns: dict[str, Any], n: int) -> pa.Table:
@@ -561,6 +569,11 @@ class MergeExecutor:
         view = _view(cols, len(positions))
         out = {}
         for name, expr in exprs.items():
+            if isinstance(expr, FieldAssignments):  # SET t.st.a = …: the struct with those fields replaced
+                current = full.column(name).take(take_t).combine_chunks()
+                fields = {path: _whole(evaluate(e, view), len(positions)) for path, e in expr.fields.items()}
+                out[name] = with_fields(current, self.schema.field(name).type, fields, f"MERGE {clause.action}")
+                continue
             values = self._typed(expr, view, self.schema.field(name), clause)
             out[name] = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
         return out

@@ -8,43 +8,34 @@ by the writer.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...errors import PredicateError, SchemaMismatchError
-from ...expr import Column, Expr, Literal, bind, bind_predicate, evaluate, parse_expression, parse_predicate
-from ...expr.bind import _resolve_path, find_field
+from ...errors import ArgumentTypeError, InvalidArgumentError, PredicateError, SchemaMismatchError
+from ...expr import Expr, Literal, bind, bind_predicate, evaluate, parse_expression, parse_predicate
 from ..constraints import rules_for
 from ..data import cast_value
 from ..generated import with_update_assignments
 from ..identity import check_no_update
 from .rewrite import rewrite_files
+from .struct_fields import FieldAssignments, assign, refuse_generated_inputs, with_fields
 
 if TYPE_CHECKING:
     from ..transaction import Transaction
 
 
-@dataclass(frozen=True)
-class FieldAssignments:
-    """``SET st.a = …, st.b.c = …``: new values for fields inside one struct column (Delta's
-    nested UPDATE). The struct is rebuilt with those fields replaced and the others kept; a NULL
-    struct becomes one whose other fields are NULL, as in Delta."""
-
-    fields: dict[tuple[str, ...], Any]
-
-
-def _nested_target(schema: pa.Schema, col: str) -> tuple[pa.Field, tuple[str, ...]] | None:
-    """(top-level struct column, field path) that ``col`` (``st.a.b``) names, or None."""
-    if "." not in col:
-        return None
-    head, *rest = col.split(".")
-    top = find_field(list(schema), head, "UPDATE SET")
-    if top is None or not pa.types.is_struct(top.type):
-        return None
-    return top, _resolve_path(top, tuple(rest), col)
+def require_assignments(set_: Any, where: str) -> dict[str, Any]:
+    """``set=`` as given to UPDATE or a MERGE update clause: a non-empty mapping of column names
+    to expressions (a list or None is a wrong type, an empty mapping a wrong value)."""
+    if not isinstance(set_, Mapping):
+        raise ArgumentTypeError(
+            f"{where} needs set= as a mapping {{'column': 'sql expression'}}, got {type(set_).__name__}")
+    if not set_:
+        raise InvalidArgumentError(f"{where} needs set={{'column': 'sql expression', ...}}, got an empty mapping")
+    return dict(set_)
 
 
 def bind_assignments(set_: dict[str, Any], schema: pa.Schema) -> dict[str, Any]:
@@ -55,10 +46,6 @@ def bind_assignments(set_: dict[str, Any], schema: pa.Schema) -> dict[str, Any]:
     for col, sql in set_.items():
         if not isinstance(col, str):
             raise PredicateError(f"UPDATE column names must be strings, got {col!r}")
-        field = find_field(list(schema), col, "UPDATE SET")  # ambiguous → PredicateError
-        nested = _nested_target(schema, col) if field is None else None
-        if field is None and nested is None:
-            raise PredicateError(f"UPDATE sets unknown column {col!r}; table columns: {schema.names}")
         if isinstance(sql, str):
             expr = parse_expression(sql)
         elif isinstance(sql, Expr):
@@ -69,43 +56,9 @@ def bind_assignments(set_: dict[str, Any], schema: pa.Schema) -> dict[str, Any]:
             except TypeError as exc:
                 raise PredicateError(f"UPDATE value for column {col!r} is not SQL text, an Expr or a literal: "
                                      f"{sql!r} ({exc})") from None
-        bound = bind(expr, schema)
-        if nested is None:
-            if field.name in out:
-                raise PredicateError(f"UPDATE sets column {field.name!r} more than once")
-            out[field.name] = bound
-            continue
-        top, path = nested
-        current = out.setdefault(top.name, FieldAssignments({}))
-        if not isinstance(current, FieldAssignments):
-            raise PredicateError(f"UPDATE sets {col!r} and the whole column {top.name!r} at once")
-        for other in current.fields:
-            if other[:len(path)] == path or path[:len(other)] == other:
-                raise PredicateError(f"UPDATE sets {col!r} and {top.name}.{'.'.join(other)}, which overlap")
-        current.fields[path] = bound
+        if not assign(out, schema, col, bind(expr, schema), "UPDATE"):
+            raise PredicateError(f"UPDATE sets unknown column {col!r}; table columns: {schema.names}")
     return out
-
-
-def _with_fields(struct: pa.Array, type_: pa.StructType, values: dict[tuple[str, ...], pa.Array]) -> pa.Array:
-    """``struct`` rebuilt with the fields at ``values``' paths replaced (cast to their types)."""
-    children = []
-    for i, child in enumerate(type_):
-        here = {path[1:]: v for path, v in values.items() if path[0] == child.name}
-        current = pc.struct_field(struct, [i])
-        if () in here:
-            try:
-                current = cast_value(here[()], child.type)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                raise SchemaMismatchError(
-                    f"UPDATE value for field {child.name!r} cannot be converted to {child.type}: {exc}") from None
-        elif here:
-            current = _with_fields(current, child.type, here)
-        if isinstance(current, pa.ChunkedArray):
-            current = current.combine_chunks()
-        if not child.nullable and current.null_count:
-            raise SchemaMismatchError(f"UPDATE would set NOT NULL field {child.name!r} to null")
-        children.append(current)
-    return pa.StructArray.from_arrays(children, fields=list(type_))
 
 
 def apply_assignments(rows: pa.Table, matches: pa.ChunkedArray, assignments: dict[str, Any],
@@ -121,7 +74,7 @@ def apply_assignments(rows: pa.Table, matches: pa.ChunkedArray, assignments: dic
                 value = evaluate(field_expr, rows)
                 values[path] = pa.repeat(value, rows.num_rows) if isinstance(value, pa.Scalar) else value
             whole = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-            col = pc.if_else(matches, _with_fields(whole, field.type, values), col)
+            col = pc.if_else(matches, with_fields(whole, field.type, values, "UPDATE"), col)
         elif expr is not None:
             value = evaluate(expr, rows)
             if isinstance(value, pa.Scalar):
@@ -143,21 +96,8 @@ def apply_assignments(rows: pa.Table, matches: pa.ChunkedArray, assignments: dic
     return out
 
 
-def _refuse_nested_generated_inputs(rules: Any, assignments: dict[str, Any]) -> None:
-    """A generated column computed from a struct whose fields this UPDATE sets one by one would
-    need its expression re-derived field by field: refused rather than left stale."""
-    partial = {name for name, a in assignments.items() if isinstance(a, FieldAssignments)}
-    for g in rules.generated if partial else ():
-        read = {c.name for c in g.expr.walk() if isinstance(c, Column)} & partial
-        if read:
-            raise PredicateError(
-                f"UPDATE sets fields of {sorted(read)[0]!r}, which generated column {g.column!r} reads; "
-                f"set the whole struct column instead")
-
-
 def stage_update(tx: "Transaction", where: str | None, set_: dict[str, str]) -> dict[str, Any]:
-    if not set_:
-        raise ValueError("update() needs set={'column': 'sql expression', ...}")
+    set_ = require_assignments(set_, "update()")
     started = time.perf_counter()
     schema = tx.schema
     pred = bind_predicate(parse_predicate(where), schema) if where is not None else None
@@ -165,7 +105,7 @@ def stage_update(tx: "Transaction", where: str | None, set_: dict[str, str]) -> 
     rules = rules_for(schema, tx.properties, tx.protocol)
     if rules is not None:  # identity values never change; generated columns follow their inputs
         check_no_update(rules.identity, set(assignments), "UPDATE")
-        _refuse_nested_generated_inputs(rules, assignments)
+        refuse_generated_inputs(rules, assignments, "UPDATE")
         assignments = with_update_assignments(rules, assignments, schema)
 
     def rewrite(rows: pa.Table, matches: pa.ChunkedArray) -> tuple[pa.Table, int]:

@@ -27,10 +27,16 @@ with UNSUPPORTED_DATA_SOURCE_SAVE_MODE, and Spark offers no hook to change that 
 table declares ``BATCH_WRITE``, so ``DataFrameWriter.save`` raises for those modes before the
 source is asked). :func:`write` offers ``error``/``ignore``; ``DeltaTable.create(spark)`` (delta-spark's
 API, :mod:`deltatx.spark.delta_table`) creates a table explicitly.
-Write options: ``replaceWhere``, ``partitionBy`` (comma-separated), ``mergeSchema``,
+Write options: ``replaceWhere``, ``partitionOverwriteMode`` (``dynamic``: an overwrite replaces
+only the partitions the data writes to), ``partitionBy`` (comma-separated), ``mergeSchema``,
 ``overwriteSchema``, ``txnAppId`` + ``txnVersion`` (idempotent: skipped when already applied),
 ``userMetadata``, ``maxRecordsPerFile``, ``delta.*``/``deltatx.*`` table properties (used when the
-write creates the table), ``storage.<key>`` storage options. Spark only offers the modes append
+write creates the table), ``storage.<key>`` storage options. Delta options deltatx does not
+implement and that would change the write (``replaceOn``, ``replaceUsing``, ``dataChange=false``,
+``targetAlias``, ...) are refused with ``UnsupportedOperationError``. The session confs
+``spark.sql.sources.partitionOverwriteMode``, ``spark.databricks.delta.schema.autoMerge.enabled``
+and ``spark.databricks.delta.commitInfo.userMetadata`` apply as in delta-spark (an option wins
+over them; see :mod:`deltatx.spark.conf`). Spark only offers the modes append
 and overwrite to Python sources; :func:`write` adds ``error`` and ``ignore``.
 
 Conflicts: ``df.write...save()`` fails with Spark's ``AnalysisException`` whose message names the
@@ -108,6 +114,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the install
 
 from ..tables.transaction import CommitResult
 from .commit import read_report
+from .conf import install_writer_hook, session_options
 from .options import REPORT_OPTION
 from .source import FORMAT_NAME, DeltaTxDataSource
 from .unwrap import typed_error
@@ -151,6 +158,7 @@ def register(spark: Any = None) -> Any:
     spark = _session(spark)
     spark.dataSource.register(DeltaTxDataSource)
     spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
+    install_writer_hook()
     return spark
 
 
@@ -196,6 +204,7 @@ def write(df: Any, uri: str, mode: str = "append", engine: str = "auto", **optio
         raise DeltaTxError(f"engine must be one of {ENGINES}, not {engine!r}")
     mode = mode.lower()
     raw = {_option_key(k): _option_value(v) for k, v in options.items()}
+    raw.update(session_options(df.sparkSession))  # delta-spark's session confs; options still win
     if mode not in CREATE_ONLY_MODES:
         if mode not in ("append", "overwrite"):
             raise DeltaTxError(f"mode must be append, overwrite, error, errorifexists or ignore, not {mode!r}")
@@ -306,6 +315,8 @@ def read(spark: Any, uri: str, version: int | None = None, timestamp: Any = None
 def _register_on_import() -> None:
     from pyspark.sql import SparkSession
 
+    install_writer_hook()  # session confs reach df.write.format("deltatx") (see deltatx.spark.conf)
+
     active = SparkSession.getActiveSession()
     if active is not None:
         register(active)
@@ -323,9 +334,9 @@ except ModuleNotFoundError as _missing:
         raise
 
 # ---- delta-spark's DeltaTable API by the same names (delta_table.py and its builders) ----
-from .delta_builder import DeltaTableBuilder  # noqa: E402
+from .delta_builder import DeltaTableBuilder, IdentityGenerator  # noqa: E402
 from .delta_merge import DeltaMergeBuilder  # noqa: E402
 from .delta_optimize import DeltaOptimizeBuilder  # noqa: E402
 from .delta_table import DeltaTable  # noqa: E402
 
-__all__ += ["DeltaTable", "DeltaTableBuilder", "DeltaMergeBuilder", "DeltaOptimizeBuilder"]
+__all__ += ["DeltaTable", "DeltaTableBuilder", "DeltaMergeBuilder", "DeltaOptimizeBuilder", "IdentityGenerator"]

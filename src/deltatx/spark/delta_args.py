@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
-from ..errors import ArgumentTypeError, InvalidArgumentError, PredicateError
+from ..errors import ArgumentTypeError, InvalidArgumentError, PredicateError, UnsupportedOperationError
 from ..expr import parse_expression, strip_alias
 
 ConditionLike = Any  # str | pyspark.sql.Column
@@ -139,9 +139,36 @@ def unaliased_column(name: str, alias: str | None) -> str:
 
 
 def dataframe_alias(df: Any) -> str | None:
-    """The alias a DataFrame was given with ``df.alias(name)`` (its top plan node), or None."""
+    """The alias under which Spark would resolve ``alias.col`` against ``df``, or None.
+
+    ``df.alias("s")`` is a SubqueryAlias node, but it need not be the top one:
+    ``updates.alias("s").where(...)`` / ``.dropDuplicates()`` / ``.select(...)`` put nodes above
+    it, and Spark still resolves ``s.id`` because the attributes those nodes pass through keep
+    the qualifier ``s``. So the alias is read where Spark reads it — the qualifiers of the
+    analyzed plan's output attributes (one-part ones only: a catalog table's
+    ``spark_catalog.db.t`` is its name, not an alias the user chose). Columns computed above the
+    alias carry none and do not count. Several different
+    qualifiers (a join of two aliased frames) name no single alias: deltatx binds the whole
+    source under one name, so :class:`UnsupportedOperationError` says to alias the result.
+    """
     plan = df._jdf.queryExecution().analyzed()
-    return str(plan.alias()) if plan.nodeName() == "SubqueryAlias" else None
+    if plan.nodeName() == "SubqueryAlias":
+        return str(plan.alias())
+    found: list[str] = []
+    output = plan.output()
+    for i in range(output.size()):
+        qualifier = output.apply(i).qualifier()
+        if qualifier.size() != 1:  # none, or a catalog table's (catalog, db, name): not an alias
+            continue
+        name = str(qualifier.head())
+        if name not in found:
+            found.append(name)
+    if len(found) > 1:
+        raise UnsupportedOperationError(
+            f"the MERGE source's columns come from several aliases {found}; deltatx binds the source "
+            f"under one alias: give the source one as its last step, e.g. source.alias('s')"
+        )
+    return found[0] if found else None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import SchemaMismatchError
+from ..tables.constraints import GENERATION_EXPRESSION
+from ..txnlog.identity import START as IDENTITY_START
+from .conf import AUTO_MERGE, USER_METADATA, session_flag, session_value
 from .delta_args import ColumnScope, check_condition, check_mapping
 from .delta_frames import merge_frame
 from .dml import SparkMergeBuilder
@@ -75,8 +79,50 @@ class DeltaMergeBuilder:
         return self
 
     def execute(self) -> Any:
-        """Run the MERGE (Spark tasks, one commit); a one-row DataFrame of Delta's MERGE metrics."""
+        """Run the MERGE (Spark tasks, one commit); a one-row DataFrame of Delta's MERGE metrics.
+
+        The session confs delta-spark reads when a MERGE runs apply:
+        ``spark.databricks.delta.schema.autoMerge.enabled=true`` is ``withSchemaEvolution()``, and
+        ``spark.databricks.delta.commitInfo.userMetadata`` becomes the commit's userMetadata.
+        """
         from . import activate
 
+        if session_flag(self._spark, AUTO_MERGE):
+            self._builder.with_schema_evolution()
+        self._builder.user_metadata = session_value(self._spark, USER_METADATA)
+        self._check_star_clauses()
         activate(self._spark)
         return merge_frame(self._spark, self._builder.execute())
+
+    def _check_star_clauses(self) -> None:
+        """Delta's resolution of ``UPDATE SET *`` / ``INSERT *`` without schema evolution
+        (ResolveDeltaMergeInto): ``*`` stands for ``col = s.col`` for *every* target column, so a
+        target column the source lacks cannot be resolved and the MERGE fails before it runs
+        (DELTA_MERGE_UNRESOLVED_EXPRESSION). With schema evolution ``*`` means the source's
+        columns, and a target column the source lacks keeps its value (update) or gets NULL
+        (insert) — the core MERGE's behaviour, which deltatx's own API keeps in both cases.
+        Generated and identity columns are left out of the check: the write computes them."""
+        builder = self._builder
+        if builder._schema_evolution:
+            return
+        stars = [c for c in builder._clauses if c.assignments is None and c.action in ("update", "insert")]
+        if not stars:
+            return
+        source_columns = {str(c).lower() for c in builder._source.columns}
+        target = self._scope.target_schema
+        missing = [f.name for f in target if f.name.lower() not in source_columns and not _computed(f)]
+        if missing:
+            clause = "UPDATE" if stars[0].action == "update" else "INSERT"
+            raise SchemaMismatchError(
+                f"Cannot resolve {', '.join(f'`{m}`' for m in missing)} in {clause} clause given columns "
+                f"{', '.join(builder._source.columns)}: UPDATE SET * / INSERT * assign every target column "
+                f"from the source column of the same name. Add the column(s) to the source, list the "
+                f"assignments explicitly, or enable schema evolution (withSchemaEvolution() or "
+                f"{AUTO_MERGE}=true) to keep (update) or NULL (insert) the columns the source lacks"
+            )
+
+
+def _computed(field: Any) -> bool:
+    """A generated or identity column (values the write computes), from its Delta field metadata."""
+    keys = {k.decode() if isinstance(k, bytes) else str(k) for k in (field.metadata or {})}
+    return GENERATION_EXPRESSION in keys or IDENTITY_START in keys

@@ -24,10 +24,11 @@ from .delta_frames import optimize_frame
 class DeltaOptimizeBuilder:
     """Scope (``where``) and run (``executeCompaction`` / ``executeZOrderBy``) one OPTIMIZE."""
 
-    def __init__(self, spark: Any, table: Table):
+    def __init__(self, spark: Any, table: Table, *, user_metadata: str | None = None):
         self._spark = spark
         self._table = table
         self._filters: list[str] = []
+        self._user_metadata = user_metadata  # the session's commitInfo.userMetadata conf
 
     def where(self, partitionFilter: str) -> "DeltaOptimizeBuilder":  # noqa: N803 - delta-spark's name
         """Only optimize the partitions ``partitionFilter`` (SQL on partition columns) selects."""
@@ -41,16 +42,17 @@ class DeltaOptimizeBuilder:
 
     def executeCompaction(self) -> Any:  # noqa: N802
         """Bin-pack small files; delta-spark's (path, metrics) DataFrame."""
-        return self._run(lambda: self._table.optimize(where=self._where()))
+        return self._run(lambda tx: tx.optimize(where=self._where()))
 
     def executeZOrderBy(self, *cols: Any) -> Any:  # noqa: N802
         """Rewrite the selected files clustered along a Z-order curve of ``cols``."""
         names = column_names(cols, "Z-order column")
-        return self._run(lambda: self._table.optimize(where=self._where(), zorder_by=names))
+        return self._run(lambda tx: tx.optimize(where=self._where(), zorder_by=names))
 
     def _run(self, optimize: Any) -> Any:
         started = int(time.time() * 1000)
-        result: CommitResult = optimize()
+        # Table.optimize's one transaction, with the session's userMetadata on its commit
+        result: CommitResult = self._table._run(self._user_metadata, optimize)
         ended = int(time.time() * 1000)
         adds = removes = None
         if result.attempts:  # a commit happened: its actions hold the file sizes

@@ -42,6 +42,7 @@ from ..tables.convert import convert_to_delta
 from ..tables.ops.upgrade_protocol import stage_upgrade_protocol
 from ..tables.table import Table
 from ..txnlog.store import open_store
+from .conf import USER_METADATA, session_value
 from .delta_args import (
     ColumnScope,
     check_condition,
@@ -139,15 +140,23 @@ class DeltaTable:
         return open_store(identifier).table_exists()
 
     @classmethod
-    def convertToDelta(cls, sparkSession: Any, identifier: str, partitionSchema: Any = None) -> "DeltaTable":  # noqa: N802,N803
+    def convertToDelta(cls, sparkSession: Any, identifier: str, partitionSchema: Any = None,  # noqa: N802,N803
+                       collectStats: bool = True) -> "DeltaTable":  # noqa: N803
         """Make the Parquet folder ``parquet.`<path>``` a Delta table in place (one commit, files kept).
 
         ``partitionSchema`` (a DDL string ``"day date, hour int"`` or a StructType) names the
         ``col=value`` folders. A folder that already is a Delta table is left as it is, with a
         warning, and returned (delta-spark's behaviour).
+
+        ``collectStats`` (delta-spark 3.x) is accepted and checked, but both values do the same:
+        delta-spark's ``collectStats=False`` skips a Spark job that reads every file for
+        statistics, while deltatx takes the statistics from the Parquet footers it reads anyway
+        for the schema, so there is nothing to save; stats only make later reads skip files.
         """
         import warnings
 
+        if type(collectStats) is not bool:
+            raise ArgumentTypeError(f"collectStats must be bool. Found {collectStats} with type {type(collectStats)}")
         check_str(identifier, "Identifier")
         path = path_identifier(identifier, "parquet")
         if path is None:
@@ -225,6 +234,10 @@ class DeltaTable:
             return None
         return unaliased_sql(scope.sql(condition), self._alias)
 
+    def _user_metadata(self) -> str | None:
+        """delta-spark tags every commit of a session with this conf's value (when set)."""
+        return session_value(self._spark, USER_METADATA)
+
     def delete(self, condition: Any = None) -> Any:
         """Delete the rows where ``condition`` (SQL string or Column) holds; every row without one."""
         from . import activate
@@ -232,7 +245,7 @@ class DeltaTable:
         condition = check_condition(condition)
         activate(self._spark)
         sql = self._condition_sql(condition, self._scope())
-        return delete_frame(self._spark, self._spark_table.delete(sql))
+        return delete_frame(self._spark, self._spark_table.delete(sql, user_metadata=self._user_metadata()))
 
     def update(self, condition: Any = None, set: Any = None) -> Any:  # noqa: A002
         """Set columns (``{"col": "SQL" or Column}``) on the rows where ``condition`` holds."""
@@ -245,7 +258,8 @@ class DeltaTable:
         assignments = {unaliased_column(k, self._alias): unaliased_sql(scope.sql(v), self._alias)
                        for k, v in mapping.items()}
         sql = self._condition_sql(condition, scope)
-        return update_frame(self._spark, self._spark_table.update(sql, assignments))
+        return update_frame(self._spark, self._spark_table.update(sql, assignments,
+                                                                  user_metadata=self._user_metadata()))
 
     def merge(self, source: Any, condition: Any) -> DeltaMergeBuilder:
         """MERGE ``source`` (a DataFrame, optionally ``.alias()``-ed) into this table ON ``condition``."""
@@ -284,13 +298,14 @@ class DeltaTable:
 
     def optimize(self) -> DeltaOptimizeBuilder:
         """An OPTIMIZE builder: ``.where(partition filter)`` then ``.executeCompaction()``."""
-        return DeltaOptimizeBuilder(self._spark, self._latest())
+        return DeltaOptimizeBuilder(self._spark, self._latest(), user_metadata=self._user_metadata())
 
     def restoreToVersion(self, version: int) -> Any:  # noqa: N802
         """Restore the table to ``version`` (one new commit); delta-spark's metrics DataFrame."""
         if isinstance(version, bool) or not isinstance(version, int):
             raise InvalidArgumentError(f"version needs to be an int but got '{type(version)}'.")
-        return restore_frame(self._spark, self._latest().restore(version=version))
+        return restore_frame(self._spark, self._latest()._run(
+            self._user_metadata(), lambda tx: tx.restore(version=version)))
 
     def restoreToTimestamp(self, timestamp: str) -> Any:  # noqa: N802
         """Restore to the version current at ``timestamp`` (``yyyy-MM-dd[ HH:mm:ss[.ffffff]]``, in the
@@ -298,12 +313,14 @@ class DeltaTable:
         if not isinstance(timestamp, str):
             raise InvalidArgumentError(f"timestamp needs to be a string but got '{type(timestamp)}'.")
         when = _session_timestamp(self._spark, timestamp)
-        return restore_frame(self._spark, self._latest().restore(timestamp=when))  # refuses one after the last commit
+        # refuses a timestamp after the last commit; Table.restore as one transaction, tagged
+        return restore_frame(self._spark, self._latest()._run(
+            self._user_metadata(), lambda tx: tx.restore(timestamp=when)))
 
     def upgradeTableProtocol(self, readerVersion: int, writerVersion: int) -> None:  # noqa: N802,N803
         """Raise the protocol to (readerVersion, writerVersion); lowering it is refused."""
         table = self._latest()
-        tx = table.transaction()
+        tx = table.transaction(user_metadata=self._user_metadata())
         try:
             stage_upgrade_protocol(tx, readerVersion, writerVersion)
             tx.commit()

@@ -216,15 +216,17 @@ class SparkTable:
             tx.abort()
             raise
 
-    def merge(self, source: Any, on: str, source_alias: str = "s", target_alias: str = "t") -> "SparkMergeBuilder":
+    def merge(self, source: Any, on: str, source_alias: str = "s", target_alias: str = "t", *,
+              user_metadata: str | None = None) -> "SparkMergeBuilder":
         """A MERGE builder (the core's clauses); ``.execute()`` runs it on Spark and commits."""
-        return SparkMergeBuilder(self, source, on, source_alias=source_alias, target_alias=target_alias)
+        return SparkMergeBuilder(self, source, on, source_alias=source_alias, target_alias=target_alias,
+                                 user_metadata=user_metadata)
 
     # ------------------------------------------------------------------ MERGE
     def _merge(self, source: Any, on: str, clauses: list, source_alias: str, target_alias: str,
-               schema_evolution: bool = False) -> CommitResult:
+               schema_evolution: bool = False, user_metadata: str | None = None) -> CommitResult:
         started = time.perf_counter()
-        tx = self._begin(None)
+        tx = self._begin(user_metadata)
         try:
             source = _as_arrow(source)
             if schema_evolution:  # staged first: tasks read and write with the widened schema
@@ -342,17 +344,20 @@ class SparkMergeBuilder(MergeBuilder):
     """The core's MERGE builder (same ``when_*`` clauses); ``execute()`` runs on Spark, commits once."""
 
     def __init__(self, spark_table: SparkTable, source: Any, on: str, source_alias: str = "s",
-                 target_alias: str = "t"):
+                 target_alias: str = "t", *, user_metadata: str | None = None):
         super().__init__(None, source, on, source_alias=source_alias, target_alias=target_alias,
                          table=spark_table.table)
         self._spark_table = spark_table
+        #: the commit's userMetadata (DeltaTable sets it from the session conf at execute())
+        self.user_metadata = user_metadata
 
     def execute(self) -> CommitResult:
         if self._executed:
             raise DeltaTxError("this MERGE was already executed; build a new one with merge(...)")
         self._executed = True
         return self._spark_table._merge(self._source, self._on, self._clauses, self._source_alias,
-                                        self._target_alias, schema_evolution=self._schema_evolution)
+                                        self._target_alias, schema_evolution=self._schema_evolution,
+                                        user_metadata=self.user_metadata)
 
 
 def _as_arrow(source: Any) -> Any:

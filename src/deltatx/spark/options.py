@@ -20,9 +20,10 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
-from ..errors import InvalidPropertyError
+from ..errors import InvalidPropertyError, UnsupportedOperationError
 from ..tables import properties as props
 from ..txnlog.schema import schema_from_json, schema_to_json
+from . import conf as session_conf
 
 #: table properties whose canonical spelling is restored from Spark's lower-cased option keys
 KNOWN_TABLE_PROPERTIES = (
@@ -152,18 +153,83 @@ class WriteSpec:
     max_records_per_file: int | None = None
     report_path: str | None = None
     create_only: bool = False  # refuse (TableAlreadyExistsError) when the table exists at planning
+    #: partitionOverwriteMode=dynamic (option, else session conf) on an overwrite without
+    #: replaceWhere: replace only the partitions the data writes to (if the table is partitioned)
+    dynamic_partition_overwrite: bool = False
+
+
+#: Delta write options deltatx does not implement and whose silent omission would change what the
+#: write does (which rows it replaces, what the commit tells readers): refused, never ignored.
+#: The value says when the option is harmless (None: never).
+_UNSUPPORTED_WRITE_OPTIONS: dict[str, str | None] = {
+    "replaceon": None,  # INSERT ... REPLACE ON: without it the write would replace the whole table
+    "replaceusing": None,
+    "usenullintolerantequalitywithdpo": None,
+    "targetalias": None,  # an alias for replaceWhere: the predicate would bind differently
+    "datachange": "true",  # dataChange=false (rearrange-only): readers would see new data
+    "writepartitioncolumns": "false",  # partition values inside the files
+}
+
+
+def _refuse_unsupported(o: Mapping[str, str]) -> None:
+    for key, harmless in _UNSUPPORTED_WRITE_OPTIONS.items():
+        value = o.get(key)
+        if value is None or (harmless is not None and value.strip().lower() == harmless):
+            continue
+        raise UnsupportedOperationError(
+            f"write option {key}={value!r} is not supported by deltatx; ignoring it would change what "
+            f"the write replaces or records, so the write is refused (drop the option)"
+        )
+
+
+def _session(o: Mapping[str, str], conf: str) -> str | None:
+    """The session's value of ``conf`` copied into the options by the driver (deltatx.spark.conf)."""
+    return o.get(session_conf.session_key(conf))
+
+
+def _dynamic_partition_overwrite(o: Mapping[str, str], mode: str, replace_where: str | None) -> bool:
+    """Delta's choice of dynamic partition overwrite (DeltaOptions.isDynamicPartitionOverwriteMode
+    and WriteIntoDelta): the option wins over the session conf; a replaceWhere wins over the
+    session conf but clashes with the option; only an overwrite uses it."""
+    in_options = "partitionoverwritemode" in o
+    value = o["partitionoverwritemode"] if in_options else _session(o, session_conf.PARTITION_OVERWRITE_MODE)
+    if value is None:
+        return False
+    low = value.strip().lower()
+    if low not in ("static", "dynamic"):
+        raise InvalidPropertyError(f"option partitionOverwriteMode={value!r} must be 'STATIC' or 'DYNAMIC'")
+    dynamic = low == "dynamic"
+    enabled = _session(o, session_conf.DYNAMIC_PARTITION_OVERWRITE_ENABLED)
+    if dynamic and enabled is not None and enabled.strip().lower() == "false":
+        raise InvalidPropertyError(
+            f"dynamic partition overwrite is requested (write option or session conf), but it is disabled "
+            f"by {session_conf.DYNAMIC_PARTITION_OVERWRITE_ENABLED}=false"
+        )
+    if mode != "overwrite":
+        return False
+    if replace_where is not None:
+        if in_options and dynamic:
+            raise InvalidPropertyError(
+                "A 'replaceWhere' expression and 'partitionOverwriteMode'='dynamic' cannot both be set in "
+                "the DataFrameWriter options"
+            )
+        return False  # the query's own predicate wins over the session's mode, as in Delta
+    return dynamic
 
 
 def write_spec(raw_options: Mapping[str, str], overwrite: bool) -> WriteSpec:
     """Parse (and check the consistency of) the options of ``df.write.format("deltatx")``."""
     o = lower_keys(raw_options)
+    _refuse_unsupported(o)
     mode = "overwrite" if overwrite else "append"
     replace_where = o.get("replacewhere") or None
     if replace_where is not None and mode != "overwrite":
         raise InvalidPropertyError(
             "option replaceWhere only applies to mode('overwrite'); drop it or switch the mode"
         )
-    merge_schema = flag(o, "mergeSchema")
+    # the write's option wins over the session's autoMerge conf (DeltaOptions.canMergeSchema)
+    merge_schema = flag(o, "mergeSchema") if "mergeschema" in o else flag(
+        o, session_conf.session_key(session_conf.AUTO_MERGE))
     overwrite_schema = flag(o, "overwriteSchema")
     if overwrite_schema and mode != "overwrite":
         raise InvalidPropertyError("option overwriteSchema only applies to mode('overwrite')")
@@ -186,11 +252,12 @@ def write_spec(raw_options: Mapping[str, str], overwrite: bool) -> WriteSpec:
         overwrite_schema=overwrite_schema,
         txn_app_id=app_id,
         txn_version=app_version,
-        user_metadata=o.get("usermetadata"),
+        user_metadata=o["usermetadata"] if "usermetadata" in o else _session(o, session_conf.USER_METADATA),
         table_properties=table_properties(o),
         max_records_per_file=int_option(o, "maxRecordsPerFile", minimum=1),
         report_path=o.get(REPORT_OPTION),
         create_only=flag(o, CREATE_ONLY_OPTION),
+        dynamic_partition_overwrite=_dynamic_partition_overwrite(o, mode, replace_where),
     )
 
 

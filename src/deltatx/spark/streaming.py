@@ -103,6 +103,7 @@ class DeltaTxStreamWriter(DataSourceStreamArrowWriter):
             base,
             read_version=None,  # blind per-batch commit on the latest version (created if missing)
             schema_changed=False,
+            dynamic_partition_overwrite=False,  # Complete mode replaces the table, as Delta's sink does
             app_id=query_id,
             app_version=int(batchId),
             operation=STREAMING_OPERATION,

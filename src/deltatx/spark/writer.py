@@ -32,6 +32,7 @@ from ..errors import (
     ColumnMappingError,
     DeltaTxError,
     IdentityColumnError,
+    InvalidPropertyError,
     ReplaceWhereViolationError,
     SchemaMismatchError,
     TableAlreadyExistsError,
@@ -105,6 +106,9 @@ class WritePlan:
     column_mapping_mode: str = "none"  # the table's; files then use the physical names in schema_string
     materialize_partition_columns: bool = False  # Iceberg compatibility: partition values in the files
     stats_columns: tuple[str, ...] | None = None  # delta.dataSkippingStatsColumns: only these get stats
+    #: the overwrite replaces only the partitions its files land in (spec's request on a
+    #: partitioned table; Delta ignores the mode for unpartitioned tables)
+    dynamic_partition_overwrite: bool = False
 
     @property
     def schema(self) -> pa.Schema:
@@ -119,7 +123,7 @@ class WritePlan:
             uri=s.uri, storage_options=s.storage_options, read_version=self.read_version,
             schema_string=self.schema_string, partition_columns=self.partition_columns,
             overwrite=s.mode == "overwrite", replace_where=s.replace_where, schema_changed=self.schema_changed,
-            merge_schema=s.merge_schema,
+            merge_schema=s.merge_schema, dynamic_partition_overwrite=self.dynamic_partition_overwrite,
             app_id=s.txn_app_id, app_version=s.txn_version, user_metadata=s.user_metadata,
             table_properties=s.table_properties,
             rules_signature=rules_signature(self.schema, dict(self.rule_properties)),
@@ -189,6 +193,9 @@ def plan_write(options: Mapping[str, str], spark_schema: Any, overwrite: bool) -
             txn = snapshot.live_app_txns().get(spec.txn_app_id)
             already = txn is not None and int(spec.txn_version) <= txn.version
     _check_partition_columns(schema, partition_columns)
+    dynamic = spec.dynamic_partition_overwrite and bool(partition_columns)
+    if dynamic and spec.overwrite_schema:
+        raise InvalidPropertyError("'overwriteSchema' cannot be used in dynamic partition overwrite mode")
     mode = column_mapping.mode_of(table_props)
     if mode != "none" and (table is None or changed):
         # the files are written before the commit assigns new columns their physical names
@@ -207,7 +214,8 @@ def plan_write(options: Mapping[str, str], spark_schema: Any, overwrite: bool) -
                      rule_properties=tuple(sorted((k, v) for k, v in (table_props or {}).items()
                                                   if k.startswith(CONSTRAINT_PREFIX))),
                      protocol=table.protocol if table is not None else None, column_mapping_mode=mode,
-                     materialize_partition_columns=materializes_partition_values(table_props or {}))
+                     materialize_partition_columns=materializes_partition_values(table_props or {}),
+                     dynamic_partition_overwrite=dynamic)
     _check_identity(plan, incoming)
     return plan
 

@@ -151,9 +151,15 @@ def _number(text: str) -> Any:
             return float(text)
         if "." in text:
             return Decimal(text)
-        return int(text)
+        value = int(text)
     except (ValueError, InvalidOperation):
         raise PredicateError(f"unsupported SQL in predicate: number literal {text!r}") from None
+    if -2**63 <= value < 2**63:
+        return value
+    # past BIGINT: Spark reads an integer literal as DECIMAL(38, 0), and none has more digits
+    if len(text.lstrip("+-")) > 38:
+        raise PredicateError(f"number literal {text!r} has more than 38 digits: it fits no SQL type")
+    return Decimal(text)
 
 
 def _column(node: exp.Column) -> Column:

@@ -8,9 +8,10 @@ through (other engines may understand them); known keys must parse.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Callable
 
-from ..errors import InvalidArgumentError, InvalidPropertyError
+from ..errors import ArgumentTypeError, InvalidArgumentError, InvalidPropertyError
 from ..isolation import validate_isolation_property
 from ..txnlog import column_mapping
 from ..txnlog.checkpoint import interval_ms
@@ -131,10 +132,10 @@ _VALIDATORS = {
 _CANONICAL = {key.lower(): key for key in _VALIDATORS if key.startswith("delta.")}
 
 
-def validate_properties(properties: dict[str, object]) -> dict[str, str]:
+def validate_properties(properties: Mapping[str, object]) -> dict[str, str]:
     """Stringify and validate; returns the properties as Delta stores them (all strings)."""
-    if not isinstance(properties, dict):
-        raise InvalidPropertyError(f"properties must be a dict of name -> value, got {type(properties).__name__}")
+    if not isinstance(properties, Mapping):
+        raise ArgumentTypeError(f"properties must be a dict of name -> value, got {type(properties).__name__}")
     out: dict[str, str] = {}
     for key, value in properties.items():
         if not isinstance(key, str) or not key:

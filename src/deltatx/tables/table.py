@@ -359,6 +359,7 @@ class Table:
         upgrade and backfill commits first (ops/row_tracking_backfill.py)."""
         from .ops import row_tracking_backfill as backfill
 
+        properties = props.validate_properties(properties)  # first: the backfill probe reads them too
         probe = self._latest_transaction(None)
         needed = backfill.needs_backfill(probe, properties)
         probe.abort()

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import bisect
 import math
+import operator
 from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any, Sequence
 
 import orjson
 
-from ..errors import CorruptLogError, InvalidPropertyError, TableNotFoundError, TimeTravelError
+from ..errors import CorruptLogError, InvalidArgumentError, InvalidPropertyError, TableNotFoundError, TimeTravelError
 from .checkpoint import complete_checkpoints
 from .replay import read_commit_bytes
 from .store import LogFile, LogStore
@@ -186,8 +187,14 @@ def read_history(store: LogStore, limit: int | None = None, ict_from: int | None
     monotonic file time otherwise — the rule time travel follows, so a history timestamp always
     travels back to its version. Only the newest ``limit`` commit files are read.
     """
-    if limit is not None and limit < 0:
-        raise ValueError(f"limit must be ≥ 0, got {limit}")
+    if limit is not None:
+        try:
+            count = operator.index(limit)  # ints, numpy ints; not floats or strings
+        except TypeError:
+            count = -1
+        if count < 0:
+            raise InvalidArgumentError(f"limit must be an integer ≥ 0, got {limit!r}")
+        limit = count
     listing = store.list_log()
     if not listing:
         raise TableNotFoundError(f"no Delta table at {store.uri!r}: _delta_log has no commits")

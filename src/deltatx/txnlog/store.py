@@ -32,7 +32,7 @@ import fsspec
 import pyarrow.fs as pafs
 
 from .. import phases
-from ..errors import DataFileNotFoundError, UnsafeStorageError
+from ..errors import DataFileNotFoundError, InvalidArgumentError, UnsafeStorageError
 
 LOG_DIR = "_delta_log"
 
@@ -249,7 +249,7 @@ class LocalLogStore(LogStore):
         out = []
         try:
             it = os.scandir(self.log_root)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # no log; or the table path is a file: no table either
             return out
         start_name = f"{start_version:020d}"  # zero-padded: string order is version order
         with it:
@@ -598,6 +598,8 @@ def open_store(uri: str, storage_options: dict[str, Any] | None = None) -> LogSt
     if scheme in ("s3", "s3a"):
         fs = fsspec.filesystem("s3", **_s3_kwargs(options))
         return S3LogStore(uri, fs, (parsed.netloc + parsed.path).rstrip("/"), single_writer=single_writer)
+    if scheme not in fsspec.available_protocols():
+        raise InvalidArgumentError(f"cannot open {uri!r}: no storage backend knows the scheme {scheme + '://'!r}")
     fs, root = fsspec.core.url_to_fs(uri, **options)
     return UnsafeLogStore(uri, fs, root, single_writer=single_writer)
 

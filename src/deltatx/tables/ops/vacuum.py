@@ -35,6 +35,7 @@ go once older than the retention, like Delta's.
 
 from __future__ import annotations
 
+import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -101,9 +102,12 @@ def plan_vacuum(store: "LogStore", snapshot: "Snapshot", retention_hours: float 
     """
     check_writable(snapshot.protocol, snapshot.metadata)
     table_retention = props.deleted_file_retention_hours(snapshot.properties)
-    hours = table_retention if retention_hours is None else float(retention_hours)
-    if hours < 0:
-        raise VacuumRetentionError(f"retention_hours must be ≥ 0, got {retention_hours!r}")
+    try:
+        hours = table_retention if retention_hours is None else float(retention_hours)
+    except (TypeError, ValueError):
+        hours = math.nan
+    if not (math.isfinite(hours) and hours >= 0):  # NaN or infinity would reach int() as hours -> ms
+        raise VacuumRetentionError(f"retention_hours must be a finite number of hours ≥ 0, got {retention_hours!r}")
     if enforce_retention_duration and hours < table_retention:
         raise VacuumRetentionError(
             f"VACUUM retention of {hours:g} hour(s) is shorter than the table's "

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...errors import ReplaceWhereViolationError
+from ...errors import InvalidArgumentError, ReplaceWhereViolationError
 from ...expr import bind_predicate, parse_predicate, to_arrow
 from ..constraints import WriteRules, rules_for
 from ..data import conform, conform_table, data_schema, resolve_write_schema, to_reader, with_table_names
@@ -28,6 +28,8 @@ def _evolve_schema(tx: "Transaction", incoming: pa.Schema, schema_mode: str | No
     """The schema after this write; stages a metaData action when it grows (schema merge)."""
     from ...txnlog.schema import schema_to_json
 
+    if schema_mode not in (None, "merge"):  # before data.resolve_write_schema's plain ValueError
+        raise InvalidArgumentError(f"schema_mode must be None or 'merge', got {schema_mode!r}")
     target = resolve_write_schema(tx.schema, incoming, schema_mode, column_mapped=tx.column_mapping is not None)
     if not target.equals(tx.schema):
         tx.stage_metadata(tx.metadata.replace(schema_string=schema_to_json(target)))
@@ -58,7 +60,7 @@ def stage_append(tx: "Transaction", data: Any, *, schema_mode: str | None = None
                  app_version: int | None = None) -> bool:
     """Write ``data`` as new files. Returns False when an idempotent (app_id, version) was skipped."""
     if (app_id is None) != (app_version is None):
-        raise ValueError("app_id and app_version go together")
+        raise InvalidArgumentError("app_id and app_version go together: pass both (an idempotent write) or neither")
     if app_id is not None:
         last = tx.app_version(app_id)
         if last is not None and int(app_version) <= last:

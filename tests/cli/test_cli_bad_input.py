@@ -1,0 +1,95 @@
+"""Bad input reaches the CLI as one line on stderr and exit code 2, never a traceback: a data
+file of another type, a bad property or deletion vector left in the log, bad option values."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import deltatx
+from deltatx.cli import EXIT_USAGE, main
+from deltatx.txnlog.snapshot_cache import SNAPSHOTS
+
+SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.float64())])
+
+
+def _table(uri: str, **kwargs) -> deltatx.Table:
+    t = deltatx.create_table(uri, SCHEMA, **kwargs)
+    t.append(pa.table({"id": [1, 2], "v": [1.0, 2.0]}, schema=SCHEMA))
+    t.append(pa.table({"id": [3], "v": [3.0]}, schema=SCHEMA))
+    return t
+
+
+def _edit_log(uri: str, version: int, edit) -> None:
+    path = os.path.join(uri, "_delta_log", f"{version:020d}.json")
+    with open(path) as fh:
+        actions = [json.loads(line) for line in fh]
+    for action in actions:
+        edit(action)
+    with open(path, "w") as fh:
+        fh.write("\n".join(json.dumps(a) for a in actions) + "\n")
+    SNAPSHOTS.clear()
+
+
+def _one_line_error(capsys, argv: list[str], expected: str) -> None:
+    assert main(argv) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert expected in err, err
+
+
+def test_optimize_over_a_data_file_of_another_type(table_uri, capsys):
+    _table(table_uri)
+    with open(os.path.join(table_uri, "_delta_log", f"{1:020d}.json")) as fh:
+        path = next(json.loads(line)["add"]["path"] for line in fh if '"add"' in line)
+    pq.write_table(pa.table({"id": [1.5, 2.0], "v": [1.0, 2.0]}), os.path.join(table_uri, path))
+    SNAPSHOTS.clear()
+    _one_line_error(capsys, ["optimize", table_uri], f"SchemaMismatchError: column 'id' of data file")
+    assert deltatx.Table(table_uri).version == 2
+
+
+def test_optimize_with_a_bad_integer_property_in_the_log(table_uri, capsys):
+    _table(table_uri)
+
+    def edit(action):
+        if "metaData" in action:
+            action["metaData"]["configuration"]["delta.targetFileSize"] = "big"
+
+    _edit_log(table_uri, 0, edit)
+    _one_line_error(capsys, ["optimize", table_uri], "InvalidPropertyError: the table's delta.targetFileSize='big'")
+
+
+def test_describe_a_table_whose_partition_column_is_not_in_the_schema(table_uri, capsys):
+    _table(table_uri)
+
+    def edit(action):
+        if "metaData" in action:
+            action["metaData"]["partitionColumns"] = ["nope"]
+
+    _edit_log(table_uri, 0, edit)
+    _one_line_error(capsys, ["describe", table_uri], "InvalidTableError")
+
+
+def test_vacuum_with_a_bad_dv_path_or_retention(table_uri, capsys):
+    t = deltatx.create_table(table_uri, pa.schema([("id", pa.int64())]),
+                             properties={"delta.enableDeletionVectors": "true"})
+    t.append(pa.table({"id": list(range(6000))}))
+    deltatx.Table(table_uri).delete("id % 3 = 0")
+    _one_line_error(capsys, ["vacuum", table_uri, "--retention-hours", "inf", "--dry-run"], "VacuumRetentionError")
+
+    def edit(action):
+        if "add" in action and action["add"].get("deletionVector"):
+            action["add"]["deletionVector"]["pathOrInlineDv"] = "~" * 20
+
+    _edit_log(table_uri, 2, edit)
+    _one_line_error(capsys, ["vacuum", table_uri, "--dry-run", "--retention-hours", "0", "--no-enforce-retention"],
+                    "CorruptDeletionVectorError")
+
+
+def test_changes_where_a_literal_past_bigint(table_uri, capsys):
+    _table(table_uri, properties={"delta.enableChangeDataFeed": "true"})
+    assert main(["changes", table_uri, "--from", "0", "--where", "id = 99999999999999999999999"]) == 0
+    _one_line_error(capsys, ["changes", table_uri, "--from", "0", "--where", "id = " + "9" * 39], "PredicateError")

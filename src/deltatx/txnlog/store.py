@@ -598,8 +598,11 @@ def open_store(uri: str, storage_options: dict[str, Any] | None = None) -> LogSt
     if scheme in ("s3", "s3a"):
         fs = fsspec.filesystem("s3", **_s3_kwargs(options))
         return S3LogStore(uri, fs, (parsed.netloc + parsed.path).rstrip("/"), single_writer=single_writer)
-    if scheme not in fsspec.available_protocols():
-        raise InvalidArgumentError(f"cannot open {uri!r}: no storage backend knows the scheme {scheme + '://'!r}")
+    try:
+        fsspec.get_filesystem_class(scheme)  # known or registered (available_protocols misses the latter)
+    except (ValueError, ImportError) as exc:
+        raise InvalidArgumentError(
+            f"cannot open {uri!r}: no storage backend knows the scheme {scheme + '://'!r} ({exc})") from None
     fs, root = fsspec.core.url_to_fs(uri, **options)
     return UnsafeLogStore(uri, fs, root, single_writer=single_writer)
 

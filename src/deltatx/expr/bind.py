@@ -19,8 +19,8 @@ import pyarrow as pa
 from ..errors import PredicateError
 from ..txnlog.actions import empty_table
 from .model import Arithmetic, Case, Column, Comparison, Expr, Func, In, Literal
-from .rows import evaluate
-from .values import convert_literal, plain_type
+from .rows import cast_constant, evaluate
+from .values import common_type, convert_literal, decimal_of, plain_type
 
 #: functions whose arguments (or, for ``if``, whose last two) share one type
 _SAME_TYPE_ARGS = {"coalesce": 0, "greatest": 0, "least": 0, "if": 1}
@@ -148,15 +148,15 @@ class _Binder:
         if isinstance(e, Comparison):
             left, right = e.left, e.right
             if isinstance(right, Literal) and not isinstance(left, Literal):
-                right = convert_literal(right, self.type_of(left), context=str(e))
+                right = _compared_literals([right], self.type_of(left), str(e))[0]
             elif isinstance(left, Literal) and not isinstance(right, Literal):
-                left = convert_literal(left, self.type_of(right), context=str(e))
+                left = _compared_literals([left], self.type_of(right), str(e))[0]
             return Comparison(e.op, left, right)
         if isinstance(e, In) and not isinstance(e.operand, Literal):
             t = self.type_of(e.operand)
-            values = tuple(
-                convert_literal(v, t, context=str(e)) if isinstance(v, Literal) else v for v in e.values
-            )
+            literals = [v for v in e.values if isinstance(v, Literal)]
+            typed = iter(_compared_literals(literals, t, str(e)))
+            values = tuple(next(typed) if isinstance(v, Literal) else v for v in e.values)
             return In(e.operand, values, e.negated)
         if isinstance(e, Arithmetic):
             return self._coerce_arithmetic(e)
@@ -199,7 +199,50 @@ class _Binder:
         if not typed:
             return items
         t = self.type_of(typed[0])
-        return [convert_literal(x, t, context=context, strict=False) if isinstance(x, Literal) else x for x in items]
+        return [self._unified_literal(x, t, context) if isinstance(x, Literal) else x for x in items]
+
+    @staticmethod
+    def _unified_literal(x: Literal, t: pa.DataType, context: str) -> Literal:
+        """A constant among values of type ``t`` (coalesce, CASE): a number in Spark's common type
+        when ``t`` cannot hold it exactly (``coalesce(dec, 100000000)``: DECIMAL, not BIGINT),
+        anything else in ``t`` when it converts, else unchanged."""
+        if x.value is not None and _is_number(x.arrow_type) and _is_number(plain_type(t)):
+            return _compared_literals([x], t, context)[0]
+        return convert_literal(x, t, context=context, strict=False)
+
+
+def _compared_literals(literals: list[Literal], t: pa.DataType, context: str) -> list[Literal]:
+    """Constants compared with (or listed IN against) a value of type ``t``, typed for it.
+
+    In ``t`` itself when every one converts exactly (``part = 3`` on int32: pruning compares
+    them with the column's own statistics), a string parsed as ``t`` (``d = '2024-01-01'``).
+    Otherwise all in Spark's common type of ``t`` and the constants (values.common_type), and
+    the evaluator casts the other side to it: ``tinyint IN (5, 1000)`` as INT, ``dec(10,2) IN
+    (1.50, 1.499)`` as decimal(11,3), a FLOAT column with ``0.1`` as DOUBLE, ``dec(38,10) >
+    4.00000000001`` as decimal(38,10) (bounded, the constant rounded as Spark rounds it), and a
+    STRING with numbers as BIGINT or DOUBLE (``s = 5`` reads ``s`` as a number)."""
+    t = plain_type(t)
+    numbers = [v for v in literals if v.value is not None and _is_number(v.arrow_type)]
+    if not (numbers and pa.types.is_string(t)):
+        exact = [convert_literal(v, t, context=context) for v in literals]
+        if all(v.value is None or v.arrow_type.equals(t) for v in exact):
+            return exact
+    target: pa.DataType | None = t
+    for v in literals:
+        if v.value is None or isinstance(v.value, str) or target is None:
+            continue
+        kind = v.arrow_type
+        if pa.types.is_decimal(target) and pa.types.is_integer(kind):
+            kind = decimal_of(kind, v.value)  # Spark: an integer constant has its own digits
+        target = common_type(target, kind)
+    if target is None:  # no common type Spark would use: Arrow decides (or refuses)
+        return [convert_literal(v, t, context=context) for v in literals]
+    return [convert_literal(v, target, context=context) if isinstance(v.value, str) or v.value is None
+            else cast_constant(v, target, context) for v in literals]
+
+
+def _is_number(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
 
 
 def _is_int(lit: Literal) -> bool:

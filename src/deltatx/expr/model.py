@@ -117,7 +117,12 @@ def infer_literal_type(value: Any) -> pa.DataType:
     if isinstance(value, bool):
         return pa.bool_()
     if isinstance(value, int):
-        return pa.int64()
+        if -(1 << 63) <= value < (1 << 63):
+            return pa.int64()
+        digits = len(str(abs(value)))  # Spark: an integer beyond BIGINT is a DECIMAL(n, 0) literal
+        if digits > 38:
+            raise TypeError(f"integer literal {value} has more than 38 digits")
+        return pa.decimal128(digits, 0)
     if isinstance(value, float):
         return pa.float64()
     if isinstance(value, Decimal):

@@ -41,7 +41,7 @@ from .model import (
     Not,
     Or,
 )
-from .rows import FUNCTIONS
+from .rows import FUNCTIONS, cast_constant
 from .values import convert_literal
 
 _COMPARISONS: dict[type, str] = {
@@ -213,7 +213,10 @@ def _convert_node(node: exp.Expression) -> Expr:  # noqa: C901 - one branch per 
     if isinstance(node, exp.Neg):
         inner = _convert(node.this)
         if isinstance(inner, Literal) and isinstance(inner.value, (int, float, Decimal)) and not isinstance(inner.value, bool):
-            return Literal(-inner.value, inner.type)
+            value = -inner.value
+            if isinstance(value, Decimal) and inner.type is None and value == -(2**63) and value.as_tuple().exponent == 0:
+                return Literal(-(2**63))  # 9223372036854775808 is past BIGINT, its negation is not
+            return Literal(value, inner.type)
         return Func("negative", (inner,))
     if isinstance(node, exp.And):
         return And(_convert(node.this), _convert(node.expression))
@@ -340,8 +343,10 @@ def _convert_trim(node: exp.Trim) -> Expr:
 def _convert_cast(node: exp.Cast) -> Expr:
     target = arrow_type_from_sql(node.args["to"])
     operand = _convert(node.this)
-    if isinstance(operand, Literal):
-        return convert_literal(operand, target, context=_fragment(node))
+    if isinstance(operand, Literal):  # folded by the row-level CAST itself (a string: parsed)
+        if operand.value is None or isinstance(operand.value, str):
+            return convert_literal(operand, target, context=_fragment(node))
+        return cast_constant(operand, target, context=_fragment(node))
     return Cast(operand, target)
 
 

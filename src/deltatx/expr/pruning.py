@@ -27,13 +27,14 @@ from typing import Any, Callable, Iterable, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import PredicateError
 from ..io.reader import partition_column
 from ..txnlog.stats import _physical_name, parse_stats
 from .bind import bind, is_bound
 from .pruning_few import MAX_FILES as MAX_FEW_FILES, files_matching_few
 from .model import FLIPPED, NEGATED, And, Column, Comparison, Expr, Func, In, IsNull, Like, Literal, Not, Or
-from .rows import evaluate
-from .values import plain_type
+from .rows import cast_values, evaluate
+from .values import common_type, plain_type
 
 #: IN lists longer than this are checked against the list's [min, max] range only
 _MAX_IN_VALUES = 64
@@ -317,7 +318,31 @@ def _comparison(files: _Files, e: Comparison, negated: bool) -> pa.Array:
     value = _stats_scalar(literal, lo.type)
     if value is None or _is_nan(literal):
         return files.all(True)  # NaN sorts above every bound (Spark's order), which min/max cannot say
-    return _cmp_stats(op, lo, hi, value)
+    aligned = _aligned(lo, hi, value.type)
+    if aligned is None:
+        return files.all(True)
+    return _cmp_stats(op, *aligned, value)
+
+
+def _aligned(lo: pa.Array, hi: pa.Array, t: pa.DataType) -> tuple[pa.Array, pa.Array] | None:
+    """Bounds in the type the rows are compared in (Spark's common type of the column's and
+    the constant's, as rows.py compares them), None when they cannot be (nothing is pruned).
+
+    Casting keeps them bounds: every such cast is monotone (a BIGINT rounded to DOUBLE may
+    round, but never past another value's place), and the rows meet the constant in that type
+    too. A STRING column against a number is never pruned: its rows compare as numbers, its
+    bounds as text."""
+    if lo.type.equals(t):
+        return lo, hi
+    common = common_type(lo.type, t)
+    if common is None:
+        return lo, hi  # Arrow's own promotion, as the row filter has it
+    if pa.types.is_string(plain_type(lo.type)):
+        return None
+    try:  # the rows' own cast (a DECIMAL rounds half away from zero: monotone too)
+        return cast_values(lo, common), cast_values(hi, common)
+    except PredicateError:
+        return None
 
 
 def _is_nan(literal: Literal) -> bool:
@@ -381,6 +406,12 @@ def _in_list(files: _Files, e: In, negated: bool) -> pa.Array:
     scalars = [_stats_scalar(v, lo.type) for v in present]  # type: ignore[arg-type]
     if any(s is None for s in scalars) or any(_is_nan(v) for v in present):  # type: ignore[arg-type]
         return files.all(True)
+    if len({str(s.type) for s in scalars}) != 1:
+        return files.all(True)
+    aligned = _aligned(lo, hi, scalars[0].type)
+    if aligned is None:
+        return files.all(True)
+    lo, hi = aligned
     if excluding:
         if pa.types.is_floating(lo.type):
             return files.all(True)

@@ -8,7 +8,12 @@ Kleene, ``IN`` with a NULL in the list is NULL when nothing matches; a WHERE kee
 (:func:`matches`), and DELETE keeps ``NOT coalesce(pred, false)`` (:func:`rows_to_keep`).
 
 Arithmetic follows Spark's ANSI mode where Arrow can: ``+ - *`` raise on overflow, ``/`` is
-floating-point division, ``%`` takes the sign of the dividend, and a zero divisor gives NULL.
+floating-point division (exact DECIMAL division when a side is DECIMAL, with Spark's result
+type), ``%`` takes the sign of the dividend, and a zero divisor gives NULL. Operands of different
+types meet in Spark's common type (:func:`~deltatx.expr.values.common_type`): a BIGINT with a
+DOUBLE is cast to DOUBLE even where that rounds, a STRING compared with a number is read as one
+(``'05' = 5``; text that is no number fails, as ANSI's CAST_INVALID_INPUT). Every conversion,
+implicit or a written CAST, is :func:`_spark_cast` (constants too: :func:`cast_constant`).
 Float comparisons follow Spark, not IEEE: NaN equals NaN and is larger than every other value,
 and -0.0 equals 0.0 (``IN`` too). A lazy form sees column types only through the ``schema`` it
 is given. (Scans apply float filters after reading, not in Arrow's Parquet scan: io/reader.py.)
@@ -24,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import PredicateError
+from .values import _scalar_value, common_type, decimal_of, bounded_decimal, plain_type
 from .model import (
     And,
     Arithmetic,
@@ -183,8 +189,75 @@ def _simple(kernel: str, options: pc.FunctionOptions | None = None):
 
 
 def _concat(b: _Backend, low: list[Any], raw: tuple[Expr, ...]) -> Any:
-    strings = [b.call("cast", [a], pc.CastOptions(pa.string())) for a in low]
+    """Spark's concat: every argument cast to STRING as CAST does (``1.0`` -> ``'1.0'``)."""
+    strings = [_spark_cast(b, a, _known_type(b, e, a), pa.string()) for a, e in zip(low, raw)]
     return b.call("binary_join_element_wise", [*strings, b.scalar(pa.scalar(""))])
+
+
+def _isnan(b: _Backend, low: list[Any], raw: tuple[Expr, ...]) -> Any:
+    """Spark's isnan is never NULL: ``isnan(NULL)`` is false (so ``NOT isnan(x)`` holds for it)."""
+    t = _known_type(b, raw[0], low[0])
+    if t is not None and not pa.types.is_floating(t):
+        return b.scalar(pa.scalar(False))
+    return b.call("coalesce", [b.call("is_nan", [low[0]]), b.scalar(pa.scalar(False))])
+
+
+def _extreme(kernel: str) -> Callable[[_Backend, list[Any], tuple[Expr, ...]], Any]:
+    """greatest/least skipping NULLs. Arrow's element-wise max/min pass over NaN; to Spark NaN
+    is above every number, so greatest() with a NaN argument is NaN (least() already agrees)."""
+    opts = pc.ElementWiseAggregateOptions(skip_nulls=True)
+
+    def lower(b: _Backend, low: list[Any], raw: tuple[Expr, ...]) -> Any:
+        out = b.call(kernel, low, opts)
+        if kernel == "min_element_wise":
+            return out
+        floats = [(a, t) for a, e in zip(low, raw) if (t := b.float_type(e, a)) is not None]
+        if not floats:
+            return out
+        false = b.scalar(pa.scalar(False))
+        nan = None
+        for a, _ in floats:
+            one = b.call("coalesce", [b.call("is_nan", [a]), false])
+            nan = one if nan is None else b.call("or", [nan, one])
+        return b.call("if_else", [nan, b.scalar(pa.scalar(float("nan"), floats[0][1])), out])
+
+    return lower
+
+
+def _full_case(name: str, kernel: str, python: Callable[[str], str]) -> str:
+    """Register a scalar function mapping case as Java's String.toUpperCase/toLowerCase do
+    (full mapping: 'ß' -> 'SS'). Arrow's kernels map one code point to one, which is Java's
+    answer for ASCII: they run first, and only non-ASCII values go through Python (its
+    str.upper/lower are the full mapping), once per distinct value."""
+    udf = f"deltatx_{name}"
+
+    def run(ctx: Any, values: Any) -> Any:
+        if isinstance(values, pa.Scalar):
+            return pa.scalar(None if not values.is_valid else python(values.as_py()), pa.string())
+        out = pc.call_function(kernel, [values])
+        other = pc.invert(pc.fill_null(pc.string_is_ascii(values), True))
+        if not pc.any(other).as_py():
+            return out
+        picked = values.filter(other).to_pylist()
+        mapped: dict[str, str] = {}
+        result = [mapped.setdefault(v, python(v)) if v not in mapped else mapped[v] for v in picked]
+        return pc.replace_with_mask(out, other, pa.array(result, pa.string()))
+
+    try:
+        pc.register_scalar_function(run, udf, {"summary": f"Spark's {name}()", "description": run.__doc__ or name},
+                                    {"text": pa.string()}, pa.string())
+    except pa.ArrowKeyError:  # registered by an earlier import of this module
+        pass
+    return udf
+
+
+def _case_fn(udf: str) -> Callable[[_Backend, list[Any], tuple[Expr, ...]], Any]:
+    def lower(b: _Backend, low: list[Any], raw: tuple[Expr, ...]) -> Any:
+        t = _known_type(b, raw[0], low[0])
+        arg = low[0] if t is None or pa.types.is_string(t) else b.call("cast", [low[0]], pc.CastOptions(pa.string()))
+        return b.call(udf, [arg])
+
+    return lower
 
 
 def _if(b: _Backend, low: list[Any], raw: tuple[Expr, ...]) -> Any:
@@ -208,8 +281,8 @@ def _round(b: _Backend, low: list[Any], raw: tuple[Expr, ...]) -> Any:
 
 #: name -> (min args, max args, lowering)
 FUNCTIONS: dict[str, tuple[int, int, Callable[[_Backend, list[Any], tuple[Expr, ...]], Any]]] = {
-    "upper": (1, 1, _simple("utf8_upper")),
-    "lower": (1, 1, _simple("utf8_lower")),
+    "upper": (1, 1, _case_fn(_full_case("upper", "utf8_upper", str.upper))),
+    "lower": (1, 1, _case_fn(_full_case("lower", "utf8_lower", str.lower))),
     "length": (1, 1, _simple("utf8_length")),
     "trim": (1, 1, _simple("utf8_trim", pc.TrimOptions(" "))),
     "ltrim": (1, 1, _simple("utf8_ltrim", pc.TrimOptions(" "))),
@@ -229,10 +302,10 @@ FUNCTIONS: dict[str, tuple[int, int, Callable[[_Backend, list[Any], tuple[Expr, 
     "endswith": (2, 2, _pattern_fn("ends_with")),
     "contains": (2, 2, _pattern_fn("match_substring")),
     "if": (3, 3, _if),
-    "greatest": (1, 255, _simple("max_element_wise", pc.ElementWiseAggregateOptions(skip_nulls=True))),
-    "least": (1, 255, _simple("min_element_wise", pc.ElementWiseAggregateOptions(skip_nulls=True))),
+    "greatest": (1, 255, _extreme("max_element_wise")),
+    "least": (1, 255, _extreme("min_element_wise")),
     "round": (1, 2, _round),
-    "isnan": (1, 1, _simple("is_nan")),
+    "isnan": (1, 1, _isnan),
 }
 
 
@@ -293,22 +366,165 @@ def _lower(e: Expr, b: _Backend, boolean: bool = False) -> Any:
 
 
 def _lower_cast(e: Cast, b: _Backend) -> Any:
-    """Spark's CAST: a fraction cast to an integer is truncated toward zero (1.9 -> 1, -1.9 -> -1),
-    a value out of the integer's range fails (ANSI mode, Spark 4's default), a timestamp cast to a
-    date drops its time. The fraction goes first, so that Arrow's checked cast still catches the
-    overflow; Arrow's own truncating cast would wrap it silently. Decimal to decimal keeps
-    Arrow's check: Spark rounds there, which truncation would not match."""
     operand = _lower(e.operand, b)
-    if pa.types.is_integer(e.to):
-        source = b.type_of(e.operand, operand)
-        if source is not None and pa.types.is_floating(source):
+    return _spark_cast(b, operand, _known_type(b, e.operand, operand), e.to)
+
+
+def _known_type(b: _Backend, e: Expr, lowered: Any) -> pa.DataType | None:
+    t = b.type_of(e, lowered)
+    return None if t is None else plain_type(t)
+
+
+def _spark_cast(b: _Backend, operand: Any, source: pa.DataType | None, to: pa.DataType) -> Any:
+    """Spark's CAST (ANSI) of a lowered value of type ``source`` (None: unknown) to ``to``.
+
+    A fraction cast to an integer is truncated toward zero (1.9 -> 1, -1.9 -> -1) and a value
+    out of the integer's range fails; the fraction goes first, so that Arrow's checked cast
+    still catches the overflow (its own truncating cast would wrap silently). A DECIMAL cast to
+    fewer fraction digits rounds half away from zero, and fails when it does not fit. An
+    integer or DECIMAL cast to a floating type rounds (Arrow's safe cast refuses a BIGINT
+    above 2^53). A STRING read as a number has its surrounding whitespace and a leading '+'
+    dropped; text that is no number fails. To STRING, floats and timestamps print as Spark
+    prints them (:func:`_float_text`, :func:`_timestamp_text`). A timestamp cast to a date
+    drops its time."""
+    if source is not None and source.equals(to):
+        return operand
+    if source is None:  # unknown here: truncate in the cast (an overflow then wraps)
+        if pa.types.is_integer(to):
+            opts = pc.CastOptions(to, allow_float_truncate=True, allow_decimal_truncate=True)
+        else:
+            opts = pc.CastOptions(to, allow_time_truncate=True)
+        return b.call("cast", [operand], opts)
+    if pa.types.is_string(to):
+        if pa.types.is_floating(source):
+            return _float_text(b, operand)
+        if pa.types.is_timestamp(source):
+            return _timestamp_text(b, operand, source)
+    if pa.types.is_string(source) and (_is_number(to) or pa.types.is_boolean(to)):
+        operand = b.call("utf8_trim_whitespace", [operand])
+        if not pa.types.is_boolean(to):
+            operand = b.call("replace_substring_regex", [operand],
+                             pc.ReplaceSubstringOptions(r"^\+([0-9.])", r"\1", max_replacements=1))
+    if pa.types.is_integer(to):
+        if pa.types.is_floating(source):
             operand = b.call("trunc", [operand])
-        elif source is not None and pa.types.is_decimal(source):
+        elif pa.types.is_decimal(source):
             operand = b.call("round", [operand], pc.RoundOptions(0, "towards_zero"))
-        elif source is None:  # unknown here: truncate in the cast (an overflow then wraps)
-            return b.call("cast", [operand], pc.CastOptions(e.to, allow_float_truncate=True,
-                                                            allow_decimal_truncate=True))
-    return b.call("cast", [operand], pc.CastOptions(e.to, allow_time_truncate=True))
+    elif pa.types.is_floating(to) and (pa.types.is_integer(source) or pa.types.is_decimal(source)):
+        return b.call("cast", [operand], pc.CastOptions.unsafe(to))
+    elif pa.types.is_decimal(to) and pa.types.is_decimal(source) and to.scale < source.scale:
+        operand = b.call("round", [operand], pc.RoundOptions(to.scale, "half_towards_infinity"))
+    elif pa.types.is_decimal(to) and pa.types.is_integer(source):
+        # Arrow wants room for every value of the integer type (20 digits); the value check
+        # happens in the DECIMAL to DECIMAL cast after
+        room = (pa.decimal128 if 20 + to.scale <= 38 else pa.decimal256)(min(20 + to.scale, 76), to.scale)
+        operand = b.call("cast", [operand], pc.CastOptions(room))
+    return b.call("cast", [operand], pc.CastOptions(to, allow_time_truncate=True))
+
+
+def _is_number(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+
+
+#: Arrow's shortest text of a float: sign, integer digits, fraction digits, exponent
+_ARROW_FLOAT = r"^(?P<sign>-?)(?P<whole>[0-9]+)(?:\.(?P<frac>[0-9]*))?(?:e(?P<exp>[-+][0-9]+))?$"
+
+
+def _float_text(b: _Backend, operand: Any) -> Any:
+    """Java's Double.toString / Float.toString, which Spark's CAST AS STRING uses: the shortest
+    digits that read back (Arrow's cast finds them), printed plain with at least one fraction
+    digit when 1e-3 <= |x| < 1e7 (``1.0``, ``0.001``), else as ``d.dddE<n>`` (``1.0E20``,
+    ``1.0E-4``); ``NaN``, ``Infinity``, ``-0.0``. Columnar: string kernels, no Python per row."""
+    arrow = b.call("cast", [operand], pc.CastOptions(pa.string()))
+    parts = b.call("extract_regex", [arrow], pc.ExtractRegexOptions(_ARROW_FLOAT))
+
+    def part(name: str) -> Any:
+        return b.call("struct_field", [parts], pc.StructFieldOptions([name]))
+
+    def text(value: str) -> Any:
+        return b.scalar(pa.scalar(value))
+
+    def join(*pieces: Any) -> Any:
+        return b.call("binary_join_element_wise", [*pieces, text("")])
+
+    def number(value: int) -> Any:
+        return b.scalar(pa.scalar(value, pa.int32()))
+
+    sign, whole, frac = part("sign"), part("whole"), part("frac")
+    exp_text = b.call("replace_substring", [part("exp")], pc.ReplaceSubstringOptions("+", ""))
+    exp_text = b.call("if_else", [b.call("equal", [exp_text, text("")]), text("0"), exp_text])
+    exponent = b.call("cast", [exp_text], pc.CastOptions(pa.int32()))
+    big = b.call("not_equal", [whole, text("0")])  # a nonzero integer part: |x| >= 1
+    frac_digits = b.call("utf8_ltrim", [frac], pc.TrimOptions("0"))
+    zeros = b.call("subtract", [b.call("utf8_length", [frac]), b.call("utf8_length", [frac_digits])])
+    power = b.call("if_else", [
+        big,
+        b.call("add", [b.call("subtract", [b.call("utf8_length", [whole]), number(1)]), exponent]),
+        b.call("subtract", [exponent, b.call("add", [zeros, number(1)])]),
+    ])
+    digits = b.call("utf8_rtrim", [b.call("if_else", [big, join(whole, frac), frac_digits])], pc.TrimOptions("0"))
+    head = b.call("utf8_slice_codeunits", [digits], pc.SliceOptions(0, 1))
+    tail = b.call("utf8_slice_codeunits", [digits], pc.SliceOptions(1))
+    tail = b.call("if_else", [b.call("equal", [tail, text("")]), text("0"), tail])
+    scientific = join(sign, head, text("."), tail, text("E"), b.call("cast", [power], pc.CastOptions(pa.string())))
+    # Arrow prints 1e-6 <= |x| < 1e21 plain, so Java's plain range is Arrow's text (+ ".0")
+    plain = b.call("if_else", [b.call("match_substring", [arrow], pc.MatchSubstringOptions(".")), arrow,
+                               join(arrow, text(".0"))])
+    in_plain = b.call("and", [b.call("greater_equal", [power, number(-3)]), b.call("less", [power, number(7)])])
+    out = b.call("if_else", [b.call("equal", [digits, text("")]), join(sign, text("0.0")),
+                             b.call("if_else", [in_plain, plain, scientific])])
+    special = b.scalar(pa.scalar(None, pa.string()))
+    for arrow_text, java in (("-inf", "-Infinity"), ("inf", "Infinity"), ("nan", "NaN")):
+        special = b.call("if_else", [b.call("equal", [arrow, text(arrow_text)]), text(java), special])
+    return b.call("coalesce", [out, special])
+
+
+def _timestamp_text(b: _Backend, operand: Any, source: pa.TimestampType) -> Any:
+    """Spark's text of a timestamp: ``yyyy-MM-dd HH:mm:ss`` and the fraction without trailing
+    zeros (none when zero), no zone suffix, in the session time zone deltatx uses (UTC)."""
+    if source.tz is not None and source.tz not in ("UTC", "+00:00", "Z"):
+        operand = b.call("cast", [operand], pc.CastOptions(pa.timestamp(source.unit, "UTC")))
+    out = b.call("strftime", [operand], pc.StrftimeOptions("%Y-%m-%d %H:%M:%S", locale="C"))
+    if source.unit == "s":
+        return out
+    return b.call("replace_substring_regex", [out], pc.ReplaceSubstringOptions(r"\.?0+$", ""))
+
+
+def cast_constant(value: Literal, to: pa.DataType, context: str = "") -> Literal:
+    """``CAST(value AS to)`` folded into a constant: the row-level CAST (:func:`_spark_cast`)
+    applied to the one value, so a constant and a column convert alike (``CAST(2.5 AS INT)`` is
+    2, ``CAST(300 AS TINYINT)`` fails)."""
+    to = plain_type(to)
+    if value.value is None:
+        return Literal(None, to)
+    try:
+        out = _spark_cast(_Eager(_NO_ROWS), value.to_scalar(), value.arrow_type, to)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError) as exc:
+        where = f" in {context}" if context else ""
+        raise PredicateError(f"cannot cast {value} to {to}{where}: {exc}") from None
+    return Literal(_scalar_value(out), to)
+
+
+def cast_values(values: pa.Array | pa.ChunkedArray, to: pa.DataType) -> pa.Array | pa.ChunkedArray:
+    """Spark's CAST of ``values`` (MERGE join keys meeting in their common type)."""
+    try:
+        return _spark_cast(_Eager(_NO_ROWS), values, plain_type(values.type), to)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise PredicateError(f"cannot cast {values.type} values to {to}: {exc}") from None
+
+
+_NO_ROWS = pa.table({})
+
+
+def _promote(b: _Backend, e_left: Expr, left: Any, e_right: Expr, right: Any) -> tuple[Any, Any]:
+    """Both sides cast to Spark's common type where it is not Arrow's (see the module doc)."""
+    lt, rt = _known_type(b, e_left, left), _known_type(b, e_right, right)
+    if lt is None or rt is None or lt.equals(rt):
+        return left, right
+    t = common_type(lt, rt)
+    if t is None:
+        return left, right
+    return _spark_cast(b, left, lt, t), _spark_cast(b, right, rt, t)
 
 
 def _lower_comparison(e: Comparison, b: _Backend) -> Any:
@@ -317,6 +533,7 @@ def _lower_comparison(e: Comparison, b: _Backend) -> Any:
         both_null = b.call("and", [b.call("is_null", [left]), b.call("is_null", [right])])
         if _is_untyped_null(e.left) or _is_untyped_null(e.right):
             return both_null
+        left, right = _promote(b, e.left, left, e.right, right)
         if b.float_type(e.left, left) or b.float_type(e.right, right):
             same = _float_comparison("=", left, right, b, e.left, e.right)
         else:
@@ -325,7 +542,7 @@ def _lower_comparison(e: Comparison, b: _Backend) -> Any:
         return b.call("or", [equal, both_null])
     if _is_untyped_null(e.left) or _is_untyped_null(e.right):
         return b.scalar(_NULL_BOOL)
-    left, right = _lower(e.left, b), _lower(e.right, b)
+    left, right = _promote(b, e.left, _lower(e.left, b), e.right, _lower(e.right, b))
     if b.float_type(e.left, left) or b.float_type(e.right, right):
         return _float_comparison(e.op, left, right, b, e.left, e.right)
     return b.call(_COMPARE[e.op], [left, right])
@@ -363,10 +580,16 @@ def _number_constant(e: Expr) -> bool:
 
 
 def _value_set(values: list[Literal]) -> pa.Array:
-    types = {v.arrow_type for v in values}
+    """The constants of an IN list as one array, of their common type (binding gives them one)."""
+    types = list({v.arrow_type for v in values})
     if len(types) == 1:
-        return pa.array([v.value for v in values], type=types.pop())
-    return pa.array([v.value for v in values])
+        return pa.array([v.value for v in values], type=types[0])
+    t: pa.DataType | None = types[0]
+    for other in types[1:]:
+        t = common_type(t, other) if t is not None else None
+    if t is None:  # not Spark types (unsigned integers): Arrow infers one
+        return pa.array([v.value for v in values])
+    return pa.array([cast_constant(v, t).value for v in values], type=t)
 
 
 def _lower_in(e: In, b: _Backend) -> Any:
@@ -379,7 +602,12 @@ def _lower_in(e: In, b: _Backend) -> Any:
         if not present:
             return b.scalar(_NULL_BOOL)
         values = _value_set(present)
-        float_type = b.float_type(e.operand, operand)
+        operand_type = _known_type(b, e.operand, operand)
+        t = common_type(operand_type, values.type) if operand_type is not None else None
+        if t is not None:  # Spark compares in the common type: a FLOAT column with 0.1 as DOUBLE
+            operand = _spark_cast(b, operand, operand_type, t)
+            values = cast_values(values, t)
+        float_type = values.type if pa.types.is_floating(values.type) else b.float_type(e.operand, operand)
         if float_type is not None:
             # -0.0 is 0.0 to Spark, not to a hash lookup: both sides get "+ 0"; NaN finds NaN
             zero = pa.scalar(0, float_type)
@@ -399,19 +627,55 @@ def _lower_in(e: In, b: _Backend) -> Any:
 
 def _lower_arithmetic(e: Arithmetic, b: _Backend) -> Any:
     left, right = _lower(e.left, b), _lower(e.right, b)
-    if e.op in _ARITH:
-        return b.call(_ARITH[e.op], [left, right])
+    lt, rt = _known_type(b, e.left, left), _known_type(b, e.right, right)
     null = b.scalar(pa.scalar(None))
     if e.op == "/":
-        f64 = pc.CastOptions(pa.float64())
-        left, right = b.call("cast", [left], f64), b.call("cast", [right], f64)
+        if lt is not None and rt is not None and (pa.types.is_decimal(lt) or pa.types.is_decimal(rt)):
+            dl, dr = decimal_of(lt, _int_value(e.left)), decimal_of(rt, _int_value(e.right))
+            if dl is not None and dr is not None:
+                return _decimal_divide(b, left, lt, dl, right, rt, dr)
+        left, right = _spark_cast(b, left, lt, pa.float64()), _spark_cast(b, right, rt, pa.float64())
         zero = b.call("equal", [right, b.scalar(pa.scalar(0.0))])
         return b.call("divide", [left, b.call("if_else", [zero, null, right])])
-    # '%': Java/Spark remainder, sign of the dividend
+    if lt is not None and rt is not None and (pa.types.is_floating(lt) or pa.types.is_floating(rt)):
+        left, right = _promote(b, e.left, left, e.right, right)  # BIGINT * DOUBLE: as DOUBLE, rounding
+    if e.op in _ARITH:
+        return b.call(_ARITH[e.op], [left, right])
+    # '%': Java's remainder, with the sign of the dividend. Arrow's modulo takes the divisor's
+    # sign (floored); where the signs differ and it is not 0 the two differ by the divisor.
+    # (No abs(): |-2^63| does not exist, so BIGINT's smallest value would wrap.)
     zero = b.call("equal", [right, b.scalar(pa.scalar(0))])
     divisor = b.call("if_else", [zero, null, right])
-    magnitude = b.call("modulo", [b.call("abs", [left]), b.call("abs", [divisor])])
-    return b.call("multiply", [b.call("sign", [left]), magnitude])
+    floored = b.call("modulo", [left, divisor])
+    zero_value = b.scalar(pa.scalar(0))
+    signs_differ = b.call("xor", [b.call("less", [left, zero_value]), b.call("less", [divisor, zero_value])])
+    fix = b.call("and", [b.call("not_equal", [floored, zero_value]), signs_differ])
+    return b.call("if_else", [fix, b.call("subtract", [floored, divisor]), floored])
+
+
+def _int_value(e: Expr) -> int | None:
+    return e.value if isinstance(e, Literal) and type(e.value) is int else None
+
+
+def _decimal_divide(b: _Backend, left: Any, lt: pa.DataType, dl: pa.Decimal128Type,
+                    right: Any, rt: pa.DataType, dr: pa.Decimal128Type) -> Any:
+    """Spark's exact DECIMAL division: result scale max(6, s1 + p2 + 1), precision
+    p1 - s1 + s2 + scale, bounded at 38 digits (:func:`~deltatx.expr.values.bounded_decimal`),
+    rounded half away from zero (``99.99 / 3`` is 33.330000). Arrow truncates its quotient, so
+    it divides in DECIMAL256 with more fraction digits than the result keeps, and the one
+    rounding happens after (truncating further digits cannot move a half-way rounding)."""
+    scale = max(6, dl.scale + dr.precision + 1)
+    result = bounded_decimal(dl.precision - dl.scale + dr.scale + scale, scale)
+    dividend_scale = max(dl.scale, result.scale + dr.scale)
+    wide = pc.CastOptions(pa.decimal256(dl.precision - dl.scale + dividend_scale, dividend_scale))
+    dividend = b.call("cast", [_spark_cast(b, left, lt, dl)], wide)
+    divisor_type = pa.decimal256(dr.precision, dr.scale)
+    divisor = b.call("cast", [_spark_cast(b, right, rt, dr)], pc.CastOptions(divisor_type))
+    zero = b.call("equal", [divisor, b.scalar(pa.scalar(0, divisor_type))])
+    divisor = b.call("if_else", [zero, b.scalar(pa.scalar(None, divisor_type)), divisor])
+    quotient = b.call("divide", [dividend, divisor])
+    rounded = b.call("round", [quotient], pc.RoundOptions(result.scale, "half_towards_infinity"))
+    return b.call("cast", [rounded], pc.CastOptions(result))
 
 
 # --------------------------------------------------------------------------------------------

@@ -32,6 +32,70 @@ def plain_type(t: pa.DataType) -> pa.DataType:
     return t
 
 
+#: the DECIMAL an integer type widens to (Spark's DecimalType.forType)
+_INTEGER_DECIMALS = {8: 3, 16: 5, 32: 10, 64: 20}
+MAX_DECIMAL_PRECISION = 38
+
+
+def bounded_decimal(precision: int, scale: int) -> pa.Decimal128Type:
+    """Spark's ``DecimalType.adjustPrecisionScale``: a result wider than 38 digits keeps its
+    integer digits and gives up fraction digits, down to min(scale, 6) of them."""
+    if precision <= MAX_DECIMAL_PRECISION:
+        return pa.decimal128(max(precision, 1), scale)
+    integer_digits = precision - scale
+    scale = max(MAX_DECIMAL_PRECISION - integer_digits, min(scale, 6))
+    return pa.decimal128(MAX_DECIMAL_PRECISION, scale)
+
+
+def decimal_of(t: pa.DataType, literal: Any = None) -> pa.Decimal128Type | None:
+    """``t`` as the DECIMAL Spark widens it to in decimal arithmetic and comparisons (None when
+    it is not exact numeric). An integer constant takes only the digits it has (Spark's
+    ``DecimalType.fromLiteral``): ``dec(10,2) / 3`` is ``decimal(14,6)``, not ``(21,13)``."""
+    if pa.types.is_decimal(t):
+        return t  # type: ignore[return-value]
+    if pa.types.is_integer(t):
+        if type(literal) is int:
+            return pa.decimal128(max(len(str(abs(literal))), 1), 0)
+        return pa.decimal128(_INTEGER_DECIMALS[t.bit_width], 0)
+    return None
+
+
+def common_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
+    """The type Spark compares ``a`` with ``b`` in (ANSI type coercion), or None where Arrow's
+    own promotion already agrees (or there is none).
+
+    Numbers: integers widen to the wider integer; an integer or DECIMAL with a floating type
+    is DOUBLE (FLOAT with a narrower integer); two DECIMALs (or DECIMAL and an integer) take
+    the wider DECIMAL, bounded at 38 digits as Spark bounds it. A STRING with a number is read
+    as a number: BIGINT for an integer, DOUBLE otherwise (``'05' = 5`` is TRUE)."""
+    a, b = plain_type(a), plain_type(b)
+    if a.equals(b):
+        return a
+    numeric_a, numeric_b = _is_number(a), _is_number(b)
+    if pa.types.is_string(a) and numeric_b or pa.types.is_string(b) and numeric_a:
+        number = b if numeric_b else a
+        return pa.int64() if pa.types.is_integer(number) else pa.float64()
+    if not (numeric_a and numeric_b):
+        return None
+    if pa.types.is_floating(a) or pa.types.is_floating(b):
+        if pa.types.is_float64(a) or pa.types.is_float64(b) or pa.types.is_decimal(a) or pa.types.is_decimal(b):
+            return pa.float64()
+        return pa.float32()
+    if pa.types.is_decimal(a) or pa.types.is_decimal(b):
+        da, db = decimal_of(a), decimal_of(b)
+        if da is None or db is None or pa.types.is_decimal256(a) or pa.types.is_decimal256(b):
+            return None
+        scale = max(da.scale, db.scale)
+        return bounded_decimal(max(da.precision - da.scale, db.precision - db.scale) + scale, scale)
+    if pa.types.is_unsigned_integer(a) or pa.types.is_unsigned_integer(b):
+        return None  # not a Spark type: Arrow's promotion
+    return a if a.bit_width >= b.bit_width else b
+
+
+def _is_number(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+
+
 def _scalar_value(s: pa.Scalar) -> Any:
     if pa.types.is_timestamp(s.type) and s.type.unit == "ns":
         return s.cast(pa.int64()).as_py()  # keep full precision; Literal pairs it with its type

@@ -47,7 +47,8 @@ from ...expr import (
     or_all,
     strip_alias,
 )
-from ...expr.values import plain_type
+from ...expr.rows import cast_values
+from ...expr.values import common_type, plain_type
 from ...io.reader import read_files
 from .merge import NOT_MATCHED_BY_SOURCE, BoundClause, MergePlan
 from ...io.row_metadata import ROW_COMMIT_VERSION, ROW_ID, ROW_INDEX
@@ -244,21 +245,33 @@ class MergeExecutor:
             ok = _valid(self.source.column(sname), ok)
         return ok
 
-    def _source_key(self, sname: str, tname: str, rows: np.ndarray) -> pa.Array:
-        """Source key values of ``rows``, as the target key's type (for joining and literals)."""
-        values = _take(self.source.column(sname), rows).combine_chunks()
+    def _key_type(self, tname: str, sname: str) -> pa.DataType:
+        """The type ``t.a = s.b`` joins in: Spark's common type of the two keys (a STRING key
+        with a BIGINT one joins as BIGINT, '05' matching 5), else the target key's type."""
         t = plain_type(self.schema.field(tname).type)
-        if values.type.equals(t):
-            return values
-        try:
-            return pc.cast(values, t, safe=True)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            raise PredicateError(
-                f"MERGE key {self.sa}.{sname} ({values.type}) cannot be compared with {self.ta}.{tname} ({t}): {exc}"
-            ) from None
+        s = plain_type(self.source.schema.field(sname).type)
+        return common_type(t, s) or t
+
+    def _source_key(self, sname: str, tname: str, rows: np.ndarray) -> pa.Array:
+        """Source key values of ``rows``, as the join's key type (for joining and literals)."""
+        values = _take(self.source.column(sname), rows).combine_chunks()
+        return self._as_key(values, self._key_type(tname, sname), f"{self.sa}.{sname}", f"{self.ta}.{tname}")
+
+    def _as_key(self, values: pa.Array | pa.ChunkedArray, t: pa.DataType, name: str, other: str) -> pa.Array | pa.ChunkedArray:
+        """``values`` cast to the key type ``t`` as Spark casts (expr.rows.cast_values), floats
+        normalized as Spark normalizes join keys: -0.0 is 0.0 ("+ 0.0"; NaN already finds NaN
+        in Arrow's hash join)."""
+        if not plain_type(values.type).equals(t):
+            try:
+                values = cast_values(values, t)
+            except PredicateError as exc:
+                raise PredicateError(f"MERGE key {name} ({values.type}) cannot be compared with {other}: {exc}") from None
+        if pa.types.is_floating(t):
+            values = pc.add(values, pa.scalar(0.0, t))
+        return values
 
     def _key_predicate(self, tname: str, keys: pa.Array) -> Expr:
-        t = plain_type(self.schema.field(tname).type)
+        t = keys.type
         distinct = pc.unique(keys)
         limit = PARTITION_IN_LIST_MAX if tname in self.partition_columns else IN_LIST_MAX
         if len(distinct) <= limit:
@@ -316,7 +329,8 @@ class MergeExecutor:
         if not len(t_rows) or not len(s_rows):
             return _EMPTY, _EMPTY
         if plan.keys:
-            left = {f"k{i}": _take(target.column(f"{ta}.{t}"), t_rows) for i, (t, _) in enumerate(plan.keys)}
+            left = {f"k{i}": self._as_key(_take(target.column(f"{ta}.{t}"), t_rows), self._key_type(t, s),
+                                          f"{ta}.{t}", f"{self.sa}.{s}") for i, (t, s) in enumerate(plan.keys)}
             right = {f"k{i}": self._source_key(s, t, s_rows) for i, (t, s) in enumerate(plan.keys)}
             keys = list(right)
             left["__t"], right["__s"] = pa.array(t_rows, pa.int64()), pa.array(s_rows, pa.int64())

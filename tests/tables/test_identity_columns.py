@@ -258,6 +258,24 @@ def test_values_the_transaction_rewrote_itself_move_too(table_uri, dv, change):
     assert mark(table_uri) >= max(got.values())
 
 
+def test_a_by_default_rebase_never_moves_a_committed_explicit_value(table_uri):
+    """BY DEFAULT: a committed row given id 5 explicitly sits inside the run this transaction
+    generated (1..6), and its own UPDATE copied that row into a file with its new rows. Which 5
+    is whose cannot be told apart, so the commit fails instead of changing the committed id."""
+    t = make(table_uri, always=False)
+    t.append(pa.table({"id": [5], "name": ["explicit"], "part": pa.array([0], pa.int32())}, schema=SCHEMA))
+    before = data_files(table_uri)
+    tx = deltatx.Table(table_uri).transaction()
+    tx.append(names(*"abcdef"))
+    tx.update(where="name = 'explicit'", set={"name": "'explicit2'"})
+    deltatx.Table(table_uri).append(names("x"))
+    with pytest.raises(IdentityColumnError, match="committed values"):
+        tx.commit()
+    got = {r["name"]: r["id"] for r in deltatx.Table(table_uri).to_arrow().to_pylist()}
+    assert got == {"explicit": 5, "x": 1} and deltatx.Table(table_uri).version == 2
+    assert data_files(table_uri) == set(deltatx.Table(table_uri).files()["path"].to_pylist()) | before
+
+
 def test_a_rebase_that_would_overflow_fails_and_leaves_nothing(table_uri):
     make(table_uri, start=2**63 - 4)
     a, b = deltatx.Table(table_uri).transaction(), deltatx.Table(table_uri).transaction()

@@ -79,3 +79,13 @@ def test_merge_insert_cannot_name_a_struct_field(table):
         (table.merge(pa.table({"id": [9], "a": [1]}), on="t.id = s.id")
          .when_not_matched_insert({"id": "s.id", "st.a": "s.a"}).execute())
     assert deltatx.Table(table.uri).version == 1
+
+
+def test_rows_the_update_does_not_match_are_not_checked_or_rebuilt(table_uri):
+    """A NULL struct in a row the predicate leaves alone is no NULL in its NOT NULL field."""
+    inner = pa.struct([pa.field("a", pa.int64(), nullable=False), pa.field("b", pa.int64())])
+    schema = pa.schema([("id", pa.int64()), ("st", inner)])
+    t = deltatx.create_table(table_uri, schema)
+    t.append(pa.table({"id": [1, 2], "st": pa.array([None, {"a": 1, "b": 2}], inner)}, schema=schema))
+    t.update(where="id = 2", set={"st.b": "5"})
+    assert deltatx.Table(table_uri).to_arrow().to_pylist() == [{"id": 1, "st": None}, {"id": 2, "st": {"a": 1, "b": 5}}]

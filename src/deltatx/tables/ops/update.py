@@ -21,7 +21,7 @@ from ..data import cast_value
 from ..generated import with_update_assignments
 from ..identity import check_no_update
 from .rewrite import rewrite_files
-from .struct_fields import FieldAssignments, assign, refuse_generated_inputs, with_fields
+from .struct_fields import FieldAssignments, assign, refuse_generated_inputs, replaced_where, with_fields
 
 if TYPE_CHECKING:
     from ..transaction import Transaction
@@ -69,12 +69,16 @@ def apply_assignments(rows: pa.Table, matches: pa.ChunkedArray, assignments: dic
         col = rows.column(field.name)
         expr = assignments.get(field.name)
         if isinstance(expr, FieldAssignments):
+            # only the matched rows are rebuilt (and checked: a NULL struct elsewhere is no NULL field)
+            mask = pc.fill_null(matches, False)
+            matched_rows = rows.filter(mask)
             values = {}
             for path, field_expr in expr.fields.items():
-                value = evaluate(field_expr, rows)
-                values[path] = pa.repeat(value, rows.num_rows) if isinstance(value, pa.Scalar) else value
+                value = evaluate(field_expr, matched_rows)
+                values[path] = pa.repeat(value, matched_rows.num_rows) if isinstance(value, pa.Scalar) else value
             whole = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-            col = pc.if_else(matches, with_fields(whole, field.type, values, "UPDATE"), col)
+            rebuilt = with_fields(whole.filter(mask), field.type, values, "UPDATE")
+            col = replaced_where(whole, mask, rebuilt)
         elif expr is not None:
             value = evaluate(expr, rows)
             if isinstance(value, pa.Scalar):

@@ -344,3 +344,16 @@ def test_one_transaction_sees_its_own_staged_files_after_every_step(table_uri):
     after = deltatx.Table(table_uri)
     assert sorted(after.to_arrow()["id"].to_pylist()) == [0, 1, 2, 4, 5, 6, 7, 8, 9, 200]
     assert after.files().num_rows == 2
+
+
+def test_loose_stats_edits_only_the_top_level_key():
+    """A column may be named tightBounds: its bounds stay as they are, the file's flag turns false."""
+    from deltatx.tables.row_level import loose_stats
+
+    column_named_so = '{"numRecords":3,"minValues":{"tightBounds":false},"maxValues":{"tightBounds":true}}'
+    flagged = column_named_so[:-1] + ',"tightBounds":true}'
+    for stats in (column_named_so, flagged):
+        out = orjson.loads(loose_stats(stats))
+        assert out["tightBounds"] is False
+        assert out["minValues"] == {"tightBounds": False} and out["maxValues"] == {"tightBounds": True}
+    assert loose_stats('{"tightBounds":false,"numRecords":1}') == '{"tightBounds":false,"numRecords":1}'

@@ -17,6 +17,7 @@ import re
 from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -137,7 +138,7 @@ def file_row_ids(store: "LogStore", file: pa.Table, materialized: MaterializedCo
 # --------------------------------------------------------------------------------------------
 
 
-_TIGHT_BOUNDS = re.compile(r'"tightBounds"\s*:\s*(true|false)')
+_TIGHT_BOUNDS = re.compile(r'"tightBounds"\s*:\s*true')
 
 
 def loose_stats(stats: str | None) -> str | None:
@@ -145,19 +146,40 @@ def loose_stats(stats: str | None) -> str | None:
 
     Edited as text, not parsed and dumped again: a JSON parser reads a DECIMAL bound such as
     12345678.0123456789 as a binary float, and writing that back moves the bound inside the
-    data (a min rounded up, a max rounded down), so readers would skip files holding matches."""
+    data (a min rounded up, a max rounded down), so readers would skip files holding matches.
+    Only the top-level key is edited: a column may be named ``tightBounds`` too."""
     if not stats:
         return stats
-    found = _TIGHT_BOUNDS.search(stats)
-    if found is not None:
-        if found.group(1) == "false":
-            return stats
-        return stats[:found.start()] + '"tightBounds":false' + stats[found.end():]
-    head = stats.lstrip()
-    if not head.startswith("{"):
+    doc = orjson.loads(stats)
+    if not isinstance(doc, dict) or doc.get("tightBounds") is False:
         return stats
-    body = head[1:].lstrip()
-    return '{"tightBounds":false}' if body.startswith("}") else '{"tightBounds":false,' + body
+    if "tightBounds" not in doc:
+        body = stats.lstrip()[1:].lstrip()
+        return '{"tightBounds":false}' if body.startswith("}") else '{"tightBounds":false,' + body
+    for found in _TIGHT_BOUNDS.finditer(stats):
+        if _depth_at(stats, found.start()) == 1:
+            return stats[:found.start()] + '"tightBounds":false' + stats[found.end():]
+    return stats  # not reached for valid stats JSON
+
+
+def _depth_at(text: str, end: int) -> int:
+    """Object/array nesting depth of JSON ``text`` at offset ``end`` (strings skipped)."""
+    depth, in_string, escaped = 0, False, False
+    for ch in text[:end]:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+    return depth
 
 
 def with_deletion_vectors(adds: pa.Table, descriptors: Mapping[str, dict[str, Any]]) -> pa.Table:

@@ -314,3 +314,22 @@ def test_convert_to_delta_accepts_collect_stats(spark, tmp_path):
     assert dt.toDF().count() == 2
     with pytest.raises(TypeError):
         DeltaTable.convertToDelta(spark, f"parquet.`{folder}`", None, "no")
+
+
+def test_a_first_write_asking_for_protocol_versions_gets_them(tmp_path):
+    """delta.minReaderVersion / minWriterVersion in a creating write's properties upgrade the new
+    table's protocol (and are not stored), as create_table and set_properties do."""
+    from deltatx.spark.commit import CommitRequest, _create_and_write
+    from deltatx.spark.options import table_properties
+    from deltatx.txnlog.actions import FILE_SCHEMA
+    from deltatx.txnlog.schema import schema_to_json
+
+    uri = str(tmp_path / "t")
+    request = CommitRequest(uri=uri, storage_options={}, read_version=-1,
+                            schema_string=schema_to_json(pa.schema([("id", pa.int64())])), partition_columns=(),
+                            table_properties=table_properties({"delta.minWriterVersion": "7",
+                                                               "delta.minReaderVersion": "3"}))
+    _create_and_write(request, FILE_SCHEMA.empty_table())
+    table = deltatx.Table(uri)
+    assert (table.protocol.min_reader_version, table.protocol.min_writer_version) == (3, 7)
+    assert table.properties == {}

@@ -86,6 +86,15 @@ def test_protocol_version_properties_upgrade_the_protocol_and_are_not_stored(tmp
     assert deltatx.Table(uri).version == version
     created = deltatx.create_table(str(tmp_path / "c"), SCHEMA, properties={"delta.minWriterVersion": "4"})
     assert created.protocol.min_writer_version == 4 and created.properties == {}
+    # REPLACE TABLE asks the same way (delta-spark's builder replace, CREATE OR REPLACE)
+    from deltatx.tables.ops.replace_table import stage_replace_table
+
+    with created.transaction() as tx:
+        stage_replace_table(tx, SCHEMA, properties={"delta.minReaderVersion": "3", "delta.minWriterVersion": "7"})
+    SNAPSHOTS.clear()
+    replaced = deltatx.Table(str(tmp_path / "c"))
+    assert (replaced.protocol.min_reader_version, replaced.protocol.min_writer_version) == (3, 7)
+    assert replaced.properties == {}
 
 
 def test_an_integer_property_left_bad_in_the_log_is_refused_before_a_write(tmp_path):

@@ -286,7 +286,7 @@ def _create_and_write(request: CommitRequest, adds: pa.Table) -> CommitResult:
     metadata = Metadata(id=Metadata.new_id(), schema_string=request.schema_string,
                         partition_columns=tuple(request.partition_columns),
                         configuration=props.stored_configuration(config), created_time=now_ms)
-    protocol = required_protocol(config, schema)
+    protocol = required_protocol(config, schema, props.requested_protocol(config, None))
     check_writable(protocol, metadata)
     txn_id = str(uuid.uuid4())
     commit_info: dict[str, Any] = {

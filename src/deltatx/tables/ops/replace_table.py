@@ -64,7 +64,7 @@ def stage_replace_table(tx: "Transaction", schema: pa.Schema, partition_by: list
     metadata = Metadata(id=Metadata.new_id(), schema_string=schema_to_json(schema),
                         partition_columns=tuple(partition_by), configuration=props.stored_configuration(config),
                         description=description, created_time=int(time.time() * 1000))
-    protocol = required_protocol(config, schema, tx.protocol)
+    protocol = required_protocol(config, schema, props.requested_protocol(config, tx.protocol))
     check_writable(protocol, metadata)
     _, files = tx.scan(None)  # the replaced rows: all of them
     tx.stage_removes(files, data_change=True)

@@ -59,7 +59,7 @@ from ..errors import (
 from ..expr import TRUE, Expr, files_matching, partition_predicate
 from ..isolation import IsolationLevel
 from ..txnlog.actions import CommitActions
-from ..txnlog.replay import without_paths, without_rows
+from ..txnlog.replay import without_paths
 from ..txnlog.schema import schema_from_json
 from .hints import added_file_location, file_location, operation_name
 from ..txnlog import row_tracking

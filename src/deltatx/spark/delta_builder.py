@@ -27,14 +27,12 @@ from typing import Any
 from ..errors import (
     ArgumentTypeError,
     InvalidArgumentError,
-    LocationNotEmptyError,
     SchemaMismatchError,
     TableAlreadyExistsError,
     TableNotFoundError,
     UnsupportedOperationError,
 )
 from ..tables.column_rules import define_column_rules
-from ..tables.convert import is_hidden_path
 from ..tables.ops.replace_table import stage_replace_table
 from ..tables.table import Table, create_table
 from ..txnlog.store import open_store
@@ -240,13 +238,7 @@ class DeltaTableBuilder:
         return spark_schema_to_arrow(StructType(self._fields))
 
     def _create(self, store: Any, location: str, schema: Any) -> None:
-        present = [path for path, _, _ in store.list_files_recursive() if not is_hidden_path(path)]
-        if present:
-            raise LocationNotEmptyError(
-                f"Cannot create table delta.`{location}`: the location is not empty ({len(present)} file(s), "
-                f"e.g. {present[0]!r}) and also not a Delta table. Use DeltaTable.convertToDelta() for a "
-                f"Parquet folder, or an empty location"
-            )
+        # create_table refuses a location holding files (LocationNotEmptyError), as Delta does
         create_table(location, schema, partition_by=self._partition_by, properties=self._properties,
                      description=self._comment, cluster_by=self._cluster_by,
                      identity_columns=dict(self._identity) or None)

@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
-from ..errors import SchemaMismatchError
+from ..errors import InvalidArgumentError, SchemaMismatchError
 from ..txnlog.schema import (
     check_field_names,
     dropped_fields,
@@ -115,7 +115,7 @@ def resolve_write_schema(table_schema: pa.Schema, incoming: pa.Schema, schema_mo
     may not add a name Delta refuses (``column_mapped``: the table uses column mapping, which
     allows more names)."""
     if schema_mode not in (None, "merge"):
-        raise ValueError(f"schema_mode must be None or 'merge', got {schema_mode!r}")
+        raise InvalidArgumentError(f"schema_mode must be None or 'merge', got {schema_mode!r}")
     incoming = schema_renamed_like(incoming, table_schema)  # callers that did not rename (Spark's writer)
     extra = [n for n in incoming.names if n not in table_schema.names]
     nested = [p for f in incoming if f.name in table_schema.names

@@ -28,8 +28,6 @@ def _evolve_schema(tx: "Transaction", incoming: pa.Schema, schema_mode: str | No
     """The schema after this write; stages a metaData action when it grows (schema merge)."""
     from ...txnlog.schema import schema_to_json
 
-    if schema_mode not in (None, "merge"):  # before data.resolve_write_schema's plain ValueError
-        raise InvalidArgumentError(f"schema_mode must be None or 'merge', got {schema_mode!r}")
     target = resolve_write_schema(tx.schema, incoming, schema_mode, column_mapped=tx.column_mapping is not None)
     if not target.equals(tx.schema):
         tx.stage_metadata(tx.metadata.replace(schema_string=schema_to_json(target)))

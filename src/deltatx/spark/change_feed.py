@@ -31,7 +31,7 @@ from ..txnlog.change_feed import COMMIT_VERSION, ChangePlan, plan_changes, resol
 from ..txnlog.snapshot import load_snapshot
 from ..txnlog.store import LogStore, open_store
 from .options import ReadSpec, flag, int_option, lower_keys, read_spec
-from .reader import select_columns, to_spark_batch
+from .reader import open_latest, select_columns, to_spark_batch
 
 #: internal options: the resolved range, pinned by schema() (see the module docstring)
 PINNED_START_OPTION = "_deltatx_cdf_start"
@@ -116,11 +116,10 @@ def resolve_and_pin(options: dict[str, str]) -> Any:
         # no bound: a stream (its initial snapshot, then every commit) — a batch read's reader()
         # refuses it with ChangeDataFeedError
         spec = ChangeFeedSpec(read_spec(o))
-        latest = load_snapshot(open_store(spec.read.uri, spec.read.storage_options))
+        _, latest = open_latest(spec.read.uri, spec.read.storage_options)
         return spark_change_schema(latest.schema, spec.read.columns)
     spec = change_feed_spec(options)
-    store = open_store(spec.read.uri, spec.read.storage_options)
-    latest = load_snapshot(store)
+    store, latest = open_latest(spec.read.uri, spec.read.storage_options)
     start, end, _ = resolve_range(store, latest, spec.starting_version, spec.ending_version,
                                   spec.starting_timestamp, spec.ending_timestamp)
     options[PINNED_START_OPTION], options[PINNED_END_OPTION] = str(start), str(end)

@@ -37,6 +37,7 @@ from ..txnlog.stream_plan import (BASE_INDEX, UNRESOLVED_VERSION, Admission,
                                   StreamOffset, StreamStart, first_batch_start, resolve_start)
 from .change_feed import ChangesPartition, read_partition, spark_arrow_schema, split_plan
 from .stream_source import DriverPlannedStream, StreamReadSpec
+from .reader import open_latest
 
 
 @dataclass
@@ -86,8 +87,7 @@ class ChangeFeedStreamReader(DriverPlannedStream):
 
     def _source(self) -> _State:
         if self._state is None:
-            store = open_store(self.spec.read.uri, self.spec.read.storage_options)
-            latest = load_snapshot(store)
+            store, latest = open_latest(self.spec.read.uri, self.spec.read.storage_options)
             start = resolve_start(store, latest.version, latest.properties, self.spec.starting_version,
                                   self.spec.starting_timestamp_ms)
             self._state = _State(store, latest.metadata.id, start)

@@ -59,6 +59,8 @@ from ..io.row_metadata import ROW_COMMIT_VERSION, ROW_ID, MaterializedColumns
 from ..tables.table import Table
 from ..txnlog import column_mapping
 from ..txnlog.schema import schema_from_json, schema_to_json
+from ..txnlog.features import check_path_access
+from ..txnlog.snapshot import Snapshot, load_snapshot
 from ..txnlog.store import LogStore, open_store
 from .ipc import from_ipc, to_ipc
 from .options import ReadSpec
@@ -70,6 +72,16 @@ _READ_COLUMNS = ["path", "partitionValues", "size", "deletionVector", "baseRowId
 METADATA_COLUMN = "_metadata"
 _METADATA_FIELDS = {"row_id": ROW_ID, "row_commit_version": ROW_COMMIT_VERSION}
 
+
+
+def open_latest(uri: str, storage_options: dict[str, Any] | None) -> tuple[LogStore, Snapshot]:
+    """A table's store and latest snapshot for a read that goes by path (change feed, streams),
+    refusing a catalog-managed table as ``Table(path)`` does: its latest version is whatever its
+    catalog ratified, which the published files need not show yet."""
+    store = open_store(uri, storage_options)
+    latest = load_snapshot(store)
+    check_path_access(latest.protocol, store, uri)
+    return store, latest
 
 def open_table(spec: ReadSpec) -> Table:
     """The table as of the requested version/timestamp (latest when neither is given)."""

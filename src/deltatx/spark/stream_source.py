@@ -68,7 +68,7 @@ from ..txnlog.stream_plan import (
     resolve_start,
 )
 from .options import ReadSpec, flag, int_option, lower_keys, read_spec
-from .reader import METADATA_COLUMN, DeltaTxReader, FilesPartition, bin_files
+from .reader import METADATA_COLUMN, DeltaTxReader, FilesPartition, bin_files, open_latest
 
 #: add-action columns the executors get for each file
 _PARTITION_FILE_COLUMNS = ["path", "partitionValues", "size", "deletionVector", "baseRowId", "defaultRowCommitVersion"]
@@ -202,8 +202,7 @@ class DeltaTxStreamReader(DriverPlannedStream):
     # ------------------------------------------------------------------ planning state
     def _source(self) -> _SourceState:
         if self._state is None:
-            store = open_store(self.spec.read.uri, self.spec.read.storage_options)
-            latest = load_snapshot(store)
+            store, latest = open_latest(self.spec.read.uri, self.spec.read.storage_options)
             read_schema = schema_from_json(self.spark_schema_json)
             read_schema = pa.schema([f for f in read_schema if f.name != METADATA_COLUMN])
             planner = StreamPlanner(store, latest.metadata.id, read_schema, latest.metadata, self.spec.policy,

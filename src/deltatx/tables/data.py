@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
-from ..errors import InvalidArgumentError, SchemaMismatchError
+from ..errors import InvalidArgumentError, PredicateError, SchemaMismatchError
 from ..txnlog.schema import (
     check_field_names,
     dropped_fields,
@@ -147,6 +147,28 @@ def cast_value(values: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Ar
         raise pa.ArrowInvalid(f"nested field(s) {dropped} are not in the table's type {target}; schema "
                               f"evolution (schema_mode='merge', MERGE with_schema_evolution()) adds them")
     return values.cast(target, safe=True)
+
+
+def assign_value(values: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Array | pa.ChunkedArray:
+    """An UPDATE / MERGE SET value stored into a column of type ``target``: Spark's ANSI store
+    assignment. Numbers convert as its CAST does when the safe cast cannot (7.9 into an INT is 7,
+    1.235 into DECIMAL(5,2) is 1.24; a value out of range still fails); anything else as
+    :func:`cast_value`. Raises ``pa.ArrowInvalid`` like it."""
+    try:
+        return cast_value(values, target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        if not (_is_number(values.type) and _is_number(target)):
+            raise
+    from ..expr.rows import cast_values
+
+    try:
+        return cast_values(values, target)
+    except PredicateError as exc:
+        raise pa.ArrowInvalid(str(exc)) from None
+
+
+def _is_number(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
 
 
 def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, computed: frozenset[str] = frozenset(),

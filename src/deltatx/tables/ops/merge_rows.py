@@ -57,7 +57,7 @@ from .merge_on_read import mark_changed, materialized, record_read, row_columns,
 from .rewrite import write_files
 from . import change_feed
 from ..constraints import rules_for
-from ..data import cast_value
+from ..data import assign_value
 from ..identity import assigner
 from ..defaults import default_sql, default_values, fill
 
@@ -596,7 +596,7 @@ class MergeExecutor:
         values = evaluate(expr, view)
         if not values.type.equals(field.type):
             try:
-                values = cast_value(values, field.type)
+                values = assign_value(values, field.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                 raise SchemaMismatchError(
                     f"MERGE {clause.action} value {expr} for column {field.name!r} cannot be converted to "

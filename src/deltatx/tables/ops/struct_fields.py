@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from ...errors import PredicateError, SchemaMismatchError
 from ...expr import Column
 from ...expr.bind import _resolve_path, find_field
-from ..data import cast_value
+from ..data import assign_value
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def with_fields(struct: pa.Array, type_: pa.StructType, values: dict[tuple[str, 
         current = pc.struct_field(struct, [i])
         if () in here:
             try:
-                current = cast_value(here[()], child.type)
+                current = assign_value(here[()], child.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                 raise SchemaMismatchError(
                     f"{where} value for field {child.name!r} cannot be converted to {child.type}: {exc}") from None

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from ...errors import ArgumentTypeError, InvalidArgumentError, PredicateError, SchemaMismatchError
 from ...expr import Expr, Literal, bind, bind_predicate, evaluate, parse_expression, parse_predicate
 from ..constraints import rules_for
-from ..data import cast_value
+from ..data import assign_value
 from ..generated import with_update_assignments
 from ..identity import check_no_update
 from .rewrite import rewrite_files
@@ -84,7 +84,7 @@ def apply_assignments(rows: pa.Table, matches: pa.ChunkedArray, assignments: dic
             if isinstance(value, pa.Scalar):
                 value = pa.repeat(value, rows.num_rows)
             try:
-                value = cast_value(value, field.type)
+                value = assign_value(value, field.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                 raise SchemaMismatchError(
                     f"UPDATE value for column {field.name!r} cannot be converted to {field.type}: {exc}"

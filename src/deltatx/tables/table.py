@@ -315,9 +315,12 @@ class Table:
                 and isinstance(data, (pa.Table, pa.RecordBatch)))
 
     def overwrite(self, data: Any, where: str | None = None, schema_mode: str | None = None,
-                  user_metadata: str | None = None) -> CommitResult:
-        """Replace the table's rows, or only those matching ``where`` (replaceWhere)."""
-        return self._run(user_metadata, lambda tx: tx.overwrite(data, where=where, schema_mode=schema_mode))
+                  user_metadata: str | None = None, partition_overwrite_mode: str | None = None) -> CommitResult:
+        """Replace the table's rows, only those matching ``where`` (replaceWhere), or with
+        ``partition_overwrite_mode="dynamic"`` only the partitions ``data`` writes into (Delta's
+        partitionOverwriteMode=dynamic)."""
+        return self._run(user_metadata, lambda tx: tx.overwrite(
+            data, where=where, schema_mode=schema_mode, partition_overwrite_mode=partition_overwrite_mode))
 
     def delete(self, where: str | None = None, user_metadata: str | None = None) -> CommitResult:
         return self._run(user_metadata, lambda tx: tx.delete(where))

@@ -445,11 +445,13 @@ class Transaction(CommitsOnExit):
 
         return stage_append(self, data, schema_mode=schema_mode, app_id=app_id, app_version=app_version)
 
-    def overwrite(self, data: Any, where: str | None = None, schema_mode: str | None = None) -> None:
+    def overwrite(self, data: Any, where: str | None = None, schema_mode: str | None = None,
+                  partition_overwrite_mode: str | None = None) -> None:
         self._refuse_after_compaction("overwrite")
         from .ops.write import stage_overwrite
 
-        stage_overwrite(self, data, where=where, schema_mode=schema_mode)
+        stage_overwrite(self, data, where=where, schema_mode=schema_mode,
+                        partition_overwrite_mode=partition_overwrite_mode)
 
     def delete(self, where: str | None = None) -> dict[str, Any]:
         self._refuse_after_compaction("delete")

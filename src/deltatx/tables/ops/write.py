@@ -18,6 +18,7 @@ from ..constraints import WriteRules, rules_for
 from ..data import conform, conform_table, data_schema, resolve_write_schema, to_reader, with_table_names
 from ..identity import assigner, refuse_explicit_values
 from . import change_feed
+from .partition_overwrite import DYNAMIC, overwrite_mode, stage_partition_overwrite
 from .rewrite import num_records, remove_matching_rows, write_files
 
 if TYPE_CHECKING:
@@ -79,13 +80,22 @@ def stage_append(tx: "Transaction", data: Any, *, schema_mode: str | None = None
     return True
 
 
-def stage_overwrite(tx: "Transaction", data: Any, *, where: str | None = None, schema_mode: str | None = None) -> None:
-    """Replace the whole table, or only the rows matching ``where`` (replaceWhere)."""
+def stage_overwrite(tx: "Transaction", data: Any, *, where: str | None = None, schema_mode: str | None = None,
+                    partition_overwrite_mode: str | None = None) -> None:
+    """Replace the whole table, only the rows matching ``where`` (replaceWhere), or with
+    ``partition_overwrite_mode="dynamic"`` only the partitions the data writes into."""
+    dynamic = overwrite_mode(partition_overwrite_mode) == DYNAMIC and bool(tx.partition_columns)
+    if dynamic and where is not None:
+        raise InvalidArgumentError("a dynamic partition overwrite replaces the partitions the data writes into; "
+                                   "it cannot also take where= (replaceWhere)")
     reader = with_table_names(to_reader(data), tx.schema)  # ID writes id: Delta ignores case
     schema = _evolve_schema(tx, data_schema(reader), schema_mode)
     absent = _computed_columns(tx, reader.schema, "overwrite")
     params: dict[str, Any] = {"mode": "Overwrite", "partitionBy": tx.partition_columns}
-    if where is None:
+    if dynamic:
+        adds = write_files(tx, conform(reader, schema, absent), schema, absent=absent)
+        removed, deleted_rows = stage_partition_overwrite(tx, adds), None
+    elif where is None:
         _, files = tx.scan(None)
         removed = files.num_rows
         change_feed.files_leaving(tx, files)

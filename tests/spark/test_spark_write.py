@@ -190,8 +190,10 @@ def test_losing_the_race_to_create_the_table_is_protocol_changed(table_uri):
     schema = pa.schema([("id", pa.int64())])
     request = CommitRequest(uri=table_uri, storage_options={}, read_version=-1,
                             schema_string=schema_to_json(schema), partition_columns=())
+    # another writer created the table after we planned (read_version=-1: no table yet) and
+    # before our files were written (create_table refuses a location already holding files)
+    deltatx.create_table(table_uri, schema)
     adds = write_data_files(open_store(table_uri), pa.table({"id": [1]}), schema, [])
-    deltatx.create_table(table_uri, schema)  # another writer created it after we planned
     with pytest.raises(ProtocolChangedException) as info:
         commit_files(request, adds)
     assert info.value.version == 0 and info.value.operation == "CREATE TABLE"

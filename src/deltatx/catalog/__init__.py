@@ -12,6 +12,10 @@ def __getattr__(name: str) -> Any:
         from . import catalog
 
         return getattr(catalog, name)
+    if name in ("CatalogTableOwnedError", "CatalogManagedPropertyError"):
+        from . import rules
+
+        return getattr(rules, name)
     if name == "CatalogTransaction":
         from .transaction import CatalogTransaction
 
@@ -19,4 +23,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
-__all__ = ["Catalog", "CatalogSnapshot", "CatalogTransaction"]
+__all__ = ["Catalog", "CatalogSnapshot", "CatalogTransaction", "CatalogTableOwnedError", "CatalogManagedPropertyError"]

@@ -25,18 +25,16 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..errors import CatalogTableExistsError, CatalogTableNotFoundError
+from ..errors import CatalogError, CatalogTableExistsError, CatalogTableNotFoundError, ConcurrentModificationException
 from ..tables.table import Table, create_table
 from ..txnlog.actions import Protocol, parse_commit
 from ..txnlog.features import CATALOG_MANAGED, required_protocol
 from ..txnlog.snapshot import Snapshot, load_snapshot
 from ..txnlog.store import LogStore, PreparedCommit, open_store
-from .db import Database, Ratification, open_database
+from .db import Database, DuplicateRowError, Ratification, open_database
+from .rules import CATALOG_ID, ICT_ENABLED, ICT_TIMESTAMP, ICT_VERSION, CatalogTableOwnedError
 from .store import CatalogLogStore, next_ict, stamp_in_commit_timestamp
 
-ICT_ENABLED = "delta.enableInCommitTimestamps"
-ICT_VERSION = "delta.inCommitTimestampEnablementVersion"
-ICT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
 #: what create/register add to a table's configuration (features via delta.feature.*)
 CATALOG_CONFIG = {f"delta.feature.{CATALOG_MANAGED}": "supported", ICT_ENABLED: "true"}
 
@@ -63,6 +61,12 @@ class Catalog:
         #: leaves the catalog once their files are fsynced (close, or log cleanup)
         self._published: dict[str, tuple[CatalogLogStore, list[int]]] = {}
         self._published_lock = threading.Lock()
+
+    @property
+    def catalog_id(self) -> str:
+        """This catalog's identity (kept in its database: the same under any URL of it), recorded
+        in the table property ``deltatx.catalogId`` of every table it manages."""
+        return self._db.catalog_id
 
     # ------------------------------------------------------------------ names
     def _entry(self, name: str) -> CatalogEntry:
@@ -123,44 +127,62 @@ class Catalog:
         self._check_new(name, uri)
         table_id = str(uuid.uuid4())
         store = _CreatingStore(self, table_id, self._open(uri), name)
-        config = {**(properties or {}), **CATALOG_CONFIG}
+        config = {**(properties or {}), **CATALOG_CONFIG, CATALOG_ID: self.catalog_id}
         create_table(uri, schema, partition_by=partition_by, properties=config, _store=store,  # type: ignore[arg-type]
                      **kwargs)
         return self.table(name)
 
     def register(self, name: str, uri: str) -> Table:
         """Adopt the path table at ``uri``: one path commit adds ``catalogManaged`` (with the
-        in-commit timestamps and vacuumProtocolCheck it requires), then the catalog records it.
+        in-commit timestamps and vacuumProtocolCheck it requires) and this catalog's identity
+        (``deltatx.catalogId``), then the catalog records it.
 
         A crash between the two leaves a table that path clients refuse; registering it again
-        adopts it without another commit."""
+        adopts it without another commit. A table another catalog manages (another identity,
+        or none: managed by a catalog that did not say which) is refused with
+        :class:`CatalogTableOwnedError`: two catalogs would each ratify their own version N."""
         uri = _normal_uri(uri)
         self._check_new(name, uri)
         inner = self._open(uri)
         snapshot = load_snapshot(inner)
         if CATALOG_MANAGED not in (snapshot.protocol.writer_features or ()):
-            self._commit_registration(inner, snapshot)
+            try:
+                self._commit_registration(inner, snapshot)
+            except ConcurrentModificationException:
+                pass  # registered meanwhile (by whom: the check below says)
             snapshot = snapshot.refresh(inner)
+        owner = snapshot.metadata.configuration.get(CATALOG_ID)
+        if CATALOG_MANAGED not in (snapshot.protocol.writer_features or ()) or owner != self.catalog_id:
+            raise CatalogTableOwnedError(
+                f"the table at {uri!r} is catalog-managed by "
+                f"{'catalog ' + repr(owner) if owner else 'a catalog that does not record its identity'}, not by "
+                f"{self.url!r} (catalog {self.catalog_id!r}); release it from that catalog first (cat.release(name)) "
+                f"and register the path table here")
         last = parse_commit(inner.read_commit(snapshot.version), snapshot.version)
         ict = int(last.commit_info.get("inCommitTimestamp") or next_ict(None))
         table_id = str(uuid.uuid4())
         row = Ratification(table_id, snapshot.version, None, last.txn_id or str(uuid.uuid4()), ict)
-        self._db.ratify([row], row.txn_id, int(time.time() * 1000),
-                        extra=lambda cur: _insert_table(cur, table_id, name, uri))
+        try:  # ratified in place: the version is in _delta_log already, as published as it gets
+            self._db.ratify([row], row.txn_id, int(time.time() * 1000),
+                            extra=lambda cur: _insert_table(cur, table_id, name, uri, snapshot.version))
+        except DuplicateRowError:  # the name or the path was taken meanwhile (UNIQUE)
+            self._check_new(name, uri)
+            raise CatalogTableExistsError(f"the table at {uri!r} or the name {name!r} was registered meanwhile") from None
         return self.table(name)
 
     def _commit_registration(self, inner: LogStore, snapshot: Snapshot) -> None:
         version = snapshot.version + 1
         ict = next_ict(None)
         config = {**snapshot.metadata.configuration, ICT_ENABLED: "true", ICT_VERSION: str(version),
-                  ICT_TIMESTAMP: str(ict)}
+                  ICT_TIMESTAMP: str(ict), CATALOG_ID: self.catalog_id}
         protocol = required_protocol({**config, **CATALOG_CONFIG}, snapshot.schema, current=snapshot.protocol)
         table = Table(inner.uri, _store=_StampingStore(inner, ict), _snapshot=snapshot)  # type: ignore[arg-type]
         tx = table.transaction()
         tx.stage_protocol(protocol)
         tx.stage_metadata(replace(snapshot.metadata, configuration=config))
         tx.note_operation("SET TBLPROPERTIES", {"properties": {f"delta.feature.{CATALOG_MANAGED}": "supported",
-                                                               ICT_ENABLED: "true"}}, changes_data=False)
+                                                               ICT_ENABLED: "true", CATALOG_ID: self.catalog_id}},
+                          changes_data=False)
         tx.commit()
 
     def release(self, name: str) -> Table:
@@ -179,7 +201,8 @@ class Catalog:
         tx.stage_protocol(Protocol(p.min_reader_version, p.min_writer_version,
                                    tuple(f for f in (p.reader_features or ()) if f not in dropped),
                                    tuple(f for f in (p.writer_features or ()) if f not in dropped)))
-        config = {k: v for k, v in snap.metadata.configuration.items() if k not in (ICT_VERSION, ICT_TIMESTAMP)}
+        config = {k: v for k, v in snap.metadata.configuration.items()
+                  if k not in (ICT_VERSION, ICT_TIMESTAMP, CATALOG_ID)}
         config[ICT_ENABLED] = "false"
         tx.stage_metadata(replace(snap.metadata, configuration=config))
         tx.note_operation("RELEASE FROM CATALOG", {}, changes_data=False)
@@ -214,6 +237,14 @@ class Catalog:
                     moved = found.get(entry.table_id, [])
                     if moved and moved[-1].version != latest:
                         continue  # a commit landed while publishing: publish it too, then forget
+                    through = cur.execute("SELECT published_through FROM deltatx_tables WHERE id = ?",
+                                          (entry.table_id,)).fetchall()
+                    if latest >= 0 and (not through or through[0][0] < latest):
+                        # the catalog could not verify some ratified version in _delta_log: its
+                        # rows are the only copy of a committed version
+                        raise CatalogError(
+                            f"table {entry.name!r}: version {through[0][0] + 1 if through else 0} is ratified but "
+                            f"could not be published to {entry.uri!r}; the catalog keeps it (nothing was dropped)")
                 cur.execute("DELETE FROM deltatx_commits WHERE table_id = ?", (entry.table_id,))
                 cur.execute("DELETE FROM deltatx_tables WHERE id = ?", (entry.table_id,))
             return
@@ -302,8 +333,7 @@ class Catalog:
         with self._published_lock:
             published, self._published = self._published, {}
         for table_id, (store, versions) in published.items():
-            store.make_durable(versions)
-            self._db.drop_content(table_id, versions)
+            store.drop_published_content(only=set(versions))  # verified, compared, fsynced first
 
     def close(self) -> None:
         """Close the connection, after letting the catalog forget the bytes of the inline
@@ -345,14 +375,25 @@ def _released(table: Table) -> bool:
     return CATALOG_MANAGED not in (table.snapshot.protocol.writer_features or ())
 
 
-def _insert_table(cur: Any, table_id: str, name: str, uri: str) -> None:
-    cur.execute("INSERT INTO deltatx_tables (id, name, uri, created_ms) VALUES (?, ?, ?, ?)",
-                (table_id, name, uri, int(time.time() * 1000)))
+def _insert_table(cur: Any, table_id: str, name: str, uri: str, published_through: int = -1) -> None:
+    cur.execute("INSERT INTO deltatx_tables (id, name, uri, created_ms, published_through) VALUES (?, ?, ?, ?, ?)",
+                (table_id, name, uri, int(time.time() * 1000), published_through))
 
 
 def _normal_uri(uri: str) -> str:
+    """The one spelling of a table's location the catalog compares and stores: a local path (or
+    ``file:`` URL) resolved to its real path — symlinks, ``..``, ``file://`` — so that one
+    directory cannot be registered twice under two spellings; other URLs without trailing
+    slashes."""
+    from urllib.parse import unquote, urlparse
+
     uri = str(uri)
-    return os.path.abspath(uri) if "://" not in uri else uri
+    if "://" not in uri and not uri.startswith("file:"):
+        return os.path.realpath(os.path.abspath(uri))
+    parsed = urlparse(uri)
+    if parsed.scheme.lower() == "file" and parsed.netloc in ("", "localhost"):
+        return os.path.realpath(unquote(parsed.path) or "/")
+    return uri.rstrip("/") if len(uri.rstrip("/")) > len(parsed.scheme) + 3 else uri
 
 
 class _CreatingStore(CatalogLogStore):
@@ -366,17 +407,17 @@ class _CreatingStore(CatalogLogStore):
         return self.inner.table_exists()
 
     def put_commit(self, version: int, data: bytes) -> None:
-        from ..txnlog.store import VersionExistsError
-        from .db import DuplicateRowError
-
+        self.check_commit(data)
         row = self.ratification(version, data, None)
         try:
             self.catalog._db.ratify([row], row.txn_id, int(time.time() * 1000),
                                     extra=lambda cur: _insert_table(cur, self.table_id, self.name, self.inner.uri))
-        except DuplicateRowError:
+        except DuplicateRowError:  # a new table id: only the name or the path can be taken (UNIQUE)
             if row.staged_name is not None:
                 self.discard_staged(row.staged_name)
-            raise VersionExistsError(version) from None
+            self.catalog._check_new(self.name, self.inner.uri)
+            raise CatalogTableExistsError(f"the name {self.name!r} or the path {self.inner.uri!r} was registered "
+                                          f"meanwhile in catalog {self.catalog.url!r}; nothing was created") from None
         self.publish_pending()
 
 

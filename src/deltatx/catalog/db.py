@@ -23,6 +23,8 @@ import dataclasses
 import os
 import sqlite3
 import threading
+import uuid
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
@@ -36,8 +38,10 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
 #: 2: deltatx_tables.maintenance (maintenance gating); 3: deltatx_commits.content (inline commits);
-#: 4: deltatx_commits.plain (commits a blind append commutes with: conflicts/commuting.py)
-SCHEMA_VERSION = 4
+#: 4: deltatx_commits.plain (commits a blind append commutes with: conflicts/commuting.py);
+#: 5: deltatx_tables.uri UNIQUE (one path, one name), deltatx_tables.published_through (the
+#: versions the catalog verified in ``_delta_log``), deltatx_catalog_info (the catalog's identity)
+SCHEMA_VERSION = 5
 
 
 class DuplicateRowError(Exception):
@@ -78,8 +82,13 @@ class RatifiedCommit:
 def _ddl(serial: str, blob: str) -> list[str]:
     return [
         "CREATE TABLE IF NOT EXISTS deltatx_schema_version (version INTEGER NOT NULL)",
+        # the catalog's identity, recorded in every table it manages (catalog.py, CATALOG_ID)
+        "CREATE TABLE IF NOT EXISTS deltatx_catalog_info (id TEXT NOT NULL)",
+        # published_through: every version up to it is in _delta_log with the ratified bytes, as
+        # the catalog itself verified (store.py, publish_pending); uri is UNIQUE (index below)
         "CREATE TABLE IF NOT EXISTS deltatx_tables (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, "
-        "uri TEXT NOT NULL, created_ms BIGINT NOT NULL, maintenance TEXT NOT NULL DEFAULT 'allowed')",
+        "uri TEXT NOT NULL, created_ms BIGINT NOT NULL, maintenance TEXT NOT NULL DEFAULT 'allowed', "
+        "published_through BIGINT NOT NULL DEFAULT -1)",
         # one row per catalog transaction: the global order the bank2 checker walks
         f"CREATE TABLE IF NOT EXISTS deltatx_catalog_commits (seq {serial}, txn_id TEXT NOT NULL, "
         "committed_ms BIGINT NOT NULL)",
@@ -96,12 +105,17 @@ _RATIFIED_SINCE_FLAGS = ("SELECT version, ict, staged_name, NULL, plain FROM del
                          "WHERE table_id = ? AND version >= ? ORDER BY version")
 _LATEST = ("SELECT version, ict, staged_name, content, plain FROM deltatx_commits WHERE table_id = ? "
            "ORDER BY version DESC LIMIT 1")
+#: one path, one table: two names (or two concurrent creates) for one location would each ratify
+#: their own version N and overwrite each other's published files
+_URI_INDEX = "CREATE UNIQUE INDEX IF NOT EXISTS deltatx_tables_uri ON deltatx_tables (uri)"
 
 
 class Database:
     """A connection with the few operations the catalog needs; thread-safe by one lock."""
 
     dialect = "base"
+    #: does :meth:`offer` record what ``on_ratified`` published (its return value) itself?
+    marks_in_offer = False
 
     def __init__(self, url: str):
         self.url = url
@@ -266,8 +280,15 @@ class Database:
             for stmt in _ddl(self._serial(), self._blob()):
                 cur.execute(stmt)
             cur.execute("CREATE INDEX IF NOT EXISTS deltatx_commits_seq ON deltatx_commits (catalog_seq)")
+            ids = cur.execute("SELECT id FROM deltatx_catalog_info").fetchall()
+            if not ids:
+                ids = [(str(uuid.uuid4()),)]
+                cur.execute("INSERT INTO deltatx_catalog_info (id) VALUES (?)", ids[0])
+            #: this catalog's identity (the same database under any URL): what a table it manages records
+            self.catalog_id = str(ids[0][0])
             rows = cur.execute("SELECT version FROM deltatx_schema_version").fetchall()
             if not rows:
+                cur.execute(_URI_INDEX)
                 cur.execute("INSERT INTO deltatx_schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
                 return
             found = rows[0][0]
@@ -282,8 +303,27 @@ class Database:
             if found < 4 and "plain" not in cur.columns("deltatx_commits"):
                 # older commits count as not plain: a commuting offer reads them as any rebase does
                 cur.execute("ALTER TABLE deltatx_commits ADD COLUMN plain BOOLEAN NOT NULL DEFAULT FALSE")
-            if found < SCHEMA_VERSION:
-                cur.execute("UPDATE deltatx_schema_version SET version = ?", (SCHEMA_VERSION,))
+            upgraded = SCHEMA_VERSION
+            if found < 5:
+                if "published_through" not in cur.columns("deltatx_tables"):
+                    # nothing verified yet: the first publish_pending of each table checks its
+                    # ratified versions whose bytes the catalog still has against _delta_log
+                    cur.execute("ALTER TABLE deltatx_tables ADD COLUMN published_through BIGINT NOT NULL DEFAULT -1")
+                shared = cur.execute("SELECT uri FROM deltatx_tables GROUP BY uri HAVING COUNT(*) > 1").fetchall()
+                if shared:
+                    # the defect the index prevents happened already: which name is right is the
+                    # operator's call. New names are still refused a registered path (_check_new);
+                    # the upgrade completes at the first open after one of each pair is dropped
+                    names = cur.execute("SELECT name, uri FROM deltatx_tables WHERE uri IN (SELECT uri FROM "
+                                        "deltatx_tables GROUP BY uri HAVING COUNT(*) > 1) ORDER BY uri, name").fetchall()
+                    warnings.warn(f"catalog {self.url!r}: several names share one path ({names}); each path "
+                                  f"must have one name — drop all but one (drop_table without purge)",
+                                  RuntimeWarning, stacklevel=4)
+                    upgraded = 4
+                else:
+                    cur.execute(_URI_INDEX)
+            if found < upgraded:
+                cur.execute("UPDATE deltatx_schema_version SET version = ?", (upgraded,))
 
     def close(self) -> None:
         with self._lock:
@@ -379,6 +419,23 @@ class Database:
                     cur.execute("UPDATE deltatx_commits SET content = NULL WHERE table_id = ? AND version = ?",
                                 (table_id, version))
 
+    def publish_state(self, table_id: str) -> tuple[int, int, int] | None:
+        """(latest ratified version, its in-commit timestamp, published_through) in one query;
+        None for an unknown table."""
+        rows = self.query(
+            "SELECT c.version, c.ict, t.published_through FROM deltatx_commits c JOIN deltatx_tables t "
+            "ON t.id = c.table_id WHERE c.table_id = ? ORDER BY c.version DESC LIMIT 1", (table_id,))
+        return (int(rows[0][0]), int(rows[0][1]), int(rows[0][2])) if rows else None
+
+    def mark_published(self, marks: Sequence[tuple[str, int, int]]) -> None:
+        """Record that versions ``first..last`` of each ``(table_id, first, last)`` are verified
+        in ``_delta_log``: published_through moves to ``last`` when it had reached ``first - 1``
+        (it only ever covers a contiguous prefix of the log)."""
+        if marks:
+            with self.write() as cur:
+                for table_id, first, last in marks:
+                    cur.execute(_MARK_PUBLISHED, (last, table_id, first - 1, last))
+
     def latest(self, table_id: str) -> tuple[int, int] | None:
         """(latest ratified version, its in-commit timestamp), None for an unknown table."""
         rows = self.query("SELECT version, ict FROM deltatx_commits WHERE table_id = ? ORDER BY version DESC LIMIT 1",
@@ -392,11 +449,15 @@ class Database:
         return [_ratified(r) for r in self.query(_RATIFIED_SINCE + " LIMIT ?", (table_id, version + 1, limit))]
 
 
+_MARK_PUBLISHED = ("UPDATE deltatx_tables SET published_through = ? WHERE id = ? AND published_through >= ? "
+                   "AND published_through < ?")
+
 _INSERT_COMMIT = ("INSERT INTO deltatx_commits (table_id, version, staged_name, txn_id, ict, catalog_seq, content, "
                   "plain) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
 
-#: ``on_ratified(row, view)``: what a committer does once its offer is ratified (publish it)
-OnRatified = Callable[[Ratification, "CommitLease"], None]
+#: ``on_ratified(row, view)``: what a committer does once its offer is ratified (publish it);
+#: returns the versions (first, last) it verified in ``_delta_log``, if any
+OnRatified = Callable[[Ratification, "CommitLease"], "tuple[int, int] | None"]
 
 #: ``make_row(previous, version)``: the row ratifying the caller's bytes as ``version``, stamped
 #: after ``previous`` (the latest ratified version, None for a table's first)
@@ -614,6 +675,7 @@ class PostgresDatabase(Database):
     statement on the server after a few executions."""
 
     dialect = "postgresql"
+    marks_in_offer = True  # in the statement that ends the publishing turn: no extra round trip
 
     def _connect(self) -> Any:
         try:
@@ -674,13 +736,20 @@ class PostgresDatabase(Database):
         cur.execute("SELECT id FROM deltatx_tables WHERE id = ANY(?) ORDER BY id FOR UPDATE", (ids,))
         return super()._read_for_commit(cur, since, content)
 
-    def _end_publishing_turn(self, table_id: str) -> None:
+    def _end_publishing_turn(self, table_id: str, mark: tuple[int, int] | None = None) -> None:
         """Release the table's publishing turn that a ratifying ``deltatx_offer`` kept (a no-op
-        when this session does not hold it). Should this connection be gone, so is the turn."""
+        when this session does not hold it), recording in the same statement that versions
+        ``mark`` = (first, last) are verified in ``_delta_log`` (:meth:`mark_published`).
+        Should this connection be gone, so is the turn."""
         with self._lock:
             cur = self._conn_for_process().cursor()
             try:
-                cur.execute("SELECT pg_advisory_unlock(hashtext('deltatx_publish'), hashtext(%s))", (table_id,))
+                if mark is None:
+                    cur.execute("SELECT pg_advisory_unlock(hashtext('deltatx_publish'), hashtext(%s))", (table_id,))
+                else:
+                    cur.execute("WITH m AS (" + _MARK_PUBLISHED.replace("?", "%s") + " RETURNING 1) "
+                                "SELECT pg_advisory_unlock(hashtext('deltatx_publish'), hashtext(%s))",
+                                (mark[1], table_id, mark[0] - 1, mark[1], table_id))
                 cur.fetchall()
             except Exception:
                 pass  # a broken connection: the server released the session's locks with it
@@ -720,11 +789,12 @@ class PostgresDatabase(Database):
             if rows and rows[0][0]:  # the last row is the one ratified (the one before it has its bytes)
                 mine = commits[-1]  # as ratified: its timestamp may have moved past a winner's
                 row = dataclasses.replace(row, version=mine.version, ict=mine.ict, content=mine.content)
+                mark = None
                 try:
                     if on_ratified is not None:
-                        on_ratified(row, view)
+                        mark = on_ratified(row, view)
                 finally:
-                    self._end_publishing_turn(table_id)
+                    self._end_publishing_turn(table_id, mark)
                 return row, view
             if next_free_version(commits, version, commutes) is None:
                 return None, view

@@ -15,10 +15,14 @@ A commit to version N (PROTOCOL.md, ``catalogManaged``, commit protocol):
 3. **ratify**: the catalog inserts the unique row (table id, N) and commits, releasing the lock;
 4. **publish**: the ratified bytes are put-if-absent to ``_delta_log/<N>.json``, strictly in
    version order, by the committer right after — or by any reader or writer that finds a
-   ratified version unpublished (a crash between 3 and 4 loses nothing). A publisher that made
-   an inline commit's file durable lets the catalog drop the content at its next ratification.
+   ratified version the catalog has not verified in ``_delta_log`` (a crash between 3 and 4
+   loses nothing). A file found there already is compared with the ratified bytes and replaced
+   when it differs (a client that ignored the catalog put it). The catalog records how far the
+   log holds its ratified bytes (``published_through``, moved by whoever verified), and drops
+   its copy of an inline commit only below that mark, after comparing the file once more.
 
-Readers ask the catalog for the latest ratified version and ignore log files beyond it. Everything
+Readers ask the catalog for the latest ratified version and ignore log files beyond it, and
+checkpoints the catalog cannot vouch for (:func:`~deltatx.catalog.rules.vouched`). Everything
 that is not the log (data files, filesystems) is the wrapped path store's, by delegation.
 """
 
@@ -36,6 +40,7 @@ from .. import phases
 from ..errors import CatalogError, CatalogTableNotFoundError
 from ..txnlog.store import (LOG_DIR, LocalLogStore, LogFile, LogStore, PreparedCommit, VersionExistsError, commit_name,
                             fsync_path, write_new_file)
+from . import rules
 from .db import CommitLease, DuplicateRowError, Ratification, RatifiedCommit
 
 if TYPE_CHECKING:
@@ -104,6 +109,10 @@ class CatalogLogStore:
         self._offers = 0
         #: the latest version this store knows to be ratified (the next offer stamps after it)
         self._known: RatifiedCommit | None = None
+        #: the catalog's published_through as last read: versions up to it need no verifying
+        self._through = -1
+        #: what the last ratification's publish verified (first, last), for the catalog to record
+        self._mark: tuple[int, int] | None = None
 
     def _end_lease(self) -> None:
         lease, self._lease, self._view = self._lease, None, None
@@ -121,6 +130,32 @@ class CatalogLogStore:
     def __getattr__(self, name: str) -> Any:  # data files, fs, roots... are the path store's
         return getattr(self.inner, name)
 
+    # ---- what managing the table requires (rules.py) ----------------------------------------
+    def check_commit(self, data: bytes) -> None:
+        """Before ratifying ``data``: a maintenance commit (OPTIMIZE, REORG) must be allowed by
+        the catalog's policy *now* (it may have been staged before the policy changed), and its
+        metaData must keep in-commit timestamps on and name no other catalog."""
+        operation = rules.maintenance_operation(data)
+        if operation is not None:
+            self.check_maintenance(operation)
+        rules.check_catalog_metadata(data, self.catalog.catalog_id, self.inner.uri)
+
+    def restored_metadata(self, current: Any, restored: Any) -> Any:
+        """RESTORE's hook (tables/ops/restore.py): keep what catalog management requires."""
+        return rules.keep_catalog_properties(current, restored)
+
+    def write_log_file(self, name: str, data: bytes) -> None:
+        """Checkpoints are maintenance: written only through ``cat.table(name)`` and where the
+        catalog's policy allows (the post-commit hook then only warns: the commit stands), and
+        only of versions the catalog verified in ``_delta_log`` (PROTOCOL.md: a checkpoint of v
+        needs ``<v>.json``)."""
+        if ".checkpoint." in name:
+            self.check_maintenance("CHECKPOINT")
+            version = int(name[:20]) if name[:20].isdigit() else -1
+            if version > self._through:
+                self.publish_pending()
+        self.inner.write_log_file(name, data)
+
     # ---- reading the log --------------------------------------------------------------------
     def latest_ratified(self) -> int:
         latest = self.catalog._db.latest(self.table_id)
@@ -134,23 +169,64 @@ class CatalogLogStore:
         return len(data) + 64 <= INLINE_COMMIT_MAX_BYTES
 
     def publish_pending(self) -> int:
-        """Publish every ratified, unpublished version, oldest first; returns the latest ratified.
+        """Publish, oldest first, every ratified version the catalog has not verified in
+        ``_delta_log`` (past ``published_through``), and record how far it verified; returns the
+        latest ratified version.
 
-        Usually one indexed query and one stat: the newest ratified version is published already.
-        """
-        latest = self.latest_ratified()
-        if latest < 0 or self._published(latest):
-            return latest
-        for commit in self.catalog._db.ratified_after(self.table_id, self._last_published(latest)):
-            self.publish(commit)
+        Usually one indexed query: the newest ratified version is verified already. A file found
+        at an unverified version is compared with the ratified bytes and replaced if it differs:
+        PROTOCOL.md has readers use the catalog's commit, never a published file, for a ratified
+        version (a client that ignored the catalog may have put one there)."""
+        db = self.catalog._db
+        state = db.publish_state(self.table_id)
+        if state is None:
+            return -1
+        latest, ict, through = state
+        self._known = RatifiedCommit(latest, ict, None, None)
+        self._through = max(self._through, through)
+        start = through
+        if through >= latest:
+            if self._published(latest):  # one stat: an OS crash can empty a file not yet fsynced
+                return latest
+            start = self._last_published(latest)  # publish again from the catalog's bytes
+        verified = start
+        for commit in db.ratified_after(self.table_id, start):
+            if commit.version != verified + 1 or not self._verify(commit):
+                break  # published in order: nothing after an unverifiable version
+            verified = commit.version
+        if verified > through:
+            db.mark_published([(self.table_id, through + 1, verified)])
+            self._through = max(self._through, verified)
         return latest
 
-    def publish_ratified(self, commits: list[RatifiedCommit]) -> None:
+    def record_published(self) -> None:
+        """Let the catalog record what the last ratification's publish verified (best effort:
+        unrecorded, the next reader verifies those versions again)."""
+        mark, self._mark = self._mark, None
+        if mark is not None:
+            try:
+                self.catalog._db.mark_published([(self.table_id, *mark)])
+            except Exception:
+                pass
+
+    def _verify(self, commit: RatifiedCommit) -> bool:
+        """Make ``_delta_log/<v>.json`` hold ``commit``'s ratified bytes; False if they are
+        nowhere to be had (content dropped, no staged file) and no file is published."""
+        if commit.content is not None or commit.staged_name is not None:
+            try:
+                self.publish(commit)
+                return True
+            except FileNotFoundError:  # the staged file is gone (cleaned up once published)
+                pass
+        # ratified in place (the registration commit), or its content dropped once verified
+        return self._published(commit.version)
+
+    def publish_ratified(self, commits: list[RatifiedCommit]) -> tuple[int, int] | None:
         """Publish, in order, the tail of ``commits`` (a committer's lease: the version before its
         snapshot's next, the winners, its own — last, just ratified, so not asked about) that is
         not published yet — from the bytes in hand, without asking the catalog again. When none
         of the others is published, older versions may not be either: then the catalog says what
-        is pending."""
+        is pending. Returns the versions (first, last) it published from the bytes in hand."""
         pending = [commits[-1]]
         for commit in reversed(commits[:-1]):
             if self._published(commit.version):
@@ -159,16 +235,19 @@ class CatalogLogStore:
                 # unpublished, and its bytes were not read (a commuting offer's winner): the
                 # catalog has them, and publishes everything pending in order
                 self.publish_pending()
-                return
+                return None
             pending.append(commit)
         else:
             # none of the others is published (their committers may be publishing right now):
             # the one before them decides — published, the bytes in hand follow it in order
             if pending[-1].version > 0 and not self._published(pending[-1].version - 1):
                 self.publish_pending()
-                return
+                return None
         for commit in reversed(pending):
             self.publish(commit)
+        # each of these now holds its ratified bytes (put, or compared and replaced); the catalog
+        # records them once the versions before are verified too (Database.mark_published)
+        return pending[-1].version, pending[0].version
 
     def _published(self, version: int) -> bool:
         """Is ``_delta_log/<version>.json`` there? An empty file is not: an OS crash can leave a
@@ -200,6 +279,9 @@ class CatalogLogStore:
         if isinstance(self.inner, LocalLogStore):
             try:
                 os.link(staged, os.path.join(self.inner.log_root, commit_name(version)))
+                # a link keeps the staged file's mtime, from before ratification: the published
+                # file's must be its publication's (rules.vouched compares checkpoints with it)
+                os.utime(os.path.join(self.inner.log_root, commit_name(version)))
             except FileExistsError:
                 self._correct_published(version, self._read_staged(commit.staged_name))
         else:
@@ -280,7 +362,7 @@ class CatalogLogStore:
 
     def list_log(self, start_version: int = 0) -> list[LogFile]:
         latest = self.publish_pending()
-        return [f for f in self.inner.list_log(start_version) if f.version <= latest]
+        return rules.vouched([f for f in self.inner.list_log(start_version) if f.version <= latest])
 
     def _view_here(self) -> CommitLease | None:
         """What this thread's commit last read of this table (its lease, held or not), if any."""
@@ -294,6 +376,8 @@ class CatalogLogStore:
         view = self._view_here()
         if view is not None:  # a rebase on what the commit read from the catalog: the truth
             return self._read_leased(view, version)
+        if version > self._through:  # not known verified: the catalog's bytes go there first
+            self.publish_pending()
         try:
             data = self.inner.read_commit(version)
         except FileNotFoundError:
@@ -320,6 +404,8 @@ class CatalogLogStore:
             if commit.content is not None:
                 found.append(commit.content)
                 continue
+            if commit.version > self._through:  # a published file the catalog has not verified
+                self.publish_pending()
             try:
                 found.append(self.inner.read_commit(commit.version))
             except FileNotFoundError:
@@ -367,7 +453,9 @@ class CatalogLogStore:
         """The Transaction's word on its bytes (conflicts/commuting.py): ``plain``, they hold
         only commitInfo/add/remove/cdc actions; ``commutes``, a blind append that the conflict
         checker passes unchanged against any plain winner — so the catalog may ratify it after
-        plain winners unread."""
+        plain winners unread. Refused here (nothing staged) if the catalog's rules say no
+        (:meth:`check_commit`)."""
+        self.check_commit(data)
         return CatalogPreparedCommit(self, data, plain=plain, commutes=commutes)
 
     def ratification(self, version: int, data: bytes, previous_ict: int | None, txn_id: str | None = None,
@@ -412,17 +500,27 @@ class CatalogLogStore:
 
         return [(i["name"].rstrip("/").rsplit("/", 1)[-1], _mtime_ms(i)) for i in infos]
 
-    def drop_published_content(self) -> list[int]:
-        """Log cleanup of inline commits: make every published one durable (fsync), then drop its
-        content from the catalog. Returns the versions whose content was dropped."""
+    def drop_published_content(self, only: Any = None) -> list[int]:
+        """Log cleanup of inline commits (those in ``only``, if given): the catalog drops its
+        copy of a commit's bytes only once it has verified them in ``_delta_log`` itself — at
+        or below ``published_through``, and the file compared with them once more now (and
+        replaced if something else was put there since) — and made the file durable (fsync).
+        Returns the versions whose content was dropped."""
         db = self.catalog._db
-        versions = [int(r[0]) for r in db.query(
-            "SELECT version FROM deltatx_commits WHERE table_id = ? AND content IS NOT NULL ORDER BY version",
-            (self.table_id,))]
-        published = [v for v in versions if self._published(v)]
-        self.make_durable(published)
-        db.drop_content(self.table_id, published)
-        return published
+        state = db.publish_state(self.table_id)
+        if state is None:
+            return []
+        rows = db.query("SELECT version, content FROM deltatx_commits WHERE table_id = ? AND content IS NOT NULL "
+                        "AND version <= ? ORDER BY version", (self.table_id, state[2]))
+        dropped = []
+        for version, content in rows:
+            if only is not None and int(version) not in only:
+                continue
+            self._correct_published(int(version), bytes(content))  # a no-op when it holds them
+            dropped.append(int(version))
+        self.make_durable(dropped)
+        db.drop_content(self.table_id, dropped)
+        return dropped
 
     def __repr__(self) -> str:
         return f"CatalogLogStore({self.inner.uri!r}, table_id={self.table_id!r})"
@@ -464,6 +562,7 @@ class CatalogPreparedCommit(PreparedCommit):
         if lease is None and (commutes or store._offers < OPTIMISTIC_OFFERS) and store.fits_inline(self.data):
             # one database transaction: ratified, or the winners read — the lock is not kept
             store._offers += 1
+            store._mark = None
             try:
                 row, view = db.offer(store.table_id, version, self._row_maker(), store._known, now_ms,
                                      commutes=commutes, on_ratified=self._ratified)
@@ -472,6 +571,8 @@ class CatalogPreparedCommit(PreparedCommit):
             if row is None:
                 store._view = view
                 self._lost(version, view.latest(store.table_id))
+            if not db.marks_in_offer:
+                store.record_published()
             return row.version
         if lease is None or not lease.open:  # this offer keeps the lock if it loses
             lease = store._lease = db.lease({store.table_id: version - 1})
@@ -494,6 +595,7 @@ class CatalogPreparedCommit(PreparedCommit):
         finally:
             lease.release()  # no-op once ratified
         self._ratified(row, lease)
+        store.record_published()
         return version
 
     def _row_maker(self):
@@ -516,7 +618,7 @@ class CatalogPreparedCommit(PreparedCommit):
         raise CatalogError(f"catalog {store.catalog.url!r} has version {latest.version} of {store.inner.uri!r}, "
                            f"older than this writer's snapshot ({version - 1}): the catalog lost ratifications")
 
-    def _ratified(self, row: Ratification, view: CommitLease) -> None:
+    def _ratified(self, row: Ratification, view: CommitLease) -> tuple[int, int] | None:
         store = self.store
         store._view = None
         store._known = RatifiedCommit(row.version, row.ict, row.staged_name, None, row.plain)
@@ -524,7 +626,8 @@ class CatalogPreparedCommit(PreparedCommit):
         commits = view.commits[store.table_id]
         if not commits or commits[-1].version != row.version:  # a lease's own row is appended by ratify
             commits = [*commits, RatifiedCommit(row.version, row.ict, row.staged_name, row.content, row.plain)]
-        store.publish_ratified(commits)
+        store._mark = store.publish_ratified(commits)
+        return store._mark
 
     def close(self) -> None:
         if not self._closed:

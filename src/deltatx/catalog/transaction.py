@@ -139,6 +139,9 @@ class CatalogTransaction(CommitsOnExit):
                 for name, tx in touched.items():
                     info, commit_infos[name], payload = tx._encode(infos[name])
                     infos[name] = info
+                    # under the lock: the maintenance policy as of this ratification (an OPTIMIZE
+                    # staged while it was allowed is refused if it no longer is), the properties
+                    stores[name].check_commit(payload)
                     previous = lease.latest(stores[name].table_id)
                     rows.append(stores[name].ratification(versions[name], payload, previous.ict, tx.txn_id))
                 phases.reached("attempt_commit", txn_id=self.txn_id, versions=dict(versions), attempt=attempts)
@@ -159,8 +162,15 @@ class CatalogTransaction(CommitsOnExit):
             finally:
                 lease.release()  # no-op once ratified
         phases.reached("ratified", txn_id=self.txn_id, versions=dict(versions))
+        marks = []
         for name in touched:
-            stores[name].publish_ratified(lease.commits[stores[name].table_id])
+            mark = stores[name].publish_ratified(lease.commits[stores[name].table_id])
+            if mark is not None:
+                marks.append((stores[name].table_id, *mark))
+        try:
+            db.mark_published(marks)  # what the catalog verified in _delta_log (best effort)
+        except Exception:
+            pass
         phases.reached("published", txn_id=self.txn_id, versions=dict(versions))
         results = {}
         moved = attempts + any(resolved.values())  # a rebase counts as a lost attempt, as on one table

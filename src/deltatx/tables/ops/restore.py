@@ -118,6 +118,9 @@ def stage_restore(tx: "Transaction", version: int | None = None, timestamp_ms: i
     tx.stage_removes(to_remove, data_change=True)
     tx.stage_adds(to_add)
     restored = keep_high_water_marks(old.metadata, tx.metadata)
+    keep = getattr(tx.store, "restored_metadata", None)  # a catalog keeps what managing the table requires
+    if keep is not None:
+        restored = keep(tx.metadata, restored)
     if restored != tx.metadata:  # a column dropped since comes back with its own data
         tx.stage_metadata(restored, keep_column_ids=True)
 

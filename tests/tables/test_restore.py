@@ -182,3 +182,24 @@ def test_restore_version_must_be_an_integer(table_uri, version):
     with pytest.raises(errors.TimeTravelError, match="integer"):
         t.restore(version=version)
     assert deltatx.Table(table_uri).version == 1
+
+
+@pytest.mark.parametrize("how", ["conflict", "abort"])
+def test_a_restore_that_does_not_commit_deletes_none_of_the_tables_files(table_uri, how):
+    """RESTORE re-adds files of an older version: they are the table's (current ones too, on a
+    deletion-vector table), never the transaction's own to clean up when it fails."""
+    t = deltatx.create_table(table_uri, SCHEMA, properties={"delta.enableDeletionVectors": "true"})
+    t.append(rows([1, 2, 3, 4], 0))
+    t.delete("id = 1")
+    files = {name for name in os.listdir(table_uri) if name.endswith(".parquet")}
+    tx = deltatx.Table(table_uri).transaction()
+    tx.restore(version=1)
+    if how == "conflict":
+        deltatx.Table(table_uri).delete("id = 2")
+        with pytest.raises(errors.ConcurrentModificationException):
+            tx.commit()
+    else:
+        tx.abort()
+    assert files <= {name for name in os.listdir(table_uri) if name.endswith(".parquet")}
+    assert ids(deltatx.Table(table_uri)) == ([3, 4] if how == "conflict" else [2, 3, 4])
+    assert sorted(deltatx.Table(table_uri, version=1).to_arrow()["id"].to_pylist()) == [1, 2, 3, 4]

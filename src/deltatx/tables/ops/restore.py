@@ -116,7 +116,7 @@ def stage_restore(tx: "Transaction", version: int | None = None, timestamp_ms: i
         if row_tracking.is_supported(tx.protocol):
             to_add = _last_row_ids(to_add, tx.snapshot.tombstones)
     tx.stage_removes(to_remove, data_change=True)
-    tx.stage_adds(to_add)
+    tx.stage_adds(to_add, written=False)  # files of an older version: the table's, never ours to delete
     restored = keep_high_water_marks(old.metadata, tx.metadata)
     keep = getattr(tx.store, "restored_metadata", None)  # a catalog keeps what managing the table requires
     if keep is not None:

@@ -120,6 +120,9 @@ class Database:
     def __init__(self, url: str):
         self.url = url
         self._lock = threading.RLock()
+        self._write_thread: int | None = None  # the thread whose write transaction is open
+        self._deferred_marks: list[tuple[str, int, int]] = []  # mark_published inside that write
+        self._in_then = False  # end_write's ``then`` is running (the write committed, the lock held)
         self._pid = os.getpid()
         self._conn = self._connect()
         #: the open write transaction's cursor (None outside one): reads inside it see its view
@@ -205,6 +208,7 @@ class Database:
                 self._release_writer()
                 raise
             self._write_cur = cur
+            self._write_thread = threading.get_ident()
             return cur
         except BaseException:
             self._lock.release()
@@ -225,7 +229,11 @@ class Database:
                 if not commit:
                     self._rollback(self._conn)
                 elif then is not None:
-                    then()
+                    self._in_then = True  # committed, writer lock still held: see mark_published
+                    try:
+                        then()
+                    finally:
+                        self._in_then = False
         finally:
             self._write_cur = None
             self.current_lease = None
@@ -431,11 +439,36 @@ class Database:
         """Record that versions ``first..last`` of each ``(table_id, first, last)`` are verified
         in ``_delta_log``: published_through moves to ``last`` when it had reached ``first - 1``
         (it only ever covers a contiguous prefix of the log)."""
-        if marks:
-            with self.write() as cur:
-                for table_id, first, last in marks:
-                    cur.execute(_MARK_PUBLISHED, (last, table_id, first - 1, last))
-
+        if not marks and not self._deferred_marks:
+            return
+        if self._write_cur is not None and self._write_thread == threading.get_ident():
+            if self._in_then:
+                # a committer publishing after its write committed, the writer lock still held
+                # (SQLite: before the next writer may ratify): the marks go in a transaction of
+                # their own on this connection, in version order — none is lost, for a mark
+                # applies only next to the last one and a lost one would leave every later
+                # reader verifying every version since
+                cur = self._conn.cursor()
+                try:
+                    self._begin(cur)
+                    for table_id, first, last in [*self._deferred_marks, *marks]:
+                        cur.execute(self._sql(_MARK_PUBLISHED), (last, table_id, first - 1, last))
+                    self._commit(self._conn)
+                except BaseException:
+                    self._rollback(self._conn)
+                    raise
+                finally:
+                    cur.close()
+                self._deferred_marks = []
+                return
+            # inside this thread's open write transaction: after it (the committer's record_published)
+            self._deferred_marks.extend(marks)
+            return
+        marks = [*self._deferred_marks, *marks]
+        self._deferred_marks = []
+        with self.write() as cur:
+            for table_id, first, last in marks:
+                cur.execute(_MARK_PUBLISHED, (last, table_id, first - 1, last))
     def latest(self, table_id: str) -> tuple[int, int] | None:
         """(latest ratified version, its in-commit timestamp), None for an unknown table."""
         rows = self.query("SELECT version, ict FROM deltatx_commits WHERE table_id = ? ORDER BY version DESC LIMIT 1",

@@ -203,11 +203,10 @@ class CatalogLogStore:
         """Let the catalog record what the last ratification's publish verified (best effort:
         unrecorded, the next reader verifies those versions again)."""
         mark, self._mark = self._mark, None
-        if mark is not None:
-            try:
-                self.catalog._db.mark_published([(self.table_id, *mark)])
-            except Exception:
-                pass
+        try:  # with the marks deferred while the offer's write was open, in order
+            self.catalog._db.mark_published([(self.table_id, *mark)] if mark is not None else [])
+        except Exception:
+            pass
 
     def _verify(self, commit: RatifiedCommit) -> bool:
         """Make ``_delta_log/<v>.json`` hold ``commit``'s ratified bytes; False if they are
@@ -627,6 +626,10 @@ class CatalogPreparedCommit(PreparedCommit):
         if not commits or commits[-1].version != row.version:  # a lease's own row is appended by ratify
             commits = [*commits, RatifiedCommit(row.version, row.ict, row.staged_name, row.content, row.plain)]
         store._mark = store.publish_ratified(commits)
+        if not self.store.catalog._db.marks_in_offer:
+            # recorded now, while the next writer still waits (SQLite runs this after the commit,
+            # holding the writers' lock): marks land in version order, each next to the last
+            store.record_published()
         return store._mark
 
     def close(self) -> None:

@@ -229,6 +229,38 @@ def test_the_added_files_check_skips_a_row_tracking_backfill_on_either_side(leve
             check_commit(txn, plain)
 
 
+def test_rows_of_a_winners_new_file_decide_the_added_files_check_exactly():
+    """The winner's new file spans ids 1..10 (its stats), so id = 5 may match it; the committer
+    loads its rows (added_rows_request says which files and columns) and the check, still
+    pure, finds no row id = 5 selects."""
+    from deltatx.conflicts.checker import added_rows_request
+
+    txn = dml([3], level=WS)
+    txn = txn.replace(read_set=ReadSet(predicates=(predicate("id = 5"),), files=frozenset({F})))
+    won = winner(6, "UPDATE", add_rows=[file_row("n.parquet", None, range(1, 11))],
+                 remove_rows=[rm("other.parquet")])
+    request = added_rows_request(txn, won)
+    assert request.files.column("path").to_pylist() == ["n.parquet"] and request.columns == ("id",)
+    updated = WinnerRows(added_rows={"n.parquet": pa.table({"id": pa.array([1, 10], pa.int64())})})
+    check_commit(txn, won, updated)  # no conflict: rows 1 and 10 are not id 5
+    moved = WinnerRows(added_rows={"n.parquet": pa.table({"id": pa.array([1, 5], pa.int64())})})
+    with pytest.raises(ConcurrentAppendException):
+        check_commit(txn, won, moved)
+    with pytest.raises(ConcurrentAppendException):  # nothing loaded: the statistics decide
+        check_commit(txn, won)
+
+
+def test_added_rows_are_not_requested_where_statistics_decide_or_without_row_level():
+    from deltatx.conflicts.checker import added_rows_request
+
+    txn = dml([3], level=WS).replace(read_set=ReadSet(predicates=(predicate("id = 50"),), files=frozenset({F})))
+    outside = winner(6, "UPDATE", add_rows=[file_row("n.parquet", None, range(1, 11))], remove_rows=[rm("o.parquet")])
+    assert added_rows_request(txn, outside) is None  # stats rule the file out
+    inside = winner(6, "UPDATE", add_rows=[file_row("n.parquet", None, range(40, 60))], remove_rows=[rm("o.parquet")])
+    assert added_rows_request(txn, inside) is not None
+    assert added_rows_request(txn.replace(row_level=None), inside) is None  # file level: Delta's rule
+
+
 # --------------------------------------------------------------------------- row tracking #5, #7, #8
 
 

@@ -365,3 +365,30 @@ def test_enabling_row_tracking_does_not_fail_a_concurrent_dml(table_uri, level, 
     assert (3 in got) == (op == "UPDATE")
     ids = [r["_metadata.row_id"] for r in got.values()]
     assert len(set(ids)) == len(ids) and None not in ids
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_updates_of_different_rows_of_one_file_both_commit(table_uri, level):
+    """A's new file holds rows 1 and 10 (min 1, max 10): its statistics cannot rule out row 5,
+    which B updates. The committer reads A's new rows (the predicate's columns) and the check
+    finds none that B's predicate selects, so B rebases: only a shared row conflicts."""
+    make(table_uri, level)
+    a, b = pair(table_uri)
+    a.update("id IN (1, 10)", set={"v": "v + 1"})
+    b.update("id = 5", set={"v": "v + 2"})
+    a.commit()
+    assert b.commit().conflicts_resolved == 1
+    got = rows(table_uri)
+    assert (got[1]["v"], got[10]["v"], got[5]["v"]) == (1, 1, 2)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_a_winner_that_moves_a_row_into_the_predicate_still_conflicts(table_uri, level):
+    """A rewrites row 1 as id 5: its new file holds a row B's predicate selects."""
+    make(table_uri, level)
+    a, b = pair(table_uri)
+    a.update("id = 1", set={"id": "5"})
+    b.update("id = 5", set={"v": "v + 2"})
+    a.commit()
+    with pytest.raises(ConcurrentAppendException):
+        b.commit()

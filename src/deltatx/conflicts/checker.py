@@ -43,6 +43,7 @@ DVs, row-id columns); they never read storage themselves.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Mapping, NoReturn, Sequence
 
@@ -56,11 +57,12 @@ from ..errors import (
     ConcurrentDeleteReadException,
     ConcurrentTransactionException,
 )
-from ..expr import TRUE, Expr, files_matching, partition_predicate
+from ..expr import TRUE, Expr, files_matching, matches, partition_predicate
 from ..isolation import IsolationLevel
 from ..txnlog.actions import CommitActions
 from ..txnlog.replay import without_paths
 from ..txnlog.schema import schema_from_json
+from ..txnlog.stats import record_counts
 from .hints import added_file_location, file_location, operation_name
 from ..txnlog import row_tracking
 from .metadata_rules import check_metadata, check_protocol
@@ -283,11 +285,66 @@ def _first_match_with_stats(
     return None if index is None else positions[index].as_py()
 
 
+#: added rows read to decide the added-files check exactly, at most (beyond it: statistics decide)
+ADDED_ROWS_LIMIT = 1_000_000
+
+
+@dataclass(frozen=True)
+class AddedRowsRequest:
+    """Winner adds whose rows the added-files check wants (see :func:`added_rows_request`)."""
+
+    files: pa.Table
+    columns: tuple[str, ...]
+
+
+def added_rows_request(txn: TransactionInfo, winner: CommitActions) -> AddedRowsRequest | None:
+    """On a row-level table (deletion vectors), the winner's candidate adds that this
+    transaction's read predicates may match by their statistics, and the columns needed to
+    evaluate the predicates on their rows: an UPDATE's new file spans ids 1..10 when it rewrote
+    rows 1 and 10, which says nothing about row 5. None when statistics decide alone (the
+    committer reads nothing), or the rows would be too many to read."""
+    read = txn.read_set
+    if txn.row_level is None or not txn.use_stats or read.whole_table or not read.predicates:
+        return None
+    candidates = candidate_added_files(txn, winner)
+    if candidates is None:
+        return None
+    schema = _read_schema(txn.read_metadata.schema_string)
+    partition_columns = list(txn.read_metadata.partition_columns)
+    may = np.zeros(candidates.num_rows, dtype=bool)
+    for predicate in _distinct(read.predicates):
+        mask = files_matching(predicate, candidates, schema, partition_columns, use_stats=True)
+        may |= pc.fill_null(mask, True).to_numpy(zero_copy_only=False)
+    if not may.any():
+        return None
+    wanted = candidates.filter(pa.array(may))
+    records = pc.sum(pc.fill_null(record_counts(wanted["stats"]), ADDED_ROWS_LIMIT + 1)).as_py()
+    if records is None or records > ADDED_ROWS_LIMIT:
+        return None
+    names = sorted({ref.split(".")[0] for p in read.predicates for ref in p.columns()} & set(schema.names))
+    return AddedRowsRequest(wanted, tuple(names))
+
+
+def _rows_may_match(txn: TransactionInfo, candidates: pa.Table, added_rows: Mapping[str, pa.Table]) -> pa.Table:
+    """``candidates`` without the adds whose loaded rows no read predicate holds for (TRUE only:
+    a row a predicate is NULL on is one the read did not select)."""
+    if not added_rows:
+        return candidates
+    keep = []
+    for path in candidates.column("path").to_pylist():
+        rows = added_rows.get(path)
+        keep.append(rows is None or any(pc.any(matches(p, rows)).as_py() for p in _distinct(txn.read_set.predicates)))
+    return candidates.filter(pa.array(keep, pa.bool_()))
+
+
 def check_added_files_vs_read_predicates(txn: TransactionInfo, winner: CommitActions,
                                          loaded: WinnerRows = NO_ROWS) -> TransactionInfo:
     """Files the winner added that this transaction would have read had it started later."""
     candidates = candidate_added_files(txn, winner)
     if candidates is None:
+        return txn
+    candidates = _rows_may_match(txn, candidates, loaded.added_rows)
+    if not candidates.num_rows:
         return txn
     index = first_conflicting_add(txn, candidates)
     if index is None:

@@ -108,6 +108,9 @@ class WinnerRows:
 
     bitmaps: Mapping[tuple[str, str], BitMap64] = field(default_factory=dict)
     row_ids: Mapping[str, np.ndarray] = field(default_factory=dict)
+    #: rows (the columns the read predicates name, deletion vectors applied) of winner adds whose
+    #: statistics could not rule out a match: the added-files check evaluates them exactly
+    added_rows: Mapping[str, pa.Table] = field(default_factory=dict)
 
 
 NO_ROWS = WinnerRows()

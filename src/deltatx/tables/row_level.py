@@ -26,11 +26,13 @@ from pyroaring import BitMap64
 from ..conflicts.row_level import FileRows, LoadRequest, RowLevelState, WinnerRows, dv_unique_id
 from ..io.deletion_vector_writer import DeletionVectorFile, load_bitmap
 from ..io.paths import data_file_path, decode_path
+from ..io.reader import read_files
 from ..io.row_metadata import MaterializedColumns
 from ..txnlog.actions import DELETION_VECTOR
 from ..txnlog.row_tracking import physical_records
 
 if TYPE_CHECKING:
+    from ..conflicts.checker import AddedRowsRequest
     from ..txnlog.store import LogStore
 
 
@@ -115,6 +117,19 @@ def load_winner_rows(store: "LogStore", request: LoadRequest | None, configurati
             row = files.slice(i, 1)
             row_ids[row.column("path")[0].as_py()] = file_row_ids(store, row, materialized)
     return WinnerRows(bitmaps=bitmaps, row_ids=row_ids)
+
+
+def load_added_rows(store: "LogStore", request: "AddedRowsRequest | None", schema: pa.Schema,
+                    partition_columns: list[str], column_mapping: Any = None) -> dict[str, pa.Table]:
+    """The rows of the winner adds the added-files check asked for (conflicts.checker.
+    added_rows_request), the predicates' columns only, deletion vectors applied, by path."""
+    if request is None:
+        return {}
+    columns = list(request.columns) or None
+    files = request.files
+    return {files.column("path")[i].as_py(): read_files(store, files.slice(i, 1), schema, partition_columns,
+                                                         columns=columns, column_mapping=column_mapping)
+            for i in range(files.num_rows)}
 
 
 def file_row_ids(store: "LogStore", file: pa.Table, materialized: MaterializedColumns) -> np.ndarray:

@@ -15,6 +15,8 @@ the loop. It contains no SQL and no Parquet details.
 
 from __future__ import annotations
 
+import dataclasses
+
 import random
 import time
 import uuid
@@ -28,6 +30,7 @@ import pyarrow.compute as pc
 from .. import __version__, phases
 from ..conflicts import ReadSet, TransactionInfo, check_commit
 from ..conflicts.commuting import commutes_with_plain_commits, is_plain
+from ..conflicts.checker import added_rows_request
 from ..conflicts.row_level import load_request
 from ..errors import CommitRetriesExceededError, DeltaTxError
 from ..expr import Expr
@@ -55,7 +58,7 @@ from ..txnlog.store import VersionExistsError
 from . import iceberg_compat
 from . import properties as props
 from .identity import rebase_identity
-from .row_level import RowLevelRecorder, load_winner_rows, write_pending_dvs
+from .row_level import RowLevelRecorder, load_added_rows, load_winner_rows, write_pending_dvs
 
 if TYPE_CHECKING:
     from .ops.change_feed import ChangeRecorder
@@ -890,6 +893,11 @@ class Transaction(CommitsOnExit):
                 check_path_access(winner.protocol, store, self.table.uri)
                 check_catalog_still_manages(winner.protocol, store, self.table.uri)
             loaded = load_winner_rows(store, load_request(info.row_level, winner, info.adds), self.properties)
+            added = added_rows_request(info, winner)
+            if added is not None:  # rows of the winner's new files the read predicates may match
+                loaded = dataclasses.replace(loaded, added_rows=load_added_rows(
+                    store, added, self.snapshot.schema, list(info.read_metadata.partition_columns),
+                    self.column_mapping))
             info = check_commit(info, winner, loaded)
             if self._clock is not None:
                 self._clock.observe(winner)

@@ -32,7 +32,7 @@ from ..conflicts import ReadSet, TransactionInfo, check_commit
 from ..conflicts.commuting import commutes_with_plain_commits, is_plain
 from ..conflicts.checker import added_rows_request
 from ..conflicts.row_level import load_request
-from ..errors import CommitRetriesExceededError, DeltaTxError
+from ..errors import CommitRetriesExceededError, ConcurrentAppendException, DeltaTxError
 from ..expr import Expr
 from ..isolation import effective_isolation_level, table_isolation_level
 from ..txnlog.actions import (
@@ -893,12 +893,20 @@ class Transaction(CommitsOnExit):
                 check_path_access(winner.protocol, store, self.table.uri)
                 check_catalog_still_manages(winner.protocol, store, self.table.uri)
             loaded = load_winner_rows(store, load_request(info.row_level, winner, info.adds), self.properties)
-            added = added_rows_request(info, winner)
-            if added is not None:  # rows of the winner's new files the read predicates may match
+            try:
+                checked_info = check_commit(info, winner, loaded)
+            except ConcurrentAppendException:
+                # the winner's new files' statistics say they may hold rows this transaction's
+                # predicates select: on a row-level table their rows decide (read only now, when
+                # the statistics alone would fail the commit)
+                added = added_rows_request(info, winner)
+                if added is None:
+                    raise
                 loaded = dataclasses.replace(loaded, added_rows=load_added_rows(
                     store, added, self.snapshot.schema, list(info.read_metadata.partition_columns),
                     self.column_mapping))
-            info = check_commit(info, winner, loaded)
+                checked_info = check_commit(info, winner, loaded)
+            info = checked_info
             if self._clock is not None:
                 self._clock.observe(winner)
             winners.append(winner)

@@ -451,7 +451,7 @@ class Database:
                 cur = self._conn.cursor()
                 try:
                     self._begin(cur)
-                    for table_id, first, last in [*self._deferred_marks, *marks]:
+                    for table_id, first, last in sorted([*self._deferred_marks, *marks], key=lambda m: (m[0], m[1])):
                         cur.execute(self._sql(_MARK_PUBLISHED), (last, table_id, first - 1, last))
                     self._commit(self._conn)
                 except BaseException:
@@ -464,7 +464,9 @@ class Database:
             # inside this thread's open write transaction: after it (the committer's record_published)
             self._deferred_marks.extend(marks)
             return
-        marks = [*self._deferred_marks, *marks]
+        # in table order, as every other statement that locks several tables' rows takes them
+        # (a lease's FOR UPDATE): two committers marking two tables in opposite orders deadlock
+        marks = sorted([*self._deferred_marks, *marks], key=lambda m: (m[0], m[1]))
         self._deferred_marks = []
         with self.write() as cur:
             for table_id, first, last in marks:

@@ -61,3 +61,31 @@ def test_a_mark_recorded_while_publishing_after_the_write_lands_in_order(cat, tm
     cur.execute("UPDATE deltatx_tables SET published_through = ? WHERE id = ?", (latest - 1, table_id))
     db.end_write(cur, True, then=lambda: db.mark_published([(table_id, latest, latest)]))
     assert db.publish_state(table_id)[2] == latest
+
+
+def test_a_registered_table_whose_mark_starts_before_its_registration_still_publishes(tmp_path):
+    """A catalog that gained published_through (schema 5) starts it at -1. A registered table's
+    versions before registration were never the catalog's: they may not stop the walk, or the
+    mark stays at -1 for good (every later mark applies only next to it) and a version whose
+    committer died before publishing is never published."""
+    path = str(tmp_path / "t")
+    plain = deltatx.create_table(path, SCHEMA)
+    plain.append(pa.table({"id": [1]}, schema=SCHEMA))
+    url = f"sqlite:///{tmp_path}/cat.db"
+    with deltatx.Catalog(url) as cat:
+        cat.register("t", path)
+        cat.table("t").append(pa.table({"id": [2]}, schema=SCHEMA))
+    con = sqlite3.connect(f"{tmp_path}/cat.db")
+    con.execute("UPDATE deltatx_tables SET published_through = -1")  # as the schema-5 migration leaves it
+    con.commit()
+    con.close()
+    with deltatx.Catalog(url) as cat:
+        table = cat.table("t")
+        table.append(pa.table({"id": [3]}, schema=SCHEMA))
+        latest = table.version
+        assert sorted(cat.table("t").to_arrow()["id"].to_pylist()) == [1, 2, 3]
+    con = sqlite3.connect(f"{tmp_path}/cat.db")
+    try:
+        assert con.execute("SELECT published_through FROM deltatx_tables").fetchall() == [(latest,)]
+    finally:
+        con.close()

@@ -191,8 +191,14 @@ class CatalogLogStore:
             start = self._last_published(latest)  # publish again from the catalog's bytes
         verified = start
         for commit in db.ratified_after(self.table_id, start):
-            if commit.version != verified + 1 or not self._verify(commit):
-                break  # published in order: nothing after an unverifiable version
+            if verified == start and commit.version > verified + 1:
+                # the versions before the first one ratified after ``start`` were never the
+                # catalog's: a registered table's path-era commits (its published_through began at
+                # -1 when the catalog's schema gained it), which the catalog has no bytes to check
+                verified = commit.version - 1
+            if commit.version != verified + 1:
+                break  # published in order: nothing after a gap
+            self._verify(commit)
             verified = commit.version
         if verified > through:
             db.mark_published([(self.table_id, through + 1, verified)])
@@ -208,17 +214,18 @@ class CatalogLogStore:
         except Exception:
             pass
 
-    def _verify(self, commit: RatifiedCommit) -> bool:
-        """Make ``_delta_log/<v>.json`` hold ``commit``'s ratified bytes; False if they are
-        nowhere to be had (content dropped, no staged file) and no file is published."""
+    def _verify(self, commit: RatifiedCommit) -> None:
+        """Make ``_delta_log/<v>.json`` hold ``commit``'s ratified bytes, when the catalog has them.
+
+        When it has none — ratified in place (the registration commit), or its content dropped
+        once verified, its staged file cleaned up since — there is nothing to publish; a file
+        gone by then went by log cleanup (after a checkpoint), and must not stop every later
+        version from being published."""
         if commit.content is not None or commit.staged_name is not None:
             try:
                 self.publish(commit)
-                return True
             except FileNotFoundError:  # the staged file is gone (cleaned up once published)
                 pass
-        # ratified in place (the registration commit), or its content dropped once verified
-        return self._published(commit.version)
 
     def publish_ratified(self, commits: list[RatifiedCommit]) -> tuple[int, int] | None:
         """Publish, in order, the tail of ``commits`` (a committer's lease: the version before its

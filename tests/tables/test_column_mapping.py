@@ -566,3 +566,18 @@ def test_off_tables_pay_one_lookup():
     md = deltatx.txnlog.actions.Metadata(id="x", schema_string="not json", configuration={})
     assert cm.of(md) is None  # the schema is not even parsed
     assert cm.prepare_metadata(md, md) is md
+
+
+def test_a_conflict_on_a_column_mapped_partition_names_its_value(table_uri):
+    """partitionValues are keyed by physical names there: the hint looks the value up by them."""
+    schema = pa.schema([("id", pa.int64()), ("part", pa.string())])
+    t = deltatx.create_table(table_uri, schema, partition_by=["part"], properties={
+        "delta.columnMapping.mode": "name", "delta.isolationLevel": "Serializable"})
+    t.append(pa.table({"id": [1], "part": ["a"]}, schema=schema))
+    tx = deltatx.Table(table_uri).transaction()
+    tx.read(where="part = 'a'")
+    tx.append(pa.table({"id": [9], "part": ["a"]}, schema=schema))
+    deltatx.Table(table_uri).append(pa.table({"id": [2], "part": ["a"]}, schema=schema))
+    with pytest.raises(deltatx.errors.ConcurrentAppendException, match="partition part=a") as info:
+        tx.commit()
+    assert info.value.conflict == "part=a"

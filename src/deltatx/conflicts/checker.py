@@ -61,6 +61,7 @@ from ..expr import TRUE, Expr, files_matching, matches, partition_predicate
 from ..isolation import IsolationLevel
 from ..txnlog.actions import CommitActions
 from ..txnlog.replay import without_paths
+from ..txnlog import column_mapping
 from ..txnlog.schema import schema_from_json
 from ..txnlog.stats import record_counts
 from .hints import added_file_location, file_location, operation_name
@@ -210,6 +211,14 @@ def _dv_cardinality(descriptor: Mapping[str, Any] | None) -> int:
     return int(descriptor.get("cardinality") or 0) if descriptor else 0
 
 
+def _physical_keys(txn: TransactionInfo) -> dict[str, str] | None:
+    """Partition column -> its key in ``partitionValues`` (a column-mapped table's physical name)."""
+    mapping = column_mapping.of(txn.read_metadata)
+    if mapping is None:
+        return None
+    return {c: mapping.physical_name(c) for c in txn.read_metadata.partition_columns}
+
+
 @lru_cache(maxsize=64)
 def _read_schema(schema_string: str) -> pa.Schema:
     return schema_from_json(schema_string)
@@ -350,7 +359,7 @@ def check_added_files_vs_read_predicates(txn: TransactionInfo, winner: CommitAct
     if index is None:
         return txn
     partition_columns = txn.read_metadata.partition_columns
-    location = added_file_location(candidates, index, partition_columns)
+    location = added_file_location(candidates, index, partition_columns, _physical_keys(txn))
     if txn.read_set.whole_table:
         where = "the table, which this transaction read in full"
     elif partition_columns:
@@ -463,7 +472,7 @@ def check_deleted_files_vs_read_files(txn: TransactionInfo, winner: CommitAction
             f"the concurrent {operation_name(winner.operation)} removed a file this "
             f"{txn.operation} read.",
             winner,
-            conflict=file_location(removes, index, partition_columns),
+            conflict=file_location(removes, index, partition_columns, _physical_keys(txn)),
         )
     if read.whole_table:
         _raise(
@@ -471,7 +480,7 @@ def check_deleted_files_vs_read_files(txn: TransactionInfo, winner: CommitAction
             f"the concurrent {operation_name(winner.operation)} removed files while this "
             f"{txn.operation} read the whole table.",
             winner,
-            conflict=file_location(removes, 0, partition_columns),
+            conflict=file_location(removes, 0, partition_columns, _physical_keys(txn)),
         )
     return txn
 
@@ -489,7 +498,7 @@ def check_deleted_files_vs_deleted_files(txn: TransactionInfo, winner: CommitAct
             f"the concurrent {operation_name(winner.operation)} removed a file this "
             f"{txn.operation} also removes.",
             winner,
-            conflict=file_location(txn.removes, index, txn.read_metadata.partition_columns),
+            conflict=file_location(txn.removes, index, txn.read_metadata.partition_columns, _physical_keys(txn)),
         )
     return txn
 

@@ -16,7 +16,6 @@ the loop. It contains no SQL and no Parquet details.
 from __future__ import annotations
 
 import dataclasses
-
 import random
 import time
 import uuid

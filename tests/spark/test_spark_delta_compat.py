@@ -333,3 +333,67 @@ def test_a_first_write_asking_for_protocol_versions_gets_them(tmp_path):
     table = deltatx.Table(uri)
     assert (table.protocol.min_reader_version, table.protocol.min_writer_version) == (3, 7)
     assert table.properties == {}
+
+
+@contextmanager
+def _session_confs(spark, confs: dict[str, str]) -> Iterator[None]:
+    for key, value in confs.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key in confs:
+            spark.conf.unset(key)
+
+
+def test_idempotent_dml_and_writes_by_session_confs(spark, tmp_path):
+    """delta-spark's spark.databricks.delta.write.txnAppId / txnVersion: a foreachBatch body run
+    again after a failure (same appId, same version) is skipped — MERGE, UPDATE, DELETE and
+    df.write alike — and the first run commits the txn action."""
+    uri = str(tmp_path / "t")
+    deltatx.create_table(uri, pa.schema([("id", pa.int64()), ("v", pa.int64())])).append(
+        pa.table({"id": [1], "v": [0]}))
+    source = spark.createDataFrame([(1, 1)], "id long, v long")
+    steps = [
+        lambda: (DeltaTable.forPath(spark, uri).alias("t").merge(source.alias("s"), "t.id = s.id")
+                 .whenMatchedUpdate(set={"v": "t.v + s.v"}).execute()),
+        lambda: DeltaTable.forPath(spark, uri).update("id = 1", {"v": "v + 10"}),
+        lambda: spark.createDataFrame([(2, 0)], "id long, v long").write.format("deltatx").mode("append").save(uri),
+        lambda: DeltaTable.forPath(spark, uri).delete("id = 1"),
+    ]
+    for version, step in enumerate(steps, start=5):
+        with _session_confs(spark, {"spark.databricks.delta.write.txnAppId": "app1",
+                                    "spark.databricks.delta.write.txnVersion": str(version)}):
+            step()
+            step()  # the replay: skipped
+    table = deltatx.Table(uri)
+    assert [(r["id"], r["v"]) for r in table.to_arrow().to_pylist()] == [(2, 0)]
+    assert table.version == 5  # one commit per step
+    assert [h["operation"] for h in table.history()][:4] == ["DELETE", "WRITE", "UPDATE", "MERGE"]
+    with _session_confs(spark, {"spark.databricks.delta.write.txnAppId": "app1"}):
+        with pytest.raises(Exception, match="txnVersion"):
+            DeltaTable.forPath(spark, uri).delete("id = 2")
+
+
+def test_a_stream_takes_the_sessions_auto_merge_and_user_metadata(spark, tmp_path):
+    """Delta's sink merges the schema when the session's autoMerge conf is on (DeltaSink's
+    canMergeSchema) and tags its commits with the session's userMetadata."""
+    import json as _json
+
+    base = tmp_path / "s"
+    (base / "in").mkdir(parents=True)
+    out, checkpoint = str(base / "out"), str(base / "ck")
+
+    def run(schema: str) -> None:
+        (spark.readStream.schema(schema).json(str(base / "in")).writeStream.format("deltatx")
+         .option("checkpointLocation", checkpoint).trigger(availableNow=True).start(out).awaitTermination())
+
+    (base / "in" / "a.json").write_text(_json.dumps({"id": 1}) + "\n")
+    run("id long")
+    (base / "in" / "b.json").write_text(_json.dumps({"id": 2, "extra": "x"}) + "\n")
+    with _session_confs(spark, {"spark.databricks.delta.schema.autoMerge.enabled": "true",
+                                "spark.databricks.delta.commitInfo.userMetadata": "stream-meta"}):
+        run("id long, extra string")
+    table = deltatx.Table(out)
+    assert "extra" in table.schema.names
+    assert table.history(limit=1)[0].get("userMetadata") == "stream-meta"

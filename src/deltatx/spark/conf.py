@@ -33,8 +33,13 @@ AUTO_MERGE = "spark.databricks.delta.schema.autoMerge.enabled"
 #: userMetadata of every commit the session makes, unless the write's own option says otherwise
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
+#: idempotent writes and DML by SQL conf (delta-spark 2.3+): a repeated (appId, version) is skipped
+TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+
 #: the confs a write needs, in the order they are read
-WRITE_CONFS = (PARTITION_OVERWRITE_MODE, DYNAMIC_PARTITION_OVERWRITE_ENABLED, AUTO_MERGE, USER_METADATA)
+WRITE_CONFS = (PARTITION_OVERWRITE_MODE, DYNAMIC_PARTITION_OVERWRITE_ENABLED, AUTO_MERGE, USER_METADATA,
+               TXN_APP_ID, TXN_VERSION)
 
 #: option key prefix of a session conf copied into a write (Spark lower-cases option keys)
 SESSION_PREFIX = "_deltatx_conf."
@@ -61,10 +66,10 @@ def session_flag(spark: Any, conf: str, default: bool = False) -> bool:
     return value.strip().lower() == "true"
 
 
-def session_options(spark: Any) -> dict[str, str]:
+def session_options(spark: Any, confs: tuple[str, ...] = WRITE_CONFS) -> dict[str, str]:
     """The write-relevant confs set on ``spark``, as options of a deltatx write."""
     out: dict[str, str] = {}
-    for conf in WRITE_CONFS:
+    for conf in confs:
         value = session_value(spark, conf)
         if value is not None:
             out[session_key(conf)] = value
@@ -112,3 +117,43 @@ def install_writer_hook() -> None:
     DataFrameWriter.format = format  # type: ignore[method-assign]
     DataFrameWriter.save = save  # type: ignore[method-assign]
     setattr(DataFrameWriter, _HOOK_ATTRIBUTE, True)
+    _install_stream_writer_hook()
+
+
+def _install_stream_writer_hook() -> None:
+    """The same for ``df.writeStream.format("deltatx")...start()``: Delta's sink takes the session's
+    autoMerge (DeltaSink's canMergeSchema) and userMetadata confs too."""
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+    if getattr(DataStreamWriter, _HOOK_ATTRIBUTE, False):
+        return
+    original_format = DataStreamWriter.format
+    original_start = DataStreamWriter.start
+
+    @functools.wraps(original_format)
+    def format(self: Any, source: str) -> Any:  # noqa: A001 - pyspark's name
+        self._deltatx_format = str(source).lower()
+        return original_format(self, source)
+
+    @functools.wraps(original_start)
+    def start(self: Any, path: str | None = None, format: str | None = None, *args: Any,  # noqa: A002
+              **kwargs: Any) -> Any:
+        from .source import FORMAT_NAME
+
+        if format is not None:
+            self.format(format)
+            format = None
+        if getattr(self, "_deltatx_format", None) == FORMAT_NAME:
+            session = getattr(self, "_spark", None)
+            if session is not None:
+                for key, value in session_options(session, STREAM_CONFS).items():
+                    self._jwrite = self._jwrite.option(key, value)
+        return original_start(self, path, format, *args, **kwargs)
+
+    DataStreamWriter.format = format  # type: ignore[method-assign]
+    DataStreamWriter.start = start  # type: ignore[method-assign]
+    setattr(DataStreamWriter, _HOOK_ATTRIBUTE, True)
+
+
+#: the confs a streaming write takes (each micro-batch is idempotent by its own query id and batch id)
+STREAM_CONFS = (AUTO_MERGE, USER_METADATA)

@@ -72,7 +72,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import DeltaTxError, IdentityColumnError
+from ..errors import DeltaTxError, IdentityColumnError, InvalidPropertyError
 from ..expr import bind, parse_predicate
 from ..tables.constraints import rules_for
 from ..tables.identity import check_no_update
@@ -85,6 +85,7 @@ from ..tables.table import Table
 from ..tables.transaction import CommitResult, Transaction
 from ..txnlog.actions import CDC_SCHEMA, FILE_SCHEMA
 from ..txnlog.store import MemoryLogStore
+from .conf import TXN_APP_ID, TXN_VERSION, session_value
 from .job_files import JobFiles
 from .dml_tasks import (
     DELETE,
@@ -169,6 +170,9 @@ class SparkTable:
         started = time.perf_counter()
         tx = self._begin(user_metadata)
         try:
+            skipped = self._already_applied(tx, "DELETE")
+            if skipped is not None:
+                return skipped
             pred = bind(parse_predicate(condition), tx.schema) if condition is not None else None
             if pred is None or is_partition_only(pred, tx.partition_columns):
                 tx.delete(condition)  # whole files go unread: the core operation, on the driver
@@ -196,6 +200,9 @@ class SparkTable:
         started = time.perf_counter()
         tx = self._begin(user_metadata)
         try:
+            skipped = self._already_applied(tx, "UPDATE")
+            if skipped is not None:
+                return skipped
             pred = bind(parse_predicate(condition), tx.schema) if condition is not None else None
             assigned = bind_assignments(set, tx.schema)  # bad columns / expressions fail here, before any job
             rules = rules_for(tx.schema, tx.properties, tx.protocol)
@@ -228,6 +235,9 @@ class SparkTable:
         started = time.perf_counter()
         tx = self._begin(user_metadata)
         try:
+            skipped = self._already_applied(tx, "MERGE")
+            if skipped is not None:
+                return skipped
             source = _as_arrow(source)
             if schema_evolution:  # staged first: tasks read and write with the widened schema
                 source = as_source_table(source)
@@ -273,6 +283,28 @@ class SparkTable:
             raise
 
     # ------------------------------------------------------------------ plumbing
+    def _already_applied(self, tx: Transaction, operation: str) -> CommitResult | None:
+        """delta-spark's idempotent DML: with ``spark.databricks.delta.write.txnAppId`` and
+        ``…txnVersion`` set on the session, a DML whose (appId, version) the table has committed
+        already is skipped (the replay of a ``foreachBatch`` after a failure); otherwise its
+        ``txn`` action joins the commit. Returns the skipped result, or None to go on."""
+        app_id = session_value(self.spark, TXN_APP_ID)
+        raw_version = session_value(self.spark, TXN_VERSION)
+        if app_id is None and raw_version is None:
+            return None
+        if not app_id or raw_version is None or not raw_version.strip().isdigit():
+            raise InvalidPropertyError(
+                f"{TXN_APP_ID} and {TXN_VERSION} go together, the version a non-negative integer "
+                f"(got {app_id!r}, {raw_version!r}): set both for an idempotent write, or neither")
+        version = int(raw_version)
+        last = tx.app_version(app_id)
+        if last is not None and version <= last:
+            tx.abort()
+            return CommitResult(version=tx.read_version, operation=operation, attempts=0, skipped=True,
+                                read_version=tx.read_version, txn_id=tx.txn_id)
+        tx.stage_txn(app_id, version)
+        return None
+
     def _begin(self, user_metadata: str | None) -> Transaction:
         """A transaction pinned at the latest version: the one the job plans and reads on."""
         self.table.refresh()

@@ -237,6 +237,9 @@ def write_spec(raw_options: Mapping[str, str], overwrite: bool) -> WriteSpec:
         raise InvalidPropertyError("overwriteSchema cannot be combined with replaceWhere (Delta forbids it too)")
     app_id = o.get("txnappid") or None
     app_version = int_option(o, "txnVersion")
+    if app_id is None and app_version is None:  # else the session's (delta-spark's SQL confs)
+        app_id = _session(o, session_conf.TXN_APP_ID) or None
+        app_version = int_option(o, session_conf.session_key(session_conf.TXN_VERSION))
     if (app_id is None) != (app_version is None):
         raise InvalidPropertyError(
             "options txnAppId and txnVersion go together: set both for an idempotent write, or neither"

@@ -335,17 +335,6 @@ def test_a_first_write_asking_for_protocol_versions_gets_them(tmp_path):
     assert table.properties == {}
 
 
-@contextmanager
-def _session_confs(spark, confs: dict[str, str]) -> Iterator[None]:
-    for key, value in confs.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key in confs:
-            spark.conf.unset(key)
-
-
 def test_idempotent_dml_and_writes_by_session_confs(spark, tmp_path):
     """delta-spark's spark.databricks.delta.write.txnAppId / txnVersion: a foreachBatch body run
     again after a failure (same appId, same version) is skipped — MERGE, UPDATE, DELETE and
@@ -362,7 +351,7 @@ def test_idempotent_dml_and_writes_by_session_confs(spark, tmp_path):
         lambda: DeltaTable.forPath(spark, uri).delete("id = 1"),
     ]
     for version, step in enumerate(steps, start=5):
-        with _session_confs(spark, {"spark.databricks.delta.write.txnAppId": "app1",
+        with session_conf(spark, **{"spark.databricks.delta.write.txnAppId": "app1",
                                     "spark.databricks.delta.write.txnVersion": str(version)}):
             step()
             step()  # the replay: skipped
@@ -370,7 +359,7 @@ def test_idempotent_dml_and_writes_by_session_confs(spark, tmp_path):
     assert [(r["id"], r["v"]) for r in table.to_arrow().to_pylist()] == [(2, 0)]
     assert table.version == 5  # one commit per step
     assert [h["operation"] for h in table.history()][:4] == ["DELETE", "WRITE", "UPDATE", "MERGE"]
-    with _session_confs(spark, {"spark.databricks.delta.write.txnAppId": "app1"}):
+    with session_conf(spark, **{"spark.databricks.delta.write.txnAppId": "app1"}):
         with pytest.raises(Exception, match="txnVersion"):
             DeltaTable.forPath(spark, uri).delete("id = 2")
 
@@ -391,7 +380,7 @@ def test_a_stream_takes_the_sessions_auto_merge_and_user_metadata(spark, tmp_pat
     (base / "in" / "a.json").write_text(_json.dumps({"id": 1}) + "\n")
     run("id long")
     (base / "in" / "b.json").write_text(_json.dumps({"id": 2, "extra": "x"}) + "\n")
-    with _session_confs(spark, {"spark.databricks.delta.schema.autoMerge.enabled": "true",
+    with session_conf(spark, **{"spark.databricks.delta.schema.autoMerge.enabled": "true",
                                 "spark.databricks.delta.commitInfo.userMetadata": "stream-meta"}):
         run("id long, extra string")
     table = deltatx.Table(out)

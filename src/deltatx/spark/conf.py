@@ -88,56 +88,30 @@ def install_writer_hook() -> None:
     options, under keys of its own, so nothing the user set is overwritten.
     """
     from pyspark.sql.readwriter import DataFrameWriter
-
-    if getattr(DataFrameWriter, _HOOK_ATTRIBUTE, False):
-        return
-    original_format = DataFrameWriter.format
-    original_save = DataFrameWriter.save
-
-    @functools.wraps(original_format)
-    def format(self: Any, source: str) -> Any:  # noqa: A001 - pyspark's name
-        self._deltatx_format = str(source).lower()
-        return original_format(self, source)
-
-    @functools.wraps(original_save)
-    def save(self: Any, path: str | None = None, format: str | None = None, *args: Any,  # noqa: A002
-             **kwargs: Any) -> Any:
-        from .source import FORMAT_NAME
-
-        if format is not None:
-            self.format(format)
-            format = None
-        if getattr(self, "_deltatx_format", None) == FORMAT_NAME:
-            session = getattr(self, "_spark", None)
-            if session is not None:
-                for key, value in session_options(session).items():
-                    self._jwrite = self._jwrite.option(key, value)
-        return original_save(self, path, format, *args, **kwargs)
-
-    DataFrameWriter.format = format  # type: ignore[method-assign]
-    DataFrameWriter.save = save  # type: ignore[method-assign]
-    setattr(DataFrameWriter, _HOOK_ATTRIBUTE, True)
-    _install_stream_writer_hook()
-
-
-def _install_stream_writer_hook() -> None:
-    """The same for ``df.writeStream.format("deltatx")...start()``: Delta's sink takes the session's
-    autoMerge (DeltaSink's canMergeSchema) and userMetadata confs too."""
     from pyspark.sql.streaming.readwriter import DataStreamWriter
 
-    if getattr(DataStreamWriter, _HOOK_ATTRIBUTE, False):
+    _wrap_writer(DataFrameWriter, "save", WRITE_CONFS)
+    # streams too: Delta's sink takes the session's autoMerge (DeltaSink's canMergeSchema) and
+    # userMetadata confs (each micro-batch is idempotent by query id and batch id already)
+    _wrap_writer(DataStreamWriter, "start", STREAM_CONFS)
+
+
+def _wrap_writer(cls: Any, terminal: str, confs: tuple[str, ...]) -> None:
+    """Wrap ``cls.format`` (remember the format) and ``cls.<terminal>`` (``save`` / ``start``:
+    add the session's ``confs`` as options when the format is deltatx). Idempotent."""
+    if getattr(cls, _HOOK_ATTRIBUTE, False):
         return
-    original_format = DataStreamWriter.format
-    original_start = DataStreamWriter.start
+    original_format = getattr(cls, "format")
+    original_terminal = getattr(cls, terminal)
 
     @functools.wraps(original_format)
     def format(self: Any, source: str) -> Any:  # noqa: A001 - pyspark's name
         self._deltatx_format = str(source).lower()
         return original_format(self, source)
 
-    @functools.wraps(original_start)
-    def start(self: Any, path: str | None = None, format: str | None = None, *args: Any,  # noqa: A002
-              **kwargs: Any) -> Any:
+    @functools.wraps(original_terminal)
+    def finish(self: Any, path: str | None = None, format: str | None = None, *args: Any,  # noqa: A002
+               **kwargs: Any) -> Any:
         from .source import FORMAT_NAME
 
         if format is not None:
@@ -146,13 +120,13 @@ def _install_stream_writer_hook() -> None:
         if getattr(self, "_deltatx_format", None) == FORMAT_NAME:
             session = getattr(self, "_spark", None)
             if session is not None:
-                for key, value in session_options(session, STREAM_CONFS).items():
+                for key, value in session_options(session, confs).items():
                     self._jwrite = self._jwrite.option(key, value)
-        return original_start(self, path, format, *args, **kwargs)
+        return original_terminal(self, path, format, *args, **kwargs)
 
-    DataStreamWriter.format = format  # type: ignore[method-assign]
-    DataStreamWriter.start = start  # type: ignore[method-assign]
-    setattr(DataStreamWriter, _HOOK_ATTRIBUTE, True)
+    setattr(cls, "format", format)
+    setattr(cls, terminal, finish)
+    setattr(cls, _HOOK_ATTRIBUTE, True)
 
 
 #: the confs a streaming write takes (each micro-batch is idempotent by its own query id and batch id)

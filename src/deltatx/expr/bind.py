@@ -20,7 +20,7 @@ from ..errors import PredicateError
 from ..txnlog.actions import empty_table
 from .model import Arithmetic, Case, Column, Comparison, Expr, Func, In, Literal
 from .rows import cast_constant, evaluate
-from .values import common_type, convert_literal, decimal_of, plain_type
+from .values import common_type, convert_literal, decimal_of, is_number, plain_type
 
 #: functions whose arguments (or, for ``if``, whose last two) share one type
 _SAME_TYPE_ARGS = {"coalesce": 0, "greatest": 0, "least": 0, "if": 1}
@@ -206,7 +206,7 @@ class _Binder:
         """A constant among values of type ``t`` (coalesce, CASE): a number in Spark's common type
         when ``t`` cannot hold it exactly (``coalesce(dec, 100000000)``: DECIMAL, not BIGINT),
         anything else in ``t`` when it converts, else unchanged."""
-        if x.value is not None and _is_number(x.arrow_type) and _is_number(plain_type(t)):
+        if x.value is not None and is_number(x.arrow_type) and is_number(plain_type(t)):
             return _compared_literals([x], t, context)[0]
         return convert_literal(x, t, context=context, strict=False)
 
@@ -222,7 +222,7 @@ def _compared_literals(literals: list[Literal], t: pa.DataType, context: str) ->
     4.00000000001`` as decimal(38,10) (bounded, the constant rounded as Spark rounds it), and a
     STRING with numbers as BIGINT or DOUBLE (``s = 5`` reads ``s`` as a number)."""
     t = plain_type(t)
-    numbers = [v for v in literals if v.value is not None and _is_number(v.arrow_type)]
+    numbers = [v for v in literals if v.value is not None and is_number(v.arrow_type)]
     if not (numbers and pa.types.is_string(t)):
         exact = [convert_literal(v, t, context=context) for v in literals]
         if all(v.value is None or v.arrow_type.equals(t) for v in exact):
@@ -239,10 +239,6 @@ def _compared_literals(literals: list[Literal], t: pa.DataType, context: str) ->
         return [convert_literal(v, t, context=context) for v in literals]
     return [convert_literal(v, target, context=context) if isinstance(v.value, str) or v.value is None
             else cast_constant(v, target, context) for v in literals]
-
-
-def _is_number(t: pa.DataType) -> bool:
-    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
 
 
 def _is_int(lit: Literal) -> bool:

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import PredicateError
-from .values import _scalar_value, common_type, decimal_of, bounded_decimal, plain_type
+from .values import _scalar_value, bounded_decimal, common_type, decimal_of, is_number, plain_type
 from .model import (
     And,
     Arithmetic,
@@ -400,7 +400,7 @@ def _spark_cast(b: _Backend, operand: Any, source: pa.DataType | None, to: pa.Da
             return _float_text(b, operand)
         if pa.types.is_timestamp(source):
             return _timestamp_text(b, operand, source)
-    if pa.types.is_string(source) and (_is_number(to) or pa.types.is_boolean(to)):
+    if pa.types.is_string(source) and (is_number(to) or pa.types.is_boolean(to)):
         operand = b.call("utf8_trim_whitespace", [operand])
         if not pa.types.is_boolean(to):
             operand = b.call("replace_substring_regex", [operand],
@@ -420,10 +420,6 @@ def _spark_cast(b: _Backend, operand: Any, source: pa.DataType | None, to: pa.Da
         room = (pa.decimal128 if 20 + to.scale <= 38 else pa.decimal256)(min(20 + to.scale, 76), to.scale)
         operand = b.call("cast", [operand], pc.CastOptions(room))
     return b.call("cast", [operand], pc.CastOptions(to, allow_time_truncate=True))
-
-
-def _is_number(t: pa.DataType) -> bool:
-    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
 
 
 #: Arrow's shortest text of a float: sign, integer digits, fraction digits, exponent

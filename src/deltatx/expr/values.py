@@ -71,7 +71,7 @@ def common_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     a, b = plain_type(a), plain_type(b)
     if a.equals(b):
         return a
-    numeric_a, numeric_b = _is_number(a), _is_number(b)
+    numeric_a, numeric_b = is_number(a), is_number(b)
     if pa.types.is_string(a) and numeric_b or pa.types.is_string(b) and numeric_a:
         number = b if numeric_b else a
         return pa.int64() if pa.types.is_integer(number) else pa.float64()
@@ -92,7 +92,8 @@ def common_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     return a if a.bit_width >= b.bit_width else b
 
 
-def _is_number(t: pa.DataType) -> bool:
+def is_number(t: pa.DataType) -> bool:
+    """An integer, floating point or decimal type (what Spark coerces among numbers)."""
     return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
 
 

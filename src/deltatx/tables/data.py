@@ -12,6 +12,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 
 from ..errors import InvalidArgumentError, PredicateError, SchemaMismatchError
+from ..expr.values import is_number
 from ..txnlog.schema import (
     check_field_names,
     dropped_fields,
@@ -157,7 +158,7 @@ def assign_value(values: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.
     try:
         return cast_value(values, target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        if not (_is_number(values.type) and _is_number(target)):
+        if not (is_number(values.type) and is_number(target)):
             raise
     from ..expr.rows import cast_values
 
@@ -165,10 +166,6 @@ def assign_value(values: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.
         return cast_values(values, target)
     except PredicateError as exc:
         raise pa.ArrowInvalid(str(exc)) from None
-
-
-def _is_number(t: pa.DataType) -> bool:
-    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
 
 
 def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, computed: frozenset[str] = frozenset(),

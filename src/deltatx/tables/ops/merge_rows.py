@@ -52,6 +52,7 @@ from ...expr.values import common_type, plain_type
 from ...io.reader import read_files
 from .merge import NOT_MATCHED_BY_SOURCE, BoundClause, MergePlan
 from ...io.row_metadata import ROW_COMMIT_VERSION, ROW_ID, ROW_INDEX
+from .scatter import scatter, scatter_index
 from .struct_fields import FieldAssignments, with_fields
 from .merge_on_read import mark_changed, materialized, record_read, row_columns, stage_changed_rows, uses_deletion_vectors
 from .rewrite import write_files
@@ -119,23 +120,6 @@ def _take(values: pa.Array | pa.ChunkedArray, rows: np.ndarray) -> pa.Array | pa
     return values.take(pa.array(rows, pa.int64()))
 
 
-def _scatter_index(n: int, pieces: list[tuple[np.ndarray, pa.Array]], kept: np.ndarray | None) -> pa.Array:
-    """Take-indexes that put the pieces' values (appended after ``n`` old rows) at their positions."""
-    positions = np.concatenate([p for p, _ in pieces])
-    index = np.arange(n, dtype=np.int64)
-    index[positions] = n + np.arange(len(positions), dtype=np.int64)
-    return pa.array(index if kept is None else index[kept])
-
-
-def _scatter(column: pa.ChunkedArray, values: list[pa.Array], index: pa.Array) -> pa.ChunkedArray:
-    """``column`` with ``values`` written in (see :func:`_scatter_index`), deleted rows dropped.
-
-    One ``take`` over the old chunks plus the new values: cheaper than ``replace_with_mask`` for
-    strings, and it drops deleted rows in the same pass.
-    """
-    return pa.chunked_array(list(column.chunks) + values, column.type).take(index)
-
-
 def _fixed_width(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_floating(t)
 
@@ -148,7 +132,7 @@ def _overwrite_fixed(column: pa.ChunkedArray, pieces: list[tuple[np.ndarray, pa.
     values = [v for _, v in pieces]
     if column.null_count or any(v.null_count for v in values):
         n = len(column)
-        return _scatter(column, values, _scatter_index(n, pieces, None))
+        return scatter(column, values, scatter_index(n, pieces, None))
     out = column.to_numpy()  # concatenates the chunks: a fresh, writable copy
     if not out.flags.writeable:
         out = out.copy()
@@ -489,8 +473,8 @@ class MergeExecutor:
                     continue
                 key = tuple(id(p) for p, _ in pieces)
                 if key not in indexes:
-                    indexes[key] = _scatter_index(n, pieces, kept)
-                jobs.append(partial(_scatter, column, [v for _, v in pieces], indexes[key]))
+                    indexes[key] = scatter_index(n, pieces, kept)
+                jobs.append(partial(scatter, column, [v for _, v in pieces], indexes[key]))
             elif kept is not None:
                 jobs.append(partial(column.take, pa.array(kept, pa.int64())))
             else:

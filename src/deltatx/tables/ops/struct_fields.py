@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -87,15 +86,6 @@ def with_fields(struct: pa.Array, type_: pa.StructType, values: dict[tuple[str, 
             raise SchemaMismatchError(f"{where} would set NOT NULL field {child.name!r} to null")
         children.append(current)
     return pa.StructArray.from_arrays(children, fields=list(type_))
-
-
-def replaced_where(column: pa.Array, mask: pa.Array | pa.ChunkedArray, new: pa.Array) -> pa.Array:
-    """``column`` with the rows where ``mask`` holds replaced, in order, by ``new`` (any type:
-    a take over both, where ``if_else`` would need ``new`` spread to every row first)."""
-    flags = (mask.combine_chunks() if isinstance(mask, pa.ChunkedArray) else mask).to_numpy(zero_copy_only=False)
-    index = np.arange(len(column), dtype=np.int64)
-    index[flags] = len(column) + np.arange(int(flags.sum()), dtype=np.int64)
-    return pa.concat_arrays([column, new.cast(column.type)]).take(pa.array(index))
 
 
 def refuse_generated_inputs(rules: Any, assignments: dict[str, Any], where: str) -> None:

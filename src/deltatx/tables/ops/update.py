@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -21,7 +22,8 @@ from ..data import assign_value
 from ..generated import with_update_assignments
 from ..identity import check_no_update
 from .rewrite import rewrite_files
-from .struct_fields import FieldAssignments, assign, refuse_generated_inputs, replaced_where, with_fields
+from .scatter import scatter, scatter_index
+from .struct_fields import FieldAssignments, assign, refuse_generated_inputs, with_fields
 
 if TYPE_CHECKING:
     from ..transaction import Transaction
@@ -76,9 +78,10 @@ def apply_assignments(rows: pa.Table, matches: pa.ChunkedArray, assignments: dic
             for path, field_expr in expr.fields.items():
                 value = evaluate(field_expr, matched_rows)
                 values[path] = pa.repeat(value, matched_rows.num_rows) if isinstance(value, pa.Scalar) else value
-            whole = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-            rebuilt = with_fields(whole.filter(mask), field.type, values, "UPDATE")
-            col = replaced_where(whole, mask, rebuilt)
+            column = col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
+            rebuilt = with_fields(column.filter(mask).combine_chunks(), field.type, values, "UPDATE")
+            positions = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
+            col = scatter(column, [rebuilt], scatter_index(len(column), [(positions, rebuilt)], None))
         elif expr is not None:
             value = evaluate(expr, rows)
             if isinstance(value, pa.Scalar):

@@ -41,6 +41,15 @@ def _listing(uri: str) -> list[str]:
     ("delta.enableIcebergCompatV2", "x"),
     ("delta.feature.deletionVectors", "disabled"),
     ("delta.APPENDONLY", "maybe"),  # a known key in another case is validated as that key
+    # Delta's own settings deltatx does not act on: Spark would fail on these values later
+    ("delta.tuneFileSizesForRewrites", "maybe"),
+    ("delta.randomizeFilePrefixes", "maybe"),
+    ("delta.randomPrefixLength", "0"),
+    ("delta.compatibility.symlinkFormatManifest.enabled", "yes"),
+    ("delta.autoOptimize.optimizeWrite", "1"),
+    ("delta.checkpoint.writeStatsAsJson", "x"),
+    ("delta.checkpoint.writeStatsAsStruct", "x"),
+    ("delta.checkpoint.partSize", "-1"),
 ])
 def test_set_properties_refuses_a_value_delta_refuses_and_commits_nothing(tmp_path, key, value):
     uri = str(tmp_path / "t")

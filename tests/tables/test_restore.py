@@ -91,12 +91,14 @@ def test_restore_brings_back_metadata(table_uri):
     assert t.to_arrow().column_names == ["id", "part"]
 
 
-def test_restore_current_version_is_a_no_op(history):
+def test_restore_current_version_is_refused(history, table_uri):
+    """Delta and deltalake require the version to restore to be older than the latest."""
     t = history
     before = t.version
-    result = t.restore(version=before)
-    assert result.version == before
-    assert t.version == before
+    with pytest.raises(errors.TimeTravelError, match="current version"):
+        t.restore(version=before)
+    assert deltatx.Table(table_uri).version == before, "nothing was committed"
+    assert t.history(limit=1)[0]["operation"] == "UPDATE"
 
 
 def test_restore_after_vacuum_raises_typed_error(history, table_uri):
@@ -203,3 +205,48 @@ def test_a_restore_that_does_not_commit_deletes_none_of_the_tables_files(table_u
     assert files <= {name for name in os.listdir(table_uri) if name.endswith(".parquet")}
     assert ids(deltatx.Table(table_uri)) == ([3, 4] if how == "conflict" else [2, 3, 4])
     assert sorted(deltatx.Table(table_uri, version=1).to_arrow()["id"].to_pylist()) == [1, 2, 3, 4]
+
+
+def test_restore_whose_deletion_vector_file_was_vacuumed_commits_nothing(table_uri):
+    """The old version's DV lives in a file VACUUM removed: committing the re-add would leave a
+    latest version no engine reads, so RESTORE fails typed, as for a missing data file."""
+    t = deltatx.create_table(table_uri, pa.schema([("id", pa.int64())]), properties={
+        "delta.enableDeletionVectors": "true", "deltatx.deletionVectors.inlineMaxBytes": "0"})
+    t.append(pa.table({"id": list(range(100))}))
+    t.delete(where="id < 5")    # v2: DV file A
+    t.delete(where="id < 10")   # v3: DV file B replaces A
+    age_files(table_uri, 30 * 24)
+    t.vacuum(retention_hours=0, enforce_retention_duration=False)
+    before = t.version
+    with pytest.raises(errors.DataFileNotFoundError, match="deletion vector file"):
+        t.restore(version=2)
+    latest = deltatx.Table(table_uri)
+    assert latest.version == before, "nothing was committed"
+    assert sorted(latest.to_arrow()["id"].to_pylist()) == list(range(10, 100))
+
+
+def test_restore_brings_back_the_clustering_columns(table_uri):
+    """Delta's RESTORE rewrites the delta.clustering domain with the restored version's columns."""
+    schema = pa.schema([("id", pa.int64()), ("v", pa.int64())])
+    t = deltatx.create_table(table_uri, schema, cluster_by=["id"])
+    t.append(pa.table({"id": [1, 2], "v": [3, 4]}, schema=schema))   # v1: clustered by id
+    t.cluster_by(["v"])
+    t.append(pa.table({"id": [5], "v": [6]}, schema=schema))
+    t.restore(version=1)
+    assert deltatx.Table(table_uri).clustering_columns == ["id"]
+    t.cluster_by(["v"])
+    t.restore(version=0)
+    assert deltatx.Table(table_uri).clustering_columns == ["id"]
+
+
+def test_restore_to_before_clustering_leaves_no_clustering_columns(table_uri):
+    schema = pa.schema([("id", pa.int64()), ("v", pa.int64())])
+    t = deltatx.create_table(table_uri, schema)
+    t.append(pa.table({"id": [1], "v": [2]}, schema=schema))   # v1: not clustered
+    t.cluster_by(["v"])
+    t.append(pa.table({"id": [5], "v": [6]}, schema=schema))
+    result = t.restore(version=1)
+    assert deltatx.Table(table_uri).clustering_columns == []
+    domains = [a["domainMetadata"] for a in commit_actions(table_uri, result.version) if "domainMetadata" in a]
+    assert [d["domain"] for d in domains] == ["delta.clustering"]
+    assert orjson.loads(domains[0]["configuration"]) == {"clusteringColumns": []}

@@ -175,6 +175,30 @@ def test_a_live_file_named_by_an_absolute_path_is_kept(table_uri):
     assert sorted(t.to_arrow()["id"].to_pylist()) == [1, 2]
 
 
+@pytest.mark.parametrize("opened_through_link", [True, False])
+def test_an_absolute_path_through_a_symlink_matches_the_listed_file(tmp_path, opened_through_link):
+    """The add names the file by one spelling of the root, the table is opened by another (a
+    symlink): it is the same live file, which VACUUM must keep."""
+    real = tmp_path / "real"
+    link = tmp_path / "link"
+    t = deltatx.create_table(str(real), SCHEMA)
+    t.append(rows([1, 2], 1))
+    os.symlink(real, link)
+    named_by = link if not opened_through_link else real
+    log = os.path.join(real, "_delta_log", f"{1:020d}.json")
+    lines = [orjson.loads(line) for line in open(log, "rb").read().splitlines()]
+    for action in lines:
+        if "add" in action:
+            action["add"]["path"] = os.path.join(str(named_by), action["add"]["path"])
+    with open(log, "wb") as fh:
+        fh.write(b"\n".join(orjson.dumps(a) for a in lines) + b"\n")
+    age(str(real), data_files(str(real)), 1000)
+    t = deltatx.Table(str(link if opened_through_link else real))
+    assert t.vacuum(dry_run=True) == []
+    t.vacuum()
+    assert sorted(t.to_arrow()["id"].to_pylist()) == [1, 2]
+
+
 def test_underscore_partition_folders_are_vacuumed(table_uri):
     schema = pa.schema([("id", pa.int64()), ("_p", pa.string())])
     t = deltatx.create_table(table_uri, schema, partition_by=["_p"])
@@ -240,7 +264,8 @@ def test_a_vacuum_is_recorded_as_vacuum_start_and_vacuum_end_commits(rewritten, 
     assert start["operationMetrics"] == {"numFilesToDelete": str(len(old)), "sizeOfDataToDelete": str(sizes)}
     assert (end["version"], end["operation"]) == (before + 2, "VACUUM END")
     assert end["operationParameters"] == {"status": "COMPLETED"}
-    assert end["operationMetrics"] == {"numDeletedFiles": str(len(old)), "numVacuumedDirectories": "0"}
+    # Delta counts the folders it looked at, the root included: part=1, part=2 and the root
+    assert end["operationMetrics"] == {"numDeletedFiles": str(len(old)), "numVacuumedDirectories": "3"}
     assert start["isBlindAppend"] is False and start["isolationLevel"] == "SnapshotIsolation"
     raw = [orjson.loads(line) for line in
            open(os.path.join(table_uri, "_delta_log", f"{before + 1:020d}.json"), "rb").read().splitlines()]
@@ -295,3 +320,60 @@ def test_record_false_deletes_without_the_records(rewritten, table_uri):
     before = t.version
     assert set(t.vacuum(retention_hours=0, enforce_retention_duration=False, record=False)) == old
     assert deltatx.Table(table_uri).version == before and data_files(table_uri) == live_paths(t)
+
+
+def _set_mtime(path: str, hours_ago: float) -> None:
+    when = time.time() - hours_ago * HOUR
+    os.utime(path, (when, when))
+
+
+def test_empty_partition_folders_are_removed_once_old(table_uri, monkeypatch):
+    """Delta's VACUUM removes empty folders; a young one (a writer may be about to fill it), a
+    hidden one and one that still holds a file stay."""
+    from deltatx.tables.ops import vacuum
+
+    t = deltatx.create_table(table_uri, SCHEMA, partition_by=["part"])
+    t.append(pa.concat_tables([rows([1], 1), rows([2], 2)]))
+    t.delete("part = 2")
+    os.makedirs(os.path.join(table_uri, "_tool", "inner"))    # hidden
+    os.makedirs(os.path.join(table_uri, "part=4", "sub=1"))   # empty, nested
+    later = time.time() + 10 * 24 * HOUR  # VACUUM runs 10 days on: the tombstone is old then
+    monkeypatch.setattr(vacuum, "now_ms", lambda: later * 1000)
+    os.makedirs(os.path.join(table_uri, "part=3"))            # empty, made just before that VACUUM
+    os.utime(os.path.join(table_uri, "part=3"), (later, later))
+
+    t.vacuum()
+    assert not os.path.exists(os.path.join(table_uri, "part=2")), "emptied by this VACUUM and old"
+    assert not os.path.exists(os.path.join(table_uri, "part=4")), "empty below, removed deepest first"
+    assert os.path.isdir(os.path.join(table_uri, "part=1")), "holds the live file"
+    assert os.path.isdir(os.path.join(table_uri, "part=3")), "young"
+    assert os.path.isdir(os.path.join(table_uri, "_tool", "inner")), "hidden"
+    assert os.path.isdir(os.path.join(table_uri, "_delta_log"))
+    assert t.to_arrow()["id"].to_pylist() == [1]
+    end = t.history(limit=1)[0]
+    assert end["operationMetrics"]["numVacuumedDirectories"] == "6"  # part=1..4, part=4/sub=1, root
+
+    t.append(rows([5], 2))  # the partition's folder comes back with its next file
+    assert sorted(t.to_arrow()["id"].to_pylist()) == [1, 5]
+
+
+def test_a_dry_run_removes_no_folder(table_uri):
+    t = deltatx.create_table(table_uri, SCHEMA, partition_by=["part"])
+    t.append(rows([1], 1))
+    os.makedirs(os.path.join(table_uri, "part=9"))
+    _set_mtime(os.path.join(table_uri, "part=9"), 10 * 24)
+    assert t.vacuum(dry_run=True) == []
+    assert os.path.isdir(os.path.join(table_uri, "part=9"))
+
+
+@pytest.mark.parametrize("hours", [1e15, 1e300])
+def test_a_retention_beyond_the_clock_keeps_everything(rewritten, table_uri, hours):
+    """A finite retention longer than int64 ms can say keeps every file (no raw Arrow error),
+    and the records write the longest retention a long holds."""
+    t, old = rewritten
+    age(table_uri, data_files(table_uri), 10 * 24)
+    assert t.vacuum(retention_hours=hours, dry_run=True) == []
+    assert t.vacuum(retention_hours=hours) == []
+    start = t.history(limit=2)[1]
+    assert start["operationParameters"]["specifiedRetentionMillis"] == str(2 ** 63 - 1)
+    assert all(os.path.exists(os.path.join(table_uri, p)) for p in old)

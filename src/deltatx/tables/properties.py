@@ -125,6 +125,18 @@ _VALIDATORS = {
     MIN_WRITER_VERSION: _int_between(1, 7, "a writer protocol version: an integer from 1 to 7"),
     column_mapping.MODE: column_mapping.validate_mode,
     column_mapping.MAX_COLUMN_ID: _internal,
+    # Delta's own settings that deltatx does not act on, validated as Delta validates them: a
+    # bad value stored here would fail every Spark job that reads the table's configuration
+    "delta.randomizeFilePrefixes": _bool,
+    "delta.randomPrefixLength": _positive_int,
+    "delta.compatibility.symlinkFormatManifest.enabled": _bool,
+    "delta.autoOptimize.optimizeWrite": _bool,
+    "delta.tuneFileSizesForRewrites": _bool,
+    "delta.checkpoint.writeStatsAsJson": _bool,
+    "delta.checkpoint.writeStatsAsStruct": _bool,
+    "delta.enableExpiredLogCleanup": _bool,
+    "delta.enableFullRetentionRollback": _bool,
+    "delta.checkpoint.partSize": _positive_long,
 }
 
 #: the keys deltatx knows, by lower case: Delta matches ``delta.*`` keys case-insensitively and

@@ -217,6 +217,15 @@ class LogStore:
             except FileNotFoundError:
                 pass
 
+    def list_folders_recursive(self) -> list[tuple[str, int]]:
+        """(relative path, mtime ms) of every folder under the root except the log; none here:
+        an object store's folders are only key prefixes, gone with their last object."""
+        return []
+
+    def remove_empty_folder(self, relative: str) -> bool:
+        """Remove the folder if it is empty (never its content); whether it was removed."""
+        return False
+
     def makedirs(self, path: str) -> None:
         self.fs.makedirs(path, exist_ok=True)
 
@@ -360,6 +369,28 @@ class LocalLogStore(LogStore):
                 os.unlink(self.data_path(rel))
             except FileNotFoundError:
                 pass
+
+    def list_folders_recursive(self) -> list[tuple[str, int]]:
+        out = []
+        root = self.root
+        for dirpath, dirnames, _ in os.walk(root):
+            if dirpath == root and LOG_DIR in dirnames:
+                dirnames.remove(LOG_DIR)
+            for name in dirnames:
+                full = os.path.join(dirpath, name)
+                try:
+                    st = os.stat(full)
+                except FileNotFoundError:
+                    continue
+                out.append((os.path.relpath(full, root).replace(os.sep, "/"), int(st.st_mtime * 1000)))
+        return out
+
+    def remove_empty_folder(self, relative: str) -> bool:
+        try:
+            os.rmdir(self.data_path(relative))  # rmdir refuses a folder that holds anything
+        except OSError:
+            return False
+        return True
 
     def makedirs(self, path: str) -> None:
         _ensure_folder(path)

@@ -10,8 +10,13 @@ same path without one)::
     metaData of the old version when it differs (schema, partitioning, properties)
 
 The protocol is never downgraded (Delta keeps the newer protocol). A re-added file that VACUUM
-already deleted makes the restore fail with :class:`DataFileNotFoundError` before anything is
-committed. The whole current table is the read: a concurrent change to any file conflicts.
+already deleted — its data file or the file holding its deletion vector — makes the restore fail
+with :class:`DataFileNotFoundError` before anything is committed: committed, it would leave a
+latest version no engine can read. A clustered table gets the old version's clustering columns
+back (none when that version was not clustered), as Delta's RESTORE rewrites the
+``delta.clustering`` domain; other domains (the row-id high-water mark above all) stay as they
+are. Restoring the current version is refused, as in Delta (there is nothing to commit). The
+whole current table is the read: a concurrent change to any file conflicts.
 """
 
 from __future__ import annotations
@@ -27,11 +32,13 @@ import pyarrow.fs as pafs
 from ...errors import DataFileNotFoundError, TimeTravelError
 from ...io.paths import data_file_path, decode_path
 from ...txnlog import row_tracking
+from ...txnlog.clustering import clustering_domain, clustering_paths, is_clustered
 from ...txnlog.history import refuse_after_last_commit
 from ...txnlog.replay import file_keys
 from ...txnlog.snapshot import load_snapshot
 
 from ..identity import keep_high_water_marks
+from .vacuum import deletion_vector_paths
 
 if TYPE_CHECKING:
     from ..transaction import Transaction
@@ -49,6 +56,28 @@ def missing_data_files(tx: "Transaction", files: pa.Table) -> list[str]:
     decoded = [decode_path(p) for p in files["path"].to_pylist()]
     infos = store.arrow_fs.get_file_info([data_file_path(store, p) for p in decoded])
     return [p for p, info in zip(decoded, infos) if info.type == pafs.FileType.NotFound]
+
+
+def missing_deletion_vector_files(tx: "Transaction", files: pa.Table) -> list[str]:
+    """Paths (relative to the table root) of the files holding ``files``' deletion vectors that
+    are gone (inline DVs have none; one batched stat call)."""
+    relative = sorted(set(deletion_vector_paths(tx.store, files).to_pylist()))
+    if not relative:
+        return []
+    store = tx.store
+    infos = store.arrow_fs.get_file_info([data_file_path(store, p) for p in relative])
+    return [p for p, info in zip(relative, infos) if info.type == pafs.FileType.NotFound]
+
+
+def _restored_clustering(tx: "Transaction", old_domains: dict[str, Any], old_protocol: Any) -> None:
+    """Stage the ``delta.clustering`` domain of the restored version when the table has one now:
+    the old version's columns, or none when it was not clustered (Delta's RESTORE does the same)."""
+    if clustering_paths(tx.domains) is None:
+        return
+    old = clustering_paths(old_domains) if is_clustered(old_protocol) else None
+    restored = clustering_domain(old or [])
+    if tx.domains.get(restored.domain) != restored:
+        tx.stage_domain(restored, system=True)
 
 
 def _last_row_ids(adds: pa.Table, tombstones: pa.Table) -> pa.Table:
@@ -87,6 +116,11 @@ def stage_restore(tx: "Transaction", version: int | None = None, timestamp_ms: i
     old = load_snapshot(tx.store, version=version, timestamp_ms=timestamp_ms)
     if timestamp_ms is not None and old.version == tx.read_version:  # as Delta's RESTORE TO TIMESTAMP
         refuse_after_last_commit(tx.store, tx.snapshot.properties, old.version, timestamp_ms, "cannot restore")
+    if old.version == tx.read_version:  # Delta: the version to restore must be older than the latest
+        raise TimeTravelError(
+            f"cannot restore {tx.table.uri!r} to version {old.version}: it is the table's current version; "
+            f"restore an older version"
+        )
     _, current = tx.scan(None)  # RESTORE depends on the whole current table
 
     old_files = old.files
@@ -107,6 +141,14 @@ def stage_restore(tx: "Transaction", version: int | None = None, timestamp_ms: i
             f"of that version no longer exist(s), probably removed by VACUUM. Restore a newer version "
             f"whose files are still retained."
         )
+    missing_dvs = missing_deletion_vector_files(tx, to_add)
+    if missing_dvs:
+        more = f" and {len(missing_dvs) - 1} more" if len(missing_dvs) > 1 else ""
+        raise DataFileNotFoundError(
+            f"cannot restore {tx.table.uri!r} to version {old.version}: deletion vector file "
+            f"{missing_dvs[0]!r}{more} of that version no longer exist(s), probably removed by VACUUM; "
+            f"the restored files could not be read. Restore a newer version whose files are still retained."
+        )
 
     if to_add.num_rows:
         n = to_add.num_rows
@@ -123,6 +165,7 @@ def stage_restore(tx: "Transaction", version: int | None = None, timestamp_ms: i
         restored = keep(tx.metadata, restored)
     if restored != tx.metadata:  # a column dropped since comes back with its own data
         tx.stage_metadata(restored, keep_column_ids=True)
+    _restored_clustering(tx, old.domains, old.protocol)
 
     kept = current.num_rows - to_remove.num_rows
     metrics = {

@@ -28,6 +28,12 @@ after. Both hold only ``commitInfo``: they change no data, so they never conflic
 (snapshot isolation), and ``history()`` shows who vacuumed what, when. This module plans the
 VACUUM from a snapshot and deletes; the table facade commits the two records around it.
 
+Empty folders (a partition whose files are all gone) are removed too, as Delta's VACUUM removes
+them: only visible ones, on stores with real folders (local disk; on an object store a folder is
+a key prefix that goes with its last object), and only those older than the cutoff, so a folder a
+running writer has just made for its first file is left alone. ``numVacuumedDirectories`` in the
+``VACUUM END`` record counts the folders VACUUM looked at, the table root included, as Delta's does.
+
 Change data files (``_change_data/``) are not in the snapshot: those that a commit inside the
 retention period references are kept (the change feed of those versions reads them), the others
 go once older than the retention, like Delta's.
@@ -36,6 +42,7 @@ go once older than the retention, like Delta's.
 from __future__ import annotations
 
 import math
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -63,6 +70,8 @@ _DELETE_BATCH = 1000
 _UNIVERSAL_FORMATS = "delta.universalFormat.enabledFormats"
 
 _MS_PER_HOUR = 3600 * 1000
+#: the earliest cutoff VACUUM computes (int64 ms; a longer retention keeps every file)
+_OLDEST_MS = -(2 ** 62)
 
 
 @dataclass(frozen=True)
@@ -77,20 +86,24 @@ class VacuumPlan:
     retention_hours: float | None
     table_retention_hours: float
     retention_check: bool
+    #: visible folders older than the cutoff (removed after the files when empty), deepest first
+    folders: tuple[str, ...] = ()
+    #: visible folders listed, the root included (Delta's ``numVacuumedDirectories``)
+    folders_listed: int = 1
 
     def start_record(self) -> tuple[str, dict[str, Any], dict[str, Any]]:
         """Delta's ``VACUUM START`` (operation, parameters, metrics)."""
         parameters: dict[str, Any] = {"retentionCheckEnabled": self.retention_check}
         if self.retention_hours is not None:
-            parameters["specifiedRetentionMillis"] = int(self.retention_hours * _MS_PER_HOUR)
-        parameters["defaultRetentionMillis"] = int(self.table_retention_hours * _MS_PER_HOUR)
+            parameters["specifiedRetentionMillis"] = _millis(self.retention_hours)
+        parameters["defaultRetentionMillis"] = _millis(self.table_retention_hours)
         return "VACUUM START", parameters, {"numFilesToDelete": len(self.paths),
                                             "sizeOfDataToDelete": self.size_bytes}
 
     def end_record(self, deleted: int, completed: bool) -> tuple[str, dict[str, Any], dict[str, Any]]:
         """Delta's ``VACUUM END`` (operation, parameters, metrics)."""
         return "VACUUM END", {"status": "COMPLETED" if completed else "FAILED"}, \
-            {"numDeletedFiles": deleted, "numVacuumedDirectories": 0}
+            {"numDeletedFiles": deleted, "numVacuumedDirectories": self.folders_listed}
 
 
 def plan_vacuum(store: "LogStore", snapshot: "Snapshot", retention_hours: float | None = None,
@@ -116,9 +129,12 @@ def plan_vacuum(store: "LogStore", snapshot: "Snapshot", retention_hours: float 
             f"running writers could be deleted. If you are sure, pass enforce_retention_duration=False, "
             f"or lower {props.DELETED_FILE_RETENTION} with set_properties()."
         )
+    # a retention past the int64 range of ms keeps everything (the cutoff precedes every file)
+    cutoff_ms = max(int(now_ms() - hours * _MS_PER_HOUR), _OLDEST_MS)
+    folders, folders_listed = _old_visible_folders(store, snapshot, cutoff_ms)
     planned = partial(VacuumPlan, retention_hours=None if retention_hours is None else hours,
-                   table_retention_hours=table_retention, retention_check=enforce_retention_duration)
-    cutoff_ms = int(now_ms() - hours * _MS_PER_HOUR)
+                      table_retention_hours=table_retention, retention_check=enforce_retention_duration,
+                      folders=folders, folders_listed=folders_listed)
 
     listing = store.list_files_recursive()
     if not listing:
@@ -152,11 +168,33 @@ def plan_vacuum(store: "LogStore", snapshot: "Snapshot", retention_hours: float 
     return planned(sorted(paths.filter(doomed).to_pylist()), int(pc.sum(sizes.filter(doomed)).as_py() or 0))
 
 
+def _millis(hours: float) -> int:
+    """Hours as ms for the log (a long, as Delta writes it: a longer retention is written as the
+    longest one)."""
+    return min(int(hours * _MS_PER_HOUR), 2 ** 63 - 1)
+
+
 def delete_planned(store: "LogStore", plan: VacuumPlan) -> list[str]:
-    """Delete the plan's files (in parallel batches); returns their paths."""
+    """Delete the plan's files (in parallel batches), then its folders left empty (deepest
+    first, so a partition folder emptied of sub-partitions goes too); returns the files' paths."""
     if plan.paths:
         _delete(store, plan.paths)
+    for folder in plan.folders:
+        store.remove_empty_folder(folder)
     return plan.paths
+
+
+def _old_visible_folders(store: "LogStore", snapshot: "Snapshot", cutoff_ms: int) -> tuple[tuple[str, ...], int]:
+    """The visible folders older than ``cutoff_ms``, deepest first, and how many visible folders
+    there are (plus the root)."""
+    listing = store.list_folders_recursive()
+    if not listing:
+        return (), 1
+    paths = pa.array([path for path, _ in listing], pa.string())
+    visible = _visible(paths, snapshot.partition_columns, _iceberg_enabled(snapshot.properties)).to_pylist()
+    shown = [(path, mtime) for (path, mtime), keep in zip(listing, visible) if keep]
+    old = sorted((path for path, mtime in shown if mtime < cutoff_ms), key=lambda p: (-p.count("/"), p))
+    return tuple(old), len(shown) + 1
 
 
 def now_ms() -> float:
@@ -178,12 +216,29 @@ def relative_paths(store: "LogStore", add_paths: pa.ChunkedArray | pa.Array) -> 
     if not pc.any(needs_work).as_py():
         return arr
     prefix = store.root.rstrip("/") + "/"
+    real_prefix = _real_root(store)
     out = arr.to_pylist()
     for i in pc.indices_nonzero(needs_work).to_pylist():
         decoded = decode_path(out[i])
         full = data_file_path(store, decoded)
-        out[i] = full[len(prefix):] if full.startswith(prefix) else decoded
+        if full.startswith(prefix):
+            out[i] = full[len(prefix):]
+        elif real_prefix is not None and os.path.realpath(full).startswith(real_prefix):
+            # the table was opened through a symlink (or the writer named it through one): the
+            # same file, so it must match its listing entry, or VACUUM would take a live file
+            out[i] = os.path.realpath(full)[len(real_prefix):]
+        else:
+            out[i] = decoded
     return pa.array(out, pa.string())
+
+
+def _real_root(store: "LogStore") -> str | None:
+    """The local table root with symlinks resolved, ending in "/"; None off local disk."""
+    from ...txnlog.store import LocalLogStore
+
+    if not isinstance(store, LocalLogStore):
+        return None
+    return os.path.realpath(store.root).rstrip("/") + "/"
 
 
 def deletion_vector_paths(store: "LogStore", actions: pa.Table) -> pa.Array:

@@ -175,3 +175,26 @@ def test_isnan_of_null_is_false_and_nan_is_the_greatest():
     assert where(t, "greatest(f, 1.0) > 1.0") == [1]
     assert where(t, "least(f, 1.0) = 1.0") == [1, 2]  # NULL is skipped: least(NULL, 1.0) = 1.0
     assert values(t, "greatest(f, 1.0)")[1:] == [1.0, 1.0]
+
+
+def test_negative_decimal_literals_are_exact():
+    """Spark reads -1.000000000000000000000000000001 as an exact DECIMAL(31,30): negating must not
+    round to Python's 28-digit default context (it picked, deleted and updated the wrong rows)."""
+    b = pa.table({"id": [1, 2], "b": pa.array([Decimal("-1.000000000000000000000000000001"), Decimal("-1")],
+                                             pa.decimal128(38, 30))})
+    assert where(b, "b = -1.000000000000000000000000000001") == [1]
+    assert where(b, "b <= -1.000000000000000000000000000001") == [1]
+    k = pa.table({"id": [1, 2], "k": pa.array([Decimal("-12345678901234567890123456789"),
+                                               Decimal("-12345678901234567890123456790")], pa.decimal128(38, 0))})
+    assert where(k, "k = -12345678901234567890123456789") == [1]
+    assert where(k, "k > -" + "9" * 38) == [1, 2]
+
+
+def test_a_negated_suffixed_literal_is_one_literal():
+    """Spark's grammar takes the sign into the literal: -9223372036854775808L is BIGINT's minimum."""
+    t = pa.table({"id": pa.array([-(2 ** 63), 0], pa.int64())})
+    assert where(t, "id = -9223372036854775808L") == [-(2 ** 63)]
+    assert where(t, "id > -5L") == [0]
+    assert where(t, "id = - -0L") == [0]
+    with pytest.raises(PredicateError):
+        where(t, "id = -9223372036854775809L")

@@ -211,9 +211,17 @@ def _convert_node(node: exp.Expression) -> Expr:  # noqa: C901 - one branch per 
         except ValueError:
             raise _unsupported(node, "hex literal") from None
     if isinstance(node, exp.Neg):
+        typed = node.this
+        if isinstance(typed, exp.Cast) and isinstance(typed.this, exp.Literal) and not typed.this.is_string:
+            # a suffixed literal (``9223372036854775808L`` is CAST(... AS BIGINT)): Spark's grammar
+            # reads the sign as part of it, so -9223372036854775808L is BIGINT's smallest value
+            negated = typed.copy()
+            negated.set("this", exp.Literal.number("-" + typed.this.name))
+            return _convert(negated)
         inner = _convert(node.this)
         if isinstance(inner, Literal) and isinstance(inner.value, (int, float, Decimal)) and not isinstance(inner.value, bool):
-            value = -inner.value
+            # Decimal's unary minus rounds to the context's 28 digits; copy_negate is exact
+            value = inner.value.copy_negate() if isinstance(inner.value, Decimal) else -inner.value
             if isinstance(value, Decimal) and inner.type is None and value == -(2**63) and value.as_tuple().exponent == 0:
                 return Literal(-(2**63))  # 9223372036854775808 is past BIGINT, its negation is not
             return Literal(value, inner.type)

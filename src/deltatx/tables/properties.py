@@ -219,7 +219,8 @@ def int_property(properties: dict[str, str], key: str, default: int) -> int:
 def stats_columns(properties: dict[str, str]) -> list[str] | None:
     """``delta.dataSkippingStatsColumns``: the columns that get statistics (comma-separated,
     dotted for nested fields, backticks quoting a name); when set it replaces
-    ``delta.dataSkippingNumIndexedCols``, as in Spark and delta-rs. None when unset or empty."""
+    ``delta.dataSkippingNumIndexedCols``, as in Spark and delta-rs. None when unset; empty (no
+    column gets statistics, only numRecords) when set to an empty list, as in Delta."""
     raw = properties.get(STATS_COLUMNS)
     if raw is None:
         return None
@@ -233,8 +234,7 @@ def stats_columns(properties: dict[str, str]) -> list[str] | None:
         else:
             cur.append(ch)
     names.append("".join(cur).strip())
-    names = [n for n in names if n]
-    return names or None
+    return [n for n in names if n]
 
 
 def dv_inline_max_bytes(properties: dict[str, str]) -> int:

@@ -114,6 +114,9 @@ def resolve_columns(schema: pa.Schema, properties: Mapping[str, str], partition_
         if not has_min_max(field.type):
             raise error(f"{what} column {name!r} has type {field.type}, which gets no min/max statistics, "
                         f"so clustering on it cannot skip files")
+        if path not in with_stats and opts.stats_columns is not None:
+            raise error(f"{what} column {name!r} gets no statistics: {props.STATS_COLUMNS} lists only "
+                        f"{', '.join(opts.stats_columns) or 'no column'}; add it to the list")
         if path not in with_stats:
             raise error(f"{what} column {name!r} gets no statistics: only the first {opts.num_indexed_cols} "
                         f"columns do ({props.NUM_INDEXED_COLS}); raise it or move the column")

@@ -32,6 +32,7 @@ from ...txnlog.schema import (
     schema_to_json,
 )
 from ...txnlog.stats import split_column_name
+from .. import stats_columns
 from ..defaults import CURRENT_DEFAULT, validate_defaults
 
 if TYPE_CHECKING:
@@ -103,7 +104,8 @@ def _require_mapping(tx: "Transaction", operation: str) -> None:
         )
 
 
-def _stage_schema(tx: "Transaction", fields: list[pa.Field], partition_columns: Sequence[str] | None = None) -> None:
+def _stage_schema(tx: "Transaction", fields: list[pa.Field], partition_columns: Sequence[str] | None = None,
+                  configuration: dict[str, str] | None = None) -> None:
     """Stage the new schema (ids for new columns are assigned when staged), and the protocol it
     needs (a ``timestamp_ntz`` column needs the ``timestampNtz`` feature). A name Delta refuses
     (case-insensitive duplicates; without column mapping, Parquet's special characters) is refused
@@ -114,6 +116,8 @@ def _stage_schema(tx: "Transaction", fields: list[pa.Field], partition_columns: 
     changes: dict[str, Any] = {"schema_string": schema_to_json(schema)}
     if partition_columns is not None:
         changes["partition_columns"] = tuple(partition_columns)
+    if configuration is not None:
+        changes["configuration"] = configuration
     protocol = required_protocol(dict(tx.metadata.configuration), schema, tx.protocol)
     tx.stage_metadata(tx.metadata.replace(**changes))
     if protocol != tx.protocol:
@@ -195,8 +199,10 @@ def stage_rename_column(tx: "Transaction", old: str, new: str) -> dict[str, Any]
     partition_columns = None
     if len(path) == 1 and path[0] in tx.partition_columns:
         partition_columns = [new if c == path[0] else c for c in tx.partition_columns]
-    _stage_schema(tx, _edit(list(tx.schema), path, rename), partition_columns)
     new_path = path[:-1] + (new,)
+    # delta.dataSkippingStatsColumns names columns logically: it follows the rename, as in Delta
+    _stage_schema(tx, _edit(list(tx.schema), path, rename), partition_columns,
+                  stats_columns.after_rename(tx.metadata.configuration, path, new_path))
     tx.note_operation("RENAME COLUMN", {"oldColumnPath": _dotted(path), "newColumnPath": _dotted(new_path)}, {},
                       changes_data=False)
     return {}
@@ -227,6 +233,6 @@ def stage_drop_columns(tx: "Transaction", names: str | Sequence[str]) -> dict[st
     if not [f for f in fields if f.name not in tx.partition_columns]:
         raise SchemaMismatchError("cannot drop every data column: a table needs at least one column outside "
                                   "its partition columns")
-    _stage_schema(tx, fields)
+    _stage_schema(tx, fields, None, stats_columns.after_drop(tx.metadata.configuration, paths))
     tx.note_operation("DROP COLUMNS", {"columns": [_dotted(p) for p in paths]}, {}, changes_data=False)
     return {"numColumnsDropped": len(paths)}

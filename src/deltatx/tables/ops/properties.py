@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ...txnlog import row_tracking
 from ...txnlog.features import required_protocol
 from .. import properties as props
+from ..stats_columns import check_stats_columns
 from .clustering import check_stats_cover_clustering
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ def stage_set_properties(tx: "Transaction", properties: dict[str, Any]) -> None:
     config.update(new)
     config = row_tracking.with_materialized_names(config)
     protocol = required_protocol(config, tx.schema, props.requested_protocol(new, tx.protocol))
+    check_stats_columns(tx.schema, tx.partition_columns, config)
     check_stats_cover_clustering(tx.protocol, tx.domains, tx.schema, config)
     stored = props.stored_configuration(config)
     if stored != tx.metadata.configuration:

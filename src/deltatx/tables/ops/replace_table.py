@@ -35,6 +35,9 @@ def check_table_schema(schema: pa.Schema, partition_by: list[str], configuration
         raise SchemaMismatchError("a table needs at least one column: the schema has none")
     check_field_names(schema, column_mapping.mode_of(configuration) != "none")
     check_partitioning(schema, partition_by)
+    from ..stats_columns import check_stats_columns
+
+    check_stats_columns(schema, partition_by, configuration)
 
 
 def check_partitioning(schema: pa.Schema, partition_by: list[str]) -> None:

@@ -475,3 +475,17 @@ def test_v2_json_checkpoint_with_a_bad_checkpoint_metadata_is_corrupt(log: LogWr
     drop_commits_before(log.store, 5)
     with pytest.raises(CorruptCheckpointError, match="checkpointMetadata"):
         load_snapshot(log.store)
+
+
+def test_sidecar_paths_in_every_uri_form(tmp_path) -> None:
+    """PROTOCOL.md: a sidecar path is a URI-encoded path, bare names relative to _sidecars/;
+    Hadoop writes absolute ones as file:/abs/path (one slash)."""
+    from deltatx.txnlog.checkpoint import sidecar_path
+    from deltatx.txnlog.store import open_store
+
+    store = open_store(str(tmp_path / "t"))
+    here = f"{store.log_root}/_sidecars/a%20b.parquet"
+    assert sidecar_path(store, "a%20b.parquet") == f"{store.log_root}/_sidecars/a b.parquet"
+    assert sidecar_path(store, f"file:{here}") == here.replace("%20", " ")
+    assert sidecar_path(store, f"file://{here}") == here.replace("%20", " ")
+    assert sidecar_path(store, here) == here.replace("%20", " ")

@@ -84,3 +84,30 @@ def test_commit_zero_without_metadata(log: LogWriter) -> None:
 def test_no_log_at_all(store) -> None:
     with pytest.raises(TableNotFoundError, match="no commits"):
         load_snapshot(store)
+
+
+@pytest.mark.parametrize("field", ["path", "partitionValues", "size", "modificationTime", "dataChange"])
+def test_a_checkpoint_whose_adds_lack_a_required_field_is_refused(tmp_path, field) -> None:
+    """As a JSON commit missing a required add field is refused, so is a checkpoint: a null
+    partitionValues read as null partitions, and a null path crashed reads with a raw TypeError."""
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import deltatx
+    from deltatx.errors import CorruptCheckpointError
+
+    uri = str(tmp_path / "t")
+    t = deltatx.create_table(uri, pa.schema([("id", pa.int64()), ("p", pa.string())]), partition_by=["p"])
+    t.append(pa.table({"id": [1, 2], "p": ["a", "b"]}))
+    t.checkpoint()
+    checkpoint = os.path.join(uri, "_delta_log", f"{t.version:020d}.checkpoint.parquet")
+    table = pq.read_table(checkpoint)
+    adds = table.column("add").combine_chunks()
+    rows = [None if r is None else {**r, field: None} for r in adds.to_pylist()]
+    pq.write_table(table.set_column(table.schema.get_field_index("add"), "add", pa.array(rows, adds.type)), checkpoint)
+    for v in range(t.version + 1):  # the checkpoint alone describes the table
+        os.remove(os.path.join(uri, "_delta_log", commit_name(v)))
+    with pytest.raises(CorruptCheckpointError, match=f"no '{field}'"):
+        deltatx.Table(uri).to_arrow()

@@ -27,7 +27,7 @@ import io
 import re
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from urllib.parse import unquote
 
 import orjson
@@ -398,9 +398,27 @@ class _Collected:
     def take_files(self, table: pa.Table) -> None:
         if "add" in table.column_names:
             adds = _flatten(table.column("add"), FILE_SCHEMA)
+            _require_fields(adds, "add", _REQUIRED_ADD_FIELDS)
             self.files.append(_stats_from_parsed(adds, table.column("add")))
         if "remove" in table.column_names:
-            self.tombstones.append(_flatten(table.column("remove"), REMOVE_SCHEMA))
+            removes = _flatten(table.column("remove"), REMOVE_SCHEMA)
+            _require_fields(removes, "remove", ("path",))
+            self.tombstones.append(removes)
+
+
+#: fields PROTOCOL.md requires of an ``add`` ("Add File and Remove File"); a JSON commit missing
+#: one is refused when parsed, and a checkpoint must not get past with less: a null
+#: ``partitionValues`` read as null partitions (wrong rows, then DML committed on them)
+_REQUIRED_ADD_FIELDS = ("path", "partitionValues", "size", "modificationTime", "dataChange")
+
+
+def _require_fields(actions: pa.Table, kind: str, fields: Sequence[str]) -> None:
+    """Raise CorruptLogError (the caller names the checkpoint file) when a required field is null
+    in any of ``actions`` (one null count per column)."""
+    for name in fields:
+        nulls = actions.column(name).null_count
+        if nulls:
+            raise CorruptLogError(f"{nulls} {kind} action(s) have no {name!r}, which the protocol requires")
 
 
 def _stats_from_parsed(adds: pa.Table, column: pa.ChunkedArray) -> pa.Table:
@@ -506,6 +524,8 @@ def sidecar_path(store: LogStore, path: str) -> str:
     decoded = unquote(path)
     if "://" in decoded:
         return _strip_scheme(decoded)
+    if decoded[:5].lower() == "file:":  # Hadoop's file:/abs/path (one slash)
+        return decoded[5:]
     if decoded.startswith("/"):
         return decoded
     return f"{store.log_root}/{SIDECAR_DIR}/{decoded}"

@@ -28,6 +28,9 @@ _PRIMITIVE_TO_ARROW: dict[str, pa.DataType] = {
     "date": pa.date32(),
     "timestamp": pa.timestamp("us", tz="UTC"),
     "timestamp_ntz": pa.timestamp("us"),
+    # Spark's NullType, left by old CTAS of NULL literals; PROTOCOL.md leaves it undefined and
+    # Delta refuses it in new tables, but existing tables have it: read as an all-null column
+    "void": pa.null(),
 }
 
 _DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
@@ -177,6 +180,8 @@ def _type_to_delta(t: pa.DataType) -> Any:
         return f"decimal({t.precision},{t.scale})"
     if is_variant_storage(t):
         return "variant"
+    if pa.types.is_null(t):
+        return "void"
     if pa.types.is_struct(t):
         return {"type": "struct", "fields": [field_to_delta(t.field(i)) for i in range(t.num_fields)]}
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_list_view(t):
@@ -310,7 +315,8 @@ def view_as(values: pa.Array | pa.ChunkedArray, t: pa.DataType) -> pa.Array | pa
 
 
 def name_problems(schema: pa.Schema, column_mapped: bool) -> list[str]:
-    """What Delta refuses in ``schema``'s column names, nested fields included: an empty name,
+    """What Delta refuses in ``schema``'s columns, nested fields included: an empty name, a
+    ``void`` (null) type, which old tables may hold but no change may add,
     two names equal up to case at one level (delta-spark ``checkColumnNameDuplication``: a
     case-insensitive reader could not tell them apart, deltalake and Spark refuse such a table)
     and, without column mapping, :data:`INVALID_NAME_CHARS` (``checkSchemaFieldNames``)."""
@@ -331,6 +337,9 @@ def name_problems(schema: pa.Schema, column_mapped: bool) -> list[str]:
                                 f"(Delta compares column names case-insensitively)")
             else:
                 seen[low] = f.name
+            if pa.types.is_null(f.type):
+                problems.append(f"column {full!r} of type void (no values but NULL; Delta refuses it in a new "
+                                f"column: cast it to the type it should have)")
             _walk_type(f.type, full + ".")
 
     def _walk_type(t: pa.DataType, path: str) -> None:
@@ -368,6 +377,9 @@ def merge_schemas(table_schema: pa.Schema, data_schema: pa.Schema) -> pa.Schema:
         if i is not None:
             fields[i] = fields[i].with_type(with_added_fields(fields[i].type, f.type, f"{fields[i].name}."))
         else:
+            if pa.types.is_null(f.type):  # all-NULL data with no type: Delta refuses a void column
+                raise SchemaMismatchError(f"new column {f.name!r} is null in the data, which gives it no Delta "
+                                          f"type: cast it to the type the column should have")
             try:
                 fields.append(normalize_schema(pa.schema([f])).field(0).with_nullable(True))
             except SchemaMismatchError as exc:

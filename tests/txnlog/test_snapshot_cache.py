@@ -397,3 +397,56 @@ def test_s3_fresh_opens_catch_up_with_another_writer(s3_bucket):
     deltatx.Table(uri, storage_options=options).append(row(3))
     assert deltatx.Table(uri, storage_options=options, version=1).version == 1
     assert deltalake_ids(uri, dl_options) == [1, 2, 3]
+
+
+def _drop_s3_table(uri: str, options: dict) -> None:
+    from deltatx.txnlog.store import open_store
+
+    store = open_store(uri, options)
+    store.fs.rm(store.root, recursive=True)
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("last_seen", ["own commit", "another writer's commit"])
+def test_s3_a_table_deleted_and_created_again_is_not_served_from_the_cache(s3_bucket, last_seen):
+    """The cached version's commit must be the same file at the next open: a table re-created
+    at the path has a same-named commit with other content. On S3 the identity comes from this
+    process's PUT (its ETag) or one HEAD after catching up; it was not taken at all, and the old
+    state was served — rows came back and an overwrite left the new table's files live."""
+    prefix, options = s3_bucket
+    uri = f"{prefix}/again"
+    t = deltatx.create_table(uri, SCHEMA, storage_options=options)
+    t.append(pa.concat_tables([row(1), row(2), row(3)]))
+    dl_options = {"AWS_ENDPOINT_URL": options["endpoint_url"], "AWS_ACCESS_KEY_ID": options["key"],
+                  "AWS_SECRET_ACCESS_KEY": options["secret"], "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"}
+    if last_seen == "another writer's commit":
+        write_deltalake(uri, row(4), mode="append", storage_options=dl_options)
+        assert ids(deltatx.Table(uri, storage_options=options)) == [1, 2, 3, 4]  # cached at that commit
+    _drop_s3_table(uri, options)
+    for value in (10, 20, 30, 40):
+        write_deltalake(uri, row(value), mode="append", storage_options=dl_options)
+    table = deltatx.Table(uri, storage_options=options)
+    assert ids(table) == [10, 20, 30, 40]
+    table.delete("id = 20")
+    table.overwrite(row(99))
+    assert deltalake_ids(uri, dl_options) == [99]
+
+
+@pytest.mark.s3
+def test_s3_files_added_after_a_listing_are_found(s3_bucket):
+    """VACUUM (even a dry run) lists the table; s3fs kept that listing and answered later opens
+    from it, so files another writer added afterwards read as missing in this process."""
+    prefix, options = s3_bucket
+    uri = f"{prefix}/listed"
+    schema = pa.schema([("id", pa.int64()), ("p", pa.string())])
+    t = deltatx.create_table(uri, schema, partition_by=["p"], storage_options=options)
+    t.append(pa.table({"id": [1], "p": ["a"]}, schema=schema))
+    assert t.vacuum(dry_run=True) == []
+    dl_options = {"AWS_ENDPOINT_URL": options["endpoint_url"], "AWS_ACCESS_KEY_ID": options["key"],
+                  "AWS_SECRET_ACCESS_KEY": options["secret"], "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"}
+    write_deltalake(uri, pa.table({"id": [2], "p": ["a"]}, schema=schema), mode="append",
+                    partition_by=["p"], storage_options=dl_options)
+    fresh = deltatx.Table(uri, storage_options=options)
+    assert sorted(fresh.to_arrow()["id"].to_pylist()) == [1, 2]
+    fresh.delete("id = 2")
+    assert sorted(deltatx.Table(uri, storage_options=options).to_arrow()["id"].to_pylist()) == [1]

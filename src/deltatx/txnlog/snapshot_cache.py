@@ -50,7 +50,8 @@ MAX_BYTES = 512 * 1024 * 1024
 #: stores whose reads by name see every commit already written (local disk, one process's
 #: memory, S3's strongly consistent GET) — what catch-up by name relies on
 _CACHEABLE = (LocalLogStore, MemoryLogStore, S3LogStore)
-#: stores where a file's identity token costs no request, so it is taken when remembering
+#: stores where a file's identity token costs no request, so it is taken when remembering (S3:
+#: see :meth:`SnapshotCache._cheap_token`)
 _CHEAP_TOKENS = (LocalLogStore, MemoryLogStore)
 
 
@@ -170,8 +171,10 @@ class SnapshotCache:
         None when only a load can tell."""
         base = entry.snapshot
         try:
+            if entry.token is None:
+                return None  # nothing to tell this commit v from another table's: load
             token = commit_token(store, base.version)
-            if token is None or (entry.token is not None and token != entry.token):
+            if token is None or token != entry.token:
                 return None  # cleaned up, or the table was deleted and created again
             checkpoint = read_last_checkpoint_hint(store)
             snapshot = base.catch_up(store)
@@ -211,8 +214,16 @@ class SnapshotCache:
     # ------------------------------------------------------------------ internals
     @staticmethod
     def _cheap_token(store: LogStore, snapshot: Snapshot) -> Hashable | None:
-        if not isinstance(store, _CHEAP_TOKENS):
-            return None  # a request per commit is not worth it; checked at the next open instead
+        """The identity of ``snapshot``'s commit file, for telling it apart at the next open
+        from a same-named commit of a table deleted and created again. On S3 a commit this
+        process put carries it (the PUT's ETag); another writer's costs one HEAD, taken only
+        when an open or refresh moved to it. None (unknown) makes the next open load."""
+        if isinstance(store, S3LogStore):
+            written = store.written_commit_token(snapshot.version)
+            if written is not None:
+                return written
+        elif not isinstance(store, _CHEAP_TOKENS):
+            return None
         try:
             return commit_token(store, snapshot.version)
         except OSError:

@@ -25,7 +25,7 @@ import re
 import threading
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Hashable
 from urllib.parse import urlparse
 
 import fsspec
@@ -529,6 +529,8 @@ class _LocalPreparedCommit(PreparedCommit):
 
 
 _MEMORY_LOCK = threading.Lock()
+#: commits whose PUT identity an S3 store keeps (the snapshot cache asks for the latest few)
+_PUT_TOKENS_KEPT = 64
 
 
 class MemoryLogStore(LogStore):
@@ -545,11 +547,29 @@ class MemoryLogStore(LogStore):
 class S3LogStore(LogStore):
     """``s3://``: conditional PutObject (``If-None-Match: *``) makes put-if-absent atomic."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._put_tokens: dict[int, tuple[int, str]] = {}
+        self._tokens_lock = threading.Lock()
+
     def _put_if_absent(self, name: str, data: bytes, version: int) -> None:
         try:
-            self.fs.pipe_file(f"{self.log_root}/{name}", data, mode="create")
+            response = self.fs.pipe_file(f"{self.log_root}/{name}", data, mode="create")
         except FileExistsError:
             raise VersionExistsError(version) from None
+        etag = response.get("ETag") if isinstance(response, dict) else None
+        if etag:
+            with self._tokens_lock:
+                self._put_tokens[version] = (len(data), str(etag))
+                while len(self._put_tokens) > _PUT_TOKENS_KEPT:
+                    self._put_tokens.pop(next(iter(self._put_tokens)))
+
+    def written_commit_token(self, version: int) -> Hashable | None:
+        """The identity (size, ETag) of commit ``version`` as this store's own PUT of it returned
+        it, or None: the snapshot cache's token for a commit this process made, without a HEAD."""
+        with self._tokens_lock:
+            return self._put_tokens.get(version)
+
 
     def write_log_file(self, name: str, data: bytes) -> None:
         self.fs.pipe_file(f"{self.log_root}/{name}", data)  # S3 PUT is atomic; no dirs
@@ -604,6 +624,10 @@ def _s3_kwargs(options: dict[str, Any]) -> dict[str, Any]:
             kwargs[key] = value
     if client_kwargs:
         kwargs["client_kwargs"] = client_kwargs
+    # s3fs keeps every folder listing it makes (VACUUM's, create_table's) with no expiry, and then
+    # answers open/info from it without a HEAD: a file another process adds later would read as
+    # missing for good. S3 reads are strongly consistent; the cache only makes them stale.
+    kwargs.setdefault("use_listings_cache", False)
     return kwargs
 
 

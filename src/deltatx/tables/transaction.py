@@ -714,8 +714,12 @@ class Transaction(CommitsOnExit):
             ci["userMetadata"] = self.user_metadata
         ci["engineInfo"] = ENGINE_INFO
         ci["txnId"] = self.txn_id
-        if row_tracking.is_supported(info.protocol or info.read_protocol) and info.adds.num_rows:
-            ci["tags"] = {row_tracking.PRESERVED_TAG: "true"}  # rewritten rows carry their ids
+        if info.adds.num_rows:
+            # the snapshot this transaction read (a rebase moves info.read_* onto the winners')
+            preserved = row_tracking.preserved_tag(self.snapshot.protocol, self.snapshot.metadata.configuration,
+                                                   info.protocol or info.read_protocol)
+            if preserved is not None:
+                ci["tags"] = {row_tracking.PRESERVED_TAG: preserved}
         return ci
 
     def commit(self) -> CommitResult:

@@ -55,6 +55,23 @@ def is_enabled(configuration: dict[str, str]) -> bool:
     return configuration.get(ENABLE_ROW_TRACKING, "false").strip().lower() == "true"
 
 
+def preserved_tag(read_protocol: Protocol, read_configuration: dict[str, str],
+                  new_protocol: Protocol | None) -> str | None:
+    """``commitInfo.tags["delta.rowTracking.preserved"]`` of a commit that adds files.
+
+    "true" only when row tracking was enabled in the snapshot the transaction read (Delta's
+    ``addPreservedRowTrackingTagIfNotSet(txn.snapshot)``): only then did every row it rewrote
+    have an id to carry. A commit that ends up on a table whose protocol gained row tracking
+    after that read (a rebase onto a winner that enabled it, or the enabling commit itself)
+    assigned fresh ids: "false", as Delta tags it. Otherwise no tag (readers read none as not
+    preserved)."""
+    if is_supported(read_protocol) and is_enabled(read_configuration):
+        return "true"
+    if new_protocol is not None and is_supported(new_protocol) and not is_supported(read_protocol):
+        return "false"
+    return None
+
+
 def is_suspended(configuration: dict[str, str]) -> bool:
     return configuration.get(ROW_TRACKING_SUSPENDED, "false").strip().lower() == "true"
 

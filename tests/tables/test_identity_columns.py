@@ -374,3 +374,40 @@ def test_concurrent_processes_never_collide(table_uri):
     assert ids(table_uri) == list(range(1, total + 1))
     assert mark(table_uri) == total
     assert os.path.isdir(table_uri)
+
+
+@pytest.mark.parametrize("dv", [False, True])
+def test_a_rebase_moves_the_change_feed_with_the_rows(table_uri, dv):
+    """The loser's inserted row moves above the winner's ids; its change data file must say the
+    same id, or the feed reports an id another row holds (PROTOCOL.md: a version's cdc files are
+    all its readers read)."""
+    from deltalake import DeltaTable
+
+    schema = pa.schema([("id", pa.int64()), ("k", pa.int64()), ("v", pa.int64())])
+    properties = {"delta.enableChangeDataFeed": "true"}
+    if dv:
+        properties["delta.enableDeletionVectors"] = "true"
+    t = deltatx.create_table(table_uri, schema, identity_columns={"id": {"start": 1, "step": 1, "always": True}},
+                             properties=properties)
+    t.append(pa.table({"k": [1, 2], "v": [0, 0]}))  # ids 1, 2
+    loser = deltatx.Table(table_uri).transaction()
+    (loser.merge(pa.table({"k": [1, 30], "v": [9, 9]}), on="t.k = s.k")
+          .when_matched_update(set={"v": "s.v"})
+          .when_not_matched_insert(values={"k": "s.k", "v": "s.v"}).execute())  # k=30 takes id 3
+    deltatx.Table(table_uri).append(pa.table({"k": [20, 21], "v": [2, 2]}))  # the winner takes 3, 4
+    result = loser.commit()
+    rows = {r["k"]: r["id"] for r in deltatx.Table(table_uri).to_arrow().to_pylist()}
+    assert rows == {1: 1, 2: 2, 20: 3, 21: 4, 30: 5}
+    feed = deltatx.Table(table_uri).changes(result.version, result.version).to_pylist()
+    assert sorted((r["id"], r["k"], r["_change_type"]) for r in feed) == [
+        (1, 1, "update_postimage"), (1, 1, "update_preimage"), (5, 30, "insert")]
+    theirs = DeltaTable(table_uri).load_cdf(starting_version=result.version, ending_version=result.version)
+    assert sorted((r["id"], r["k"], r["_change_type"]) for r in pa.table(theirs.read_all()).to_pylist()) == [
+        (1, 1, "update_postimage"), (1, 1, "update_preimage"), (5, 30, "insert")]
+    change_files = {os.path.relpath(os.path.join(d, f), table_uri)
+                    for d, _, fs in os.walk(os.path.join(table_uri, "_change_data")) for f in fs}
+    committed = set()
+    for v in range(result.version + 1):
+        with open(os.path.join(table_uri, "_delta_log", f"{v:020d}.json"), "rb") as fh:
+            committed |= {orjson.loads(line)["cdc"]["path"] for line in fh if line.startswith(b'{"cdc"')}
+    assert change_files == committed, "the rewritten change files replace the old ones"

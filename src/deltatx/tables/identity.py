@@ -214,6 +214,7 @@ def rebase_identity(tx: "Transaction", info: "TransactionInfo") -> "TransactionI
             shifts[column] = spec.next_value() - run.first
     adds = info.adds
     if shifts:
+        _rewrite_change_files(tx, allocator, shifts)  # before the runs move: the files hold the old values
         adds = _rewrite_files(tx, allocator, adds, shifts)
     metadata = _restaged_metadata(info, allocator)
     if adds is info.adds and metadata is info.metadata:
@@ -316,6 +317,45 @@ def _may_hold_runs(stats: str | None, runs: dict[str, _Run], shifts: dict[str, i
         if low.get(column) is None or high.get(column) is None or not (high[column] < lo or low[column] > hi):
             return True
     return False
+
+
+def _rewrite_change_files(tx: "Transaction", allocator: IdentityAllocator, shifts: dict[str, int]) -> None:
+    """Shift the run values in this transaction's change data files as in its data files: the
+    feed must describe the rows committed (PROTOCOL.md: a version's ``cdc`` files are all its
+    readers read), or it reports identity values that other rows hold. Only inserted rows and
+    update postimages carry values this transaction generated."""
+    staged = tx.staged_change_files()
+    if staged is None or not staged.num_rows:
+        return
+    mapping = tx.column_mapping
+    stored = mapping.physical_name if mapping is not None else (lambda name: name)
+    file_shifts = {stored(c): shift for c, shift in shifts.items()}
+    file_runs = {stored(c): run for c, run in allocator.runs.items()}
+    store, fs = tx.store, tx.store.arrow_fs
+    paths = staged.column("path").to_pylist()
+    sizes = staged.column("size").to_pylist()
+    for i, path in enumerate(paths):
+        relative = decode_path(path)
+        with fs.open_input_file(store.data_path(relative)) as f:
+            rows = pq.read_table(f)
+        generated = pc.is_in(rows.column("_change_type"), value_set=pa.array(["insert", "update_postimage"]))
+        for column, shift in file_shifts.items():
+            if column not in rows.column_names:
+                continue
+            values = rows.column(column)
+            mine = pc.and_(generated, pc.fill_null(file_runs[column].holds(values), False))
+            moved = pc.if_else(mine, pc.add(values, pa.scalar(shift, pa.int64())), values)
+            rows = rows.set_column(rows.schema.get_field_index(column), rows.schema.field(column), moved)
+        folder, _, _ = relative.rpartition("/")
+        name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+        new_relative = f"{folder}/{name}" if folder else name
+        with fs.open_output_stream(store.data_path(new_relative)) as sink:
+            pq.write_table(rows, sink, compression="snappy")
+            sizes[i] = sink.tell()
+        store.delete_files([relative])  # never committed: this transaction's own
+        paths[i] = encode_path(new_relative)
+    tx.replace_change_files(staged.set_column(staged.schema.get_field_index("path"), "path", pa.array(paths, pa.string()))
+                            .set_column(staged.schema.get_field_index("size"), "size", pa.array(sizes, pa.int64())))
 
 
 def _rewrite_one(tx: "Transaction", add_path: str, runs: dict[str, _Run], shifts: dict[str, int],

@@ -364,6 +364,14 @@ class Transaction(CommitsOnExit):
     def _own_added_paths(self) -> pa.Table | None:
         return pa.concat_tables(self._adds) if self._adds else None
 
+    def staged_change_files(self) -> pa.Table | None:
+        """The ``cdc`` actions staged so far (None: none)."""
+        return pa.concat_tables(self._cdc) if self._cdc else None
+
+    def replace_change_files(self, cdc: pa.Table) -> None:
+        """Replace the staged ``cdc`` actions (a rebase rewrote the files they name)."""
+        self._cdc = [cdc] if cdc.num_rows else []
+
     def stage_cdc(self, cdc: pa.Table) -> None:
         """Stage ``cdc`` actions (change data files this transaction wrote; deleted on abort)."""
         self._ensure_open()

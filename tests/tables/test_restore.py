@@ -250,3 +250,23 @@ def test_restore_to_before_clustering_leaves_no_clustering_columns(table_uri):
     domains = [a["domainMetadata"] for a in commit_actions(table_uri, result.version) if "domainMetadata" in a]
     assert [d["domain"] for d in domains] == ["delta.clustering"]
     assert orjson.loads(domains[0]["configuration"]) == {"clusteringColumns": []}
+
+
+@pytest.mark.parametrize("dv", [False, True])
+def test_a_restore_whose_files_a_concurrent_vacuum_deleted_commits_nothing(table_uri, dv):
+    """Staged while the files existed, committed after a VACUUM (retention check off) deleted
+    them: the commit would name missing files, so it fails and the table stays readable."""
+    properties = {"delta.enableDeletionVectors": "true", "deltatx.deletionVectors.inlineMaxBytes": "0"} if dv else {}
+    t = deltatx.create_table(table_uri, pa.schema([("id", pa.int64())]), properties=properties)
+    t.append(pa.table({"id": [1, 2, 3]}))
+    t.delete("id = 1")   # v2 (with dv: a DV file)
+    t.delete("id = 2")   # v3 replaces the v2 file (or its DV)
+    tx = deltatx.Table(table_uri).transaction()
+    tx.restore(version=2)
+    deltatx.Table(table_uri).vacuum(retention_hours=0, enforce_retention_duration=False)
+    before = deltatx.Table(table_uri).version
+    with pytest.raises(errors.DataFileNotFoundError, match="nothing was committed"):
+        tx.commit()
+    latest = deltatx.Table(table_uri)
+    assert latest.version == before
+    assert ids(latest) == [3]

@@ -182,6 +182,7 @@ class Transaction(CommitsOnExit):
         self.row_level = RowLevelRecorder()  # files changed or read row by row (DV tables)
         self.changes: ChangeRecorder | None = None  # rows DML changed, for the change data feed
         self._cdc: list[pa.Table] = []  # cdc actions of the change data files written at commit
+        self._must_exist: list[str] = []  # files named but not written here (see require_at_commit)
         self._identity = None  # identity.IdentityAllocator once it hands out identity values
         self._state = "open"
         self._may_have_landed = False  # once true, an error must not delete this txn's data files
@@ -363,6 +364,27 @@ class Transaction(CommitsOnExit):
 
     def _own_added_paths(self) -> pa.Table | None:
         return pa.concat_tables(self._adds) if self._adds else None
+
+    def require_at_commit(self, relative_paths: list[str]) -> None:
+        """Files this commit names but did not write (RESTORE's re-adds, their DV files) that must
+        still exist when it is put: checked before every attempt, so a VACUUM that deleted them
+        since they were staged fails the commit instead of leaving a table no engine reads."""
+        self._must_exist.extend(relative_paths)
+
+    def _check_files_still_exist(self) -> None:
+        import pyarrow.fs as pafs
+
+        from ..errors import DataFileNotFoundError
+        from ..io.paths import data_file_path
+
+        store = self.store
+        infos = store.arrow_fs.get_file_info([data_file_path(store, p) for p in self._must_exist])
+        gone = [p for p, info in zip(self._must_exist, infos) if info.type == pafs.FileType.NotFound]
+        if gone:
+            more = f" (and {len(gone) - 1} more)" if len(gone) > 1 else ""
+            raise DataFileNotFoundError(
+                f"{gone[0]!r}{more}, which this {self._operation()[0]} commit re-adds, was deleted (by a "
+                f"concurrent VACUUM?) after it was staged: nothing was committed")
 
     def staged_change_files(self) -> pa.Table | None:
         """The ``cdc`` actions staged so far (None: none)."""
@@ -803,6 +825,8 @@ class Transaction(CommitsOnExit):
                     prepared_for = info
                     if previous is not None:
                         previous.close()
+                if self._must_exist:
+                    self._check_files_still_exist()
                 phases.reached("attempt_commit", txn_id=self.txn_id, version=version, attempt=attempts)
                 # from here an interruption (KeyboardInterrupt, a publishing error after a
                 # catalog ratified) may hide a landed commit, whose data files must stay

@@ -159,6 +159,9 @@ def stage_restore(tx: "Transaction", version: int | None = None, timestamp_ms: i
             to_add = _last_row_ids(to_add, tx.snapshot.tombstones)
     tx.stage_removes(to_remove, data_change=True)
     tx.stage_adds(to_add, written=False)  # files of an older version: the table's, never ours to delete
+    if to_add.num_rows:  # a VACUUM may delete them before the commit lands: checked again then
+        tx.require_at_commit([decode_path(p) for p in to_add["path"].to_pylist()]
+                             + deletion_vector_paths(tx.store, to_add).to_pylist())
     restored = keep_high_water_marks(old.metadata, tx.metadata)
     keep = getattr(tx.store, "restored_metadata", None)  # a catalog keeps what managing the table requires
     if keep is not None:

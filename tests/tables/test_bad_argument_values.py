@@ -71,3 +71,15 @@ def test_a_uri_no_backend_knows_or_a_file_is_a_typed_error(table_uri, table):
         deltatx.Table("foo://x")
     with pytest.raises(TableNotFoundError):
         deltatx.Table(os.path.join(table_uri, "_delta_log", f"{0:020d}.json"))
+
+
+@pytest.mark.parametrize("uri", ["s3://bucket/events#2024", "s3://bucket/events?x=1", "file:///tmp/a#b",
+                                 "memory://t#1", "s3://bucket/events#"])
+def test_a_uri_with_a_fragment_or_query_is_refused(uri):
+    """'#...' / '?...' name no location: s3://b/t#1 and s3://b/t#2 were silently one table."""
+    from deltatx.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match="fragment or query"):
+        deltatx.Table(uri)
+    with pytest.raises(InvalidArgumentError, match="fragment or query"):
+        deltatx.create_table(uri, pa.schema([("id", pa.int64())]))

@@ -643,6 +643,13 @@ def open_store(uri: str, storage_options: dict[str, Any] | None = None) -> LogSt
     uri = str(uri)
     parsed = urlparse(uri)
     scheme = parsed.scheme.lower() if len(parsed.scheme) > 1 else ""  # 'C:' is a drive, not a scheme
+    if scheme and (parsed.fragment or parsed.query or uri.endswith(("#", "?"))):
+        # a URI's '#...' / '?...' is not part of the location: s3://b/t#1 and s3://b/t#2 would be
+        # one table (Hadoop instead keeps '#' in the key, so Spark would see another folder)
+        raise InvalidArgumentError(
+            f"cannot open {uri!r}: '#' and '?' start a URI fragment or query, which names no location; "
+            f"rename the table's folder" + (" (or give a local path without 'file://')" if scheme in ("file", "local")
+                                            else ""))
     if scheme in ("", "file", "local"):
         path = parsed.path if scheme else uri
         return LocalLogStore(uri, path, fsync=_truthy(fsync) if isinstance(fsync, str) else bool(fsync),

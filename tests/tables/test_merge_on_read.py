@@ -357,3 +357,19 @@ def test_loose_stats_edits_only_the_top_level_key():
         assert out["tightBounds"] is False
         assert out["minValues"] == {"tightBounds": False} and out["maxValues"] == {"tightBounds": True}
     assert loose_stats('{"tightBounds":false,"numRecords":1}') == '{"tightBounds":false,"numRecords":1}'
+
+
+@pytest.mark.parametrize("case", ["fresh", "all deleted", "where matches no file"])
+def test_reorg_purge_with_nothing_to_purge_commits_nothing(tmp_path, case):
+    """As OPTIMIZE with nothing to do: a no-op (was a raw TypeError)."""
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64()), ("p", pa.string())])
+    t = deltatx.create_table(uri, schema, partition_by=["p"], properties={"delta.enableDeletionVectors": "true"})
+    if case != "fresh":
+        t.append(pa.table({"id": [1, 2], "p": ["a", "a"]}, schema=schema))
+    if case == "all deleted":
+        t.delete("id > 0")
+    before = t.version
+    result = t.reorg(purge=True, where="p = 'b'") if case == "where matches no file" else t.reorg(purge=True)
+    assert result.metrics["numRemovedFiles"] == 0 and result.metrics["numAddedFiles"] == 0
+    assert deltatx.Table(uri).version == before

@@ -197,7 +197,7 @@ def stage_optimize(tx: "Transaction", where: str | None = None, target_size: int
     considered = files.num_rows
     purge = files_to_purge(files, purge_only) if files.num_rows else None
     if purge_only:
-        files, purge = files.filter(pa.array(purge)), None
+        files, purge = (files.filter(pa.array(purge)) if purge is not None else files), None
         planned = plan_bins(files, keys, _HUGE, np.ones(files.num_rows, dtype=bool))
     else:
         planned = plan_bins(files, keys, target, purge)

@@ -581,3 +581,30 @@ def test_a_conflict_on_a_column_mapped_partition_names_its_value(table_uri):
     with pytest.raises(deltatx.errors.ConcurrentAppendException, match="partition part=a") as info:
         tx.commit()
     assert info.value.conflict == "part=a"
+
+
+@pytest.mark.parametrize("action", ["rename", "drop"])
+@pytest.mark.parametrize("dependent", ["constraint", "generated", "nested generated"])
+def test_a_column_an_expression_reads_cannot_be_renamed_or_dropped(tmp_path, action, dependent):
+    """Delta's checkDependentExpressions: the CHECK constraint or generation expression names the
+    column, so every later write would fail (in deltalake too). Refused, nothing committed."""
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64()), ("v", pa.int64()), ("st", pa.struct([("a", pa.int64()), ("b", pa.int64())]))])
+    generated = {"g": "v * 2"} if dependent == "generated" else {"g": "st.a * 10"} if dependent == "nested generated" else None
+    if generated:
+        schema = schema.append(pa.field("g", pa.int64()))
+    t = deltatx.create_table(uri, schema, properties={"delta.columnMapping.mode": "name"}, generated_columns=generated)
+    if dependent == "constraint":
+        t.add_constraint("vpos", "v >= 0")
+    column = "st" if dependent == "nested generated" else "v"
+    before = t.version
+    with pytest.raises(SchemaMismatchError, match=f"cannot {action} column"):
+        t.rename_column(column, "w") if action == "rename" else t.drop_column(column)
+    assert deltatx.Table(uri).version == before
+    if dependent == "nested generated":
+        t.drop_column("st.b")  # a field the expression does not read
+        with pytest.raises(SchemaMismatchError, match=f"cannot {action} column 'st.a'"):
+            t.rename_column("st.a", "z") if action == "rename" else t.drop_column("st.a")
+    t.drop_column("id")  # unrelated columns still go
+    rows = {"v": [1], "st": [{"a": 1}] if dependent == "nested generated" else [{"a": 1, "b": 2}]}
+    t.append(pa.table(rows))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+import orjson
 import pyarrow as pa
 
 from ...errors import ColumnMappingError, SchemaMismatchError
@@ -181,6 +182,38 @@ def stage_set_column_default(tx: "Transaction", column: str, sql: str | None) ->
     return {}
 
 
+def _check_no_dependents(tx: "Transaction", paths: Sequence[tuple[str, ...]], action: str) -> None:
+    """Refuse to rename or drop columns a CHECK constraint or a generated column reads (Delta's
+    ``checkDependentExpressions``): their SQL names the column, so afterwards every write that
+    evaluates them fails, in deltatx and in every other engine."""
+    from ...expr import parse_expression
+    from ...expr.model import Column
+    from ..constraints import GENERATION_EXPRESSION, check_constraints
+
+    expressions = [(f"CHECK constraint {name!r}", sql) for name, sql in check_constraints(tx.metadata.configuration).items()]
+    changed = {tuple(p.lower() for p in path) for path in paths}
+    for f in tx.schema:
+        raw = (f.metadata or {}).get(GENERATION_EXPRESSION.encode())
+        if raw is not None and (f.name.lower(),) not in changed:  # a generated column dropped with its inputs
+            try:
+                sql = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                sql = raw.decode()
+            expressions.append((f"generated column {f.name!r}", str(sql)))
+    for what, sql in expressions:
+        try:
+            referenced = [tuple(p.lower() for p in ((node.qualifier,) if node.qualifier else ()) + (node.name, *node.path))
+                          for node in parse_expression(sql).walk() if isinstance(node, Column)]
+        except Exception:  # an expression deltatx cannot parse: its writes fail already; say nothing new
+            continue
+        for ref in referenced:
+            for path in changed:
+                if ref[:len(path)] == path or path[:len(ref)] == ref:
+                    raise SchemaMismatchError(
+                        f"cannot {action} column {'.'.join(path)!r}: {what} ({sql}) reads it; drop or change "
+                        f"that first")
+
+
 def stage_rename_column(tx: "Transaction", old: str, new: str) -> dict[str, Any]:
     """Rename a column or struct field (``new`` is its new name, not a path). The physical name
     stays, so every data file still finds its values."""
@@ -192,6 +225,8 @@ def stage_rename_column(tx: "Transaction", old: str, new: str) -> dict[str, Any]
              if f.name != path[-1] and f.name.lower() == new.lower()]
     if clash:
         raise SchemaMismatchError(f"cannot rename {_dotted(path)!r} to {new!r}: column {clash[0]!r} exists")
+
+    _check_no_dependents(tx, [path], "rename")
 
     def rename(siblings: list[pa.Field], i: int) -> list[pa.Field]:
         return siblings[:i] + [siblings[i].with_name(new)] + siblings[i + 1:]
@@ -215,6 +250,7 @@ def stage_drop_columns(tx: "Transaction", names: str | Sequence[str]) -> dict[st
     if not wanted:
         raise SchemaMismatchError(f"drop_column takes a column name or a non-empty list of names, got {names!r}")
     paths = list(dict.fromkeys(_resolve(tx.schema, n) for n in wanted))
+    _check_no_dependents(tx, paths, "drop")
     partition = [_dotted(p) for p in paths if len(p) == 1 and p[0] in tx.partition_columns]
     if partition:
         raise SchemaMismatchError(

@@ -174,3 +174,33 @@ def test_generated_column_on_a_writer_3_table_is_only_metadata(table_uri):
     t = deltatx.create_table(table_uri, SCHEMA, generated_columns=GENERATED)
     assert rules_for(t.schema, t.properties, Protocol(1, 3)) is None
     assert rules_for(t.schema, t.properties, Protocol(1, 4)).generated
+
+
+@pytest.mark.parametrize("dv", [False, True])
+def test_a_generated_column_over_a_struct_field_follows_every_write(tmp_path, dv):
+    """g = st.a * 10: INSERT clauses compute it from the new struct, UPDATE / MERGE UPDATE
+    recompute it when the struct or the field changes (MERGE INSERT failed with a raw kernel
+    error; UPDATEs kept the old g and then failed the generated-column check)."""
+    uri = str(tmp_path / "t")
+    st = pa.struct([("a", pa.int64()), ("b", pa.int64())])
+    schema = pa.schema([("id", pa.int64()), ("st", st), ("st2", st), ("g", pa.int64())])
+    t = deltatx.create_table(uri, schema, generated_columns={"g": "st.a * 10"},
+                             properties={"delta.enableDeletionVectors": "true"} if dv else None)
+    t.append(pa.table({"id": [1], "st": pa.array([{"a": 1, "b": 0}], st), "st2": pa.array([{"a": 4, "b": 4}], st)}))
+    source = pa.table({"id": [1, 2], "st": pa.array([{"a": 5, "b": 5}, {"a": 3, "b": 3}], st),
+                       "st2": pa.array([None, None], st)})
+    t.merge(source, on="t.id = s.id").when_matched_update(set={"st": "s.st"}) \
+        .when_not_matched_insert(values={"id": "s.id", "st": "s.st"}).execute()
+    assert _rows(t) == {1: 50, 2: 30}
+    t.update("id = 1", {"st": "st2"})
+    assert _rows(t) == {1: 40, 2: 30}
+    from deltatx.errors import PredicateError
+
+    with pytest.raises(PredicateError, match="set the whole struct column"):
+        t.update("id = 2", {"st.a": "7"})
+    t.merge(source.slice(0, 1), on="t.id = s.id").when_matched_update_all().execute()
+    assert _rows(t) == {1: 50, 2: 30}
+
+
+def _rows(t: deltatx.Table) -> dict[int, int]:
+    return {r["id"]: r["g"] for r in t.to_arrow(columns=["id", "g"]).to_pylist()}

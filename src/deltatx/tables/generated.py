@@ -88,11 +88,42 @@ def _substituted(expr: Expr, values: dict[str, Expr], keep: Any, types: dict[str
     by ``keep(column)`` when the statement leaves it alone."""
 
     def swap(c: Column) -> Expr:
-        if c.qualifier is None and not c.path and c.name in values:
-            return Cast(values[c.name], types[c.name])
-        return keep(c)
+        value = values.get(c.name) if c.qualifier is None else None
+        if value is None:
+            return keep(c)
+        if not c.path:
+            return Cast(value, types[c.name]) if isinstance(value, Expr) else keep(c)
+        return _field_of(value, c, _field_type(types[c.name], c.path)) or keep(c)
 
     return map_columns(expr, swap)
+
+
+def _field_type(t: pa.DataType, path: tuple[str, ...]) -> pa.DataType:
+    """The type of the struct field at ``path`` inside ``t`` (names matched case-insensitively)."""
+    for part in path:
+        index = next(i for i in range(t.num_fields) if t.field(i).name.lower() == part.lower())
+        t = t.field(index).type
+    return t
+
+
+def _field_of(value: Any, read: Column, field_type: pa.DataType) -> Expr | None:
+    """What a generation expression's read of struct field ``read`` (``st.a``) becomes when the
+    statement assigns ``value`` to the struct: the same field of a struct-valued column
+    (``s.st`` -> ``s.st.a``), or the value a ``SET st.a = …`` gives it. None: the statement leaves
+    that field as it was (the caller keeps it)."""
+    if isinstance(value, Column):
+        return Cast(Column(value.name, value.qualifier, value.path + read.path), field_type)
+    fields = getattr(value, "fields", None)  # SET st.a = … (ops.struct_fields.FieldAssignments)
+    if fields is None:
+        return None
+    wanted = tuple(p.lower() for p in read.path)
+    for path, assigned in fields.items():
+        key = tuple(p.lower() for p in path)
+        if key == wanted:
+            return Cast(assigned, field_type)
+        if wanted[:len(key)] == key and isinstance(assigned, Column):  # reads inside a struct field set whole
+            return Cast(Column(assigned.name, assigned.qualifier, assigned.path + read.path[len(key):]), field_type)
+    return None
 
 
 def with_update_assignments(rules: WriteRules | None, assignments: dict[str, Expr], schema: pa.Schema,
@@ -116,7 +147,7 @@ def with_update_assignments(rules: WriteRules | None, assignments: dict[str, Exp
 
         def keep(c: Column) -> Expr:
             if insert:
-                return Literal(None, types.get(c.name))
+                return Literal(None, _field_type(types[c.name], c.path) if c.name in types else None)
             return Column(c.name, keep_alias, c.path) if keep_alias else c
 
         out[g.column] = _substituted(g.expr, assignments, keep, types)

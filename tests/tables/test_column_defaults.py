@@ -123,3 +123,21 @@ def test_replacing_a_table_checks_the_new_defaults(table_uri):
     table.append(pa.table({"id": [2]}))
     assert table.to_arrow().to_pylist() == [{"id": 2, "n": 7}]
     assert "allowColumnDefaults" in table.protocol.writer_features
+
+
+def test_the_default_keyword_in_update_and_merge(tmp_path):
+    """Spark's SET col = DEFAULT: the column's default, NULL for a column without one."""
+    uri = str(tmp_path / "t")
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("d", pa.string()), pa.field("n", pa.int64())])
+    t = deltatx.create_table(uri, schema)
+    t.set_column_default("d", "'dflt'")
+    t.append(pa.table({"id": [1], "d": ["x"], "n": [5]}))
+    t.update("id = 1", {"d": "DEFAULT", "n": " default "})
+    assert t.to_arrow().to_pylist() == [{"id": 1, "d": "dflt", "n": None}]
+    source = pa.table({"id": [1, 2], "d": ["y", "z"]})
+    (t.merge(source, on="t.id = s.id").when_matched_update(set={"d": "s.d"})
+      .when_not_matched_insert(values={"id": "s.id", "d": "DEFAULT"}).execute())
+    assert sorted(t.to_arrow().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "d": "y", "n": None}, {"id": 2, "d": "dflt", "n": None}]
+    t.merge(source, on="t.id = s.id").when_matched_update(set={"t.d": "DEFAULT"}).execute()
+    assert {r["d"] for r in t.to_arrow().to_pylist()} == {"dflt"}

@@ -21,7 +21,8 @@ import orjson
 import pyarrow as pa
 
 from ..errors import DeltaTxError, SchemaMismatchError
-from ..expr import Expr, evaluate, parse_expression
+from ..expr import Expr, Literal, evaluate, parse_expression
+from ..txnlog.schema import field_index
 
 CURRENT_DEFAULT = "CURRENT_DEFAULT"
 _KEY = CURRENT_DEFAULT.encode()
@@ -51,6 +52,20 @@ def default_values(schema: pa.Schema) -> dict[str, pa.Scalar]:
         return {}
     now = dt.datetime.now(dt.timezone.utc)
     return {f.name: _evaluate(f, sql, now) for f in schema if (sql := default_sql(f)) is not None}
+
+
+def default_keyword(sql: object, schema: pa.Schema, column: str) -> Expr | None:
+    """``SET col = DEFAULT`` in UPDATE and MERGE (Spark's DEFAULT keyword): the column's default,
+    evaluated now, or NULL when it has none. None when ``sql`` is not the bare keyword or names no
+    top-level column (the caller reports that as it reports any other value)."""
+    if not isinstance(sql, str) or sql.strip().upper() != "DEFAULT":
+        return None
+    index = field_index(list(schema), column)
+    if index is None:
+        return None
+    field = schema.field(index)
+    value = default_values(pa.schema([field])).get(field.name)
+    return Literal(None if value is None else value.as_py(), field.type)
 
 
 def validate_defaults(schema: pa.Schema) -> None:

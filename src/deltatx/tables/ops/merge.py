@@ -40,6 +40,7 @@ from ...expr import (
 from ...txnlog.schema import check_field_names, field_index, merge_schemas, pair_fields, schema_to_json
 from ..constraints import WriteRules, rules_for
 from ..data import check_unique_names, to_reader
+from ..defaults import default_keyword
 from ..generated import with_update_assignments
 from ..identity import check_no_update, refuse_explicit_values
 from ..variant import check_variant_columns, has_variant
@@ -249,7 +250,7 @@ def _bind_assignments(c: MergeClause, target: pa.Schema, source: pa.Schema, ta: 
         prefix = f"{ta}."
         if name.lower().startswith(prefix.lower()):
             name = name[len(prefix):]
-        raw = parse_expression(sql) if isinstance(sql, str) else sql
+        raw = (default_keyword(sql, target, name) or parse_expression(sql)) if isinstance(sql, str) else sql
         where = f"MERGE {c.action.upper()}"
         if _find_column(target, name) is None and c.action != "update":
             raise PredicateError(f"MERGE {c.action} sets unknown column {key!r}; target columns: {target.names}")

@@ -19,6 +19,7 @@ from ...errors import ArgumentTypeError, InvalidArgumentError, PredicateError, S
 from ...expr import Expr, Literal, bind, bind_predicate, evaluate, parse_expression, parse_predicate
 from ..constraints import rules_for
 from ..data import assign_value
+from ..defaults import default_keyword
 from ..generated import with_update_assignments
 from ..identity import check_no_update
 from .rewrite import rewrite_files
@@ -49,7 +50,7 @@ def bind_assignments(set_: dict[str, Any], schema: pa.Schema) -> dict[str, Any]:
         if not isinstance(col, str):
             raise PredicateError(f"UPDATE column names must be strings, got {col!r}")
         if isinstance(sql, str):
-            expr = parse_expression(sql)
+            expr = default_keyword(sql, schema, col) or parse_expression(sql)
         elif isinstance(sql, Expr):
             expr = sql
         else:

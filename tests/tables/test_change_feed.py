@@ -465,3 +465,46 @@ def test_a_multi_operation_feed_replays_the_commit_exactly(tmp_path, seed):
     assert before - gone + came == after
     kinds = collections.Counter(r["_change_type"] for r in changes)
     assert kinds["update_preimage"] == kinds["update_postimage"]
+
+
+@pytest.mark.parametrize("name", ["_change_type", "_commit_version", "_Commit_Timestamp"])
+def test_the_feeds_column_names_are_reserved(tmp_path, name):
+    """Delta refuses them on a table with the feed on (at create, when turning it on, when a
+    column is added): its change rows could not carry both, and the feed became unreadable."""
+    from deltatx.errors import SchemaMismatchError
+
+    on = {"delta.enableChangeDataFeed": "true"}
+    clashing = pa.schema([("id", pa.int64()), (name, pa.string())])
+    with pytest.raises(SchemaMismatchError, match="reserves"):
+        deltatx.create_table(str(tmp_path / "a"), clashing, properties=on)
+    t = deltatx.create_table(str(tmp_path / "b"), clashing)  # allowed while the feed is off
+    with pytest.raises(SchemaMismatchError, match="reserves"):
+        t.set_properties(on)
+    t = deltatx.create_table(str(tmp_path / "c"), pa.schema([("id", pa.int64())]), properties=on)
+    with pytest.raises(SchemaMismatchError, match="reserves"):
+        t.add_columns(pa.field(name, pa.string()))
+    with pytest.raises(SchemaMismatchError, match="reserves"):
+        t.append(pa.table({"id": [1], name: ["x"]}), schema_mode="merge")
+    assert deltatx.Table(str(tmp_path / "c")).version == 0
+
+
+def test_turning_the_feed_on_after_a_dml_in_the_same_transaction_is_refused(tmp_path):
+    """The DML ran with the feed off and recorded nothing: committed, the rewrite would read as
+    every row of its file deleted and inserted again. The other order records the change."""
+    from deltatx.errors import ChangeDataFeedError
+
+    uri = str(tmp_path / "t")
+    t = deltatx.create_table(uri, pa.schema([("id", pa.int64()), ("v", pa.int64())]))
+    t.append(pa.table({"id": [1, 2, 3], "v": [1, 2, 3]}))
+    tx = t.transaction()
+    tx.update("id = 1", {"v": "10"})
+    tx.set_properties({"delta.enableChangeDataFeed": "true"})
+    with pytest.raises(ChangeDataFeedError, match="turn the feed on first"):
+        tx.commit()
+    assert deltatx.Table(uri).version == 1
+    with t.transaction() as tx:
+        tx.set_properties({"delta.enableChangeDataFeed": "true"})
+        tx.update("id = 1", {"v": "10"})
+    feed = deltatx.Table(uri).changes(2, 2).to_pylist()
+    assert sorted((r["_change_type"], r["id"], r["v"]) for r in feed) == [
+        ("update_postimage", 1, 10), ("update_preimage", 1, 1)]

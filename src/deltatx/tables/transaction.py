@@ -183,6 +183,7 @@ class Transaction(CommitsOnExit):
         self.changes: ChangeRecorder | None = None  # rows DML changed, for the change data feed
         self._cdc: list[pa.Table] = []  # cdc actions of the change data files written at commit
         self._must_exist: list[str] = []  # files named but not written here (see require_at_commit)
+        self._removed_without_feed = False  # committed rows changed while the change feed was off
         self._identity = None  # identity.IdentityAllocator once it hands out identity values
         self._state = "open"
         self._may_have_landed = False  # once true, an error must not delete this txn's data files
@@ -340,6 +341,9 @@ class Transaction(CommitsOnExit):
         own = self._own_added_paths()
         mine_mask = pc.is_in(paths, value_set=own["path"]) if own is not None and own.num_rows else None
         theirs = files.filter(pc.invert(mine_mask)) if mine_mask is not None else files
+        if data_change and theirs.num_rows and not self._removed_without_feed \
+                and not props.flag(self.properties, props.ENABLE_CHANGE_DATA_FEED, False):
+            self._removed_without_feed = True  # see ops.change_feed.stage_change_files
         if data_change and theirs.num_rows and props.flag(self.properties, props.APPEND_ONLY, False):
             from ..errors import AppendOnlyError
 
@@ -385,6 +389,12 @@ class Transaction(CommitsOnExit):
             raise DataFileNotFoundError(
                 f"{gone[0]!r}{more}, which this {self._operation()[0]} commit re-adds, was deleted (by a "
                 f"concurrent VACUUM?) after it was staged: nothing was committed")
+
+    @property
+    def removed_without_feed(self) -> bool:
+        """Did an operation of this transaction change committed rows while the change data feed
+        was off (so it recorded no change rows)?"""
+        return self._removed_without_feed
 
     def staged_change_files(self) -> pa.Table | None:
         """The ``cdc`` actions staged so far (None: none)."""
@@ -438,6 +448,10 @@ class Transaction(CommitsOnExit):
         """Rules some features put on every metadata/protocol change (O(1) while they are off)."""
         iceberg_compat.validate(self.metadata, self.protocol, previous=self.snapshot.metadata, schema=self._schema,
                                 existing_files=self.snapshot.files.num_rows)
+        if self._metadata is not None:  # a new schema or properties: the feed's names stay free
+            from .ops.change_feed import check_reserved_columns
+
+            check_reserved_columns(self.schema, dict(self._metadata.configuration))
 
     def stage_domain(self, domain: DomainMetadata, *, system: bool = False) -> None:
         """Stage a ``domainMetadata`` action (the last one staged per domain wins).
@@ -627,7 +641,7 @@ class Transaction(CommitsOnExit):
         """What is staged only once the transaction is complete: the change data files of
         every DML on a change-data-feed table (one set for the whole transaction). Called by
         :meth:`commit`, and by a catalog transaction for each of its tables."""
-        if self.changes is not None:  # only DML on a change-data-feed table records changes
+        if self.changes is not None or self._removed_without_feed:  # only DML on a feed table records changes
             from .ops.change_feed import stage_change_files
 
             stage_change_files(self)

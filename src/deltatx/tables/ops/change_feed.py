@@ -33,7 +33,8 @@ from ...io.reader import read_files
 from ...io.variant_storage import storable
 from ...io.writer import WriteOptions, write_data_files
 from ...txnlog.actions import CDC_SCHEMA
-from ...txnlog.change_feed import CHANGE_TYPE
+from ...errors import ChangeDataFeedError, SchemaMismatchError
+from ...txnlog.change_feed import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
 from ...txnlog.features import writer_features
 from .. import properties as props
 
@@ -63,6 +64,23 @@ def enabled(tx: "Transaction") -> bool:
     (on writer 7 a table honours the property only when it lists ``changeDataFeed``)."""
     return props.flag(tx.properties, props.ENABLE_CHANGE_DATA_FEED, False) and \
         "changeDataFeed" in writer_features(tx.protocol)
+
+
+def check_reserved_columns(schema: pa.Schema, configuration: dict[str, str]) -> None:
+    """Refuse a table with the change data feed on whose columns take the feed's own names
+    (``_change_type``, ``_commit_version``, ``_commit_timestamp``; compared case-insensitively):
+    its change rows could not carry both, and no engine could read its feed. Delta refuses such
+    a table when the feed is turned on (DELTA_TABLE_ALREADY_CONTAINS_CDC_COLUMNS) and such a
+    column while it is on (RESERVED_CDC_COLUMNS_ON_WRITE)."""
+    if not props.flag(configuration, props.ENABLE_CHANGE_DATA_FEED, False):
+        return
+    reserved = {name.lower() for name in (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)}
+    clash = [name for name in schema.names if name.lower() in reserved]
+    if clash:
+        raise SchemaMismatchError(
+            f"column(s) {clash} use names the change data feed reserves for its own columns "
+            f"({CHANGE_TYPE}, {COMMIT_VERSION}, {COMMIT_TIMESTAMP}): rename them, or leave "
+            f"{props.ENABLE_CHANGE_DATA_FEED} off")
 
 
 def change_schema(schema: pa.Schema) -> pa.Schema:
@@ -217,6 +235,14 @@ def stage_change_files(tx: "Transaction") -> None:
     Called by the transaction right before it commits. Does nothing when no operation recorded
     rows (appends, whole-file deletes, OPTIMIZE): readers use the adds and removes then.
     """
+    if tx.removed_without_feed and enabled(tx):
+        # The feed was turned on by this transaction after a DELETE/UPDATE/MERGE/overwrite that
+        # recorded nothing: readers would take the commit's adds and removes as the change, so
+        # every row of a rewritten file would read as deleted and inserted again.
+        raise ChangeDataFeedError(
+            f"{props.ENABLE_CHANGE_DATA_FEED} was turned on in this transaction after it changed rows with the "
+            f"feed off, so the commit could not say what changed: turn the feed on first (or in its own "
+            f"commit); nothing was committed")
     recorder = tx.changes
     if recorder is None or not recorder.rows or not enabled(tx):
         return

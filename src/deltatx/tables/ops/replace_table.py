@@ -36,8 +36,10 @@ def check_table_schema(schema: pa.Schema, partition_by: list[str], configuration
     check_field_names(schema, column_mapping.mode_of(configuration) != "none")
     check_partitioning(schema, partition_by)
     from ..stats_columns import check_stats_columns
+    from .change_feed import check_reserved_columns
 
     check_stats_columns(schema, partition_by, configuration)
+    check_reserved_columns(schema, configuration)
 
 
 def check_partitioning(schema: pa.Schema, partition_by: list[str]) -> None:

@@ -508,3 +508,27 @@ def test_turning_the_feed_on_after_a_dml_in_the_same_transaction_is_refused(tmp_
     feed = deltatx.Table(uri).changes(2, 2).to_pylist()
     assert sorted((r["_change_type"], r["id"], r["v"]) for r in feed) == [
         ("update_postimage", 1, 10), ("update_preimage", 1, 1)]
+
+
+@pytest.mark.parametrize("value", [None, "bogus"])
+def test_a_change_file_without_a_valid_change_type_is_corrupt(tmp_path, value):
+    """PROTOCOL.md requires _change_type in every change data file; a row without one (or with a
+    kind the protocol does not define) is a corrupt file, not a row of unknown kind."""
+    import glob
+
+    import pyarrow.parquet as pq
+
+    from deltatx.errors import CorruptDataFileError
+
+    uri = str(tmp_path / "t")
+    t = deltatx.create_table(uri, pa.schema([("id", pa.int64()), ("v", pa.int64())]), properties=CDF)
+    t.append(pa.table({"id": [1, 2], "v": [1, 2]}))
+    t.update("id = 1", {"v": "10"})
+    [path] = glob.glob(f"{uri}/_change_data/*.parquet")
+    rows = pq.read_table(path)
+    kinds = pa.array([value] * rows.num_rows, pa.string())
+    pq.write_table(rows.set_column(rows.schema.get_field_index("_change_type"), "_change_type", kinds), path)
+    with pytest.raises(CorruptDataFileError, match="_change_type"):
+        deltatx.Table(uri).changes(2, 2)
+    with pytest.raises(TypeError):  # ArgumentTypeError: a typed error that is also a TypeError
+        deltatx.Table(uri).changes(starting_timestamp=object())

@@ -169,6 +169,25 @@ def _read_dv_pair(store: "LogStore", plan: ChangePlan, pair: dict, wanted: list[
     return out.filter(row_filter) if row_filter is not None else out
 
 
+#: the ``_change_type`` values PROTOCOL.md defines (Change Data Files)
+_CHANGE_TYPES = pa.array(["insert", "delete", "update_preimage", "update_postimage"], pa.string())
+
+
+def _check_change_types(kinds: pa.ChunkedArray, plan: ChangePlan) -> None:
+    """A change data file must say what each row is: one without ``_change_type``, or with a
+    value the protocol does not define, is corrupt, not a row of unknown kind."""
+    if not len(kinds):
+        return
+    bad = pc.invert(pc.fill_null(pc.is_in(kinds, value_set=_CHANGE_TYPES), False))
+    if pc.any(bad).as_py():
+        from ..errors import CorruptDataFileError
+
+        example = kinds.filter(bad)[0].as_py()
+        raise CorruptDataFileError(
+            f"a change data file of versions {plan.start}..{plan.end} has rows whose _change_type is "
+            f"{example!r} (PROTOCOL.md allows insert, delete, update_preimage, update_postimage); the file is corrupt")
+
+
 def read_changes(store: "LogStore", plan: ChangePlan, columns: list[str] | None = None,
                  where: str | None = None) -> pa.Table:
     """The change rows of ``plan`` (see the module docstring). Like Delta's, in no promised order:
@@ -203,6 +222,7 @@ def read_changes(store: "LogStore", plan: ChangePlan, columns: list[str] | None 
                 results = list(pool.map(lambda job: job(), jobs))
         parts = [part.select(read_schema.names).cast(read_schema) for part in results if part.num_rows]
     rows = pa.concat_tables(parts) if parts else read_schema.empty_table()
+    _check_change_types(rows.column(CHANGE_TYPE), plan)
     index = pc.subtract(rows.column(COMMIT_VERSION), pa.scalar(plan.start, pa.int64()))
     stamps = pa.array(plan.timestamps_ms, pa.int64()).cast(pa.timestamp("ms"))
     rows = rows.append_column(CHANGE_COLUMNS[2], stamps.take(index) if rows.num_rows else stamps.slice(0, 0))

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import orjson
 
-from ..errors import CorruptLogError, InvalidArgumentError, InvalidPropertyError, TableNotFoundError, TimeTravelError
+from ..errors import (ArgumentTypeError, CorruptLogError, InvalidArgumentError, InvalidPropertyError,
+                      TableNotFoundError, TimeTravelError)
 from .checkpoint import complete_checkpoints
 from .replay import read_commit_bytes
 from .store import LogFile, LogStore
@@ -246,4 +247,4 @@ def to_timestamp_ms(ts: Any) -> int:
         if ts.tzinfo is None:
             ts = ts.replace(tzinfo=timezone.utc)
         return int(ts.timestamp() * 1000)
-    raise TypeError(f"timestamp must be a datetime, date, ISO string or epoch ms, not {type(ts).__name__}")
+    raise ArgumentTypeError(f"timestamp must be a datetime, date, ISO string or epoch ms, not {type(ts).__name__}")

@@ -39,7 +39,9 @@ PINNED_END_OPTION = "_deltatx_cdf_end"
 
 
 def wants_change_feed(options: Mapping[str, str]) -> bool:
-    return flag(lower_keys(options), "readChangeFeed")
+    """``readChangeFeed`` or its older name ``readChangeData`` (delta-spark still takes both)."""
+    lowered = lower_keys(options)
+    return flag(lowered, "readChangeFeed") or flag(lowered, "readChangeData")
 
 
 @dataclass(frozen=True)

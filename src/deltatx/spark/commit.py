@@ -48,6 +48,7 @@ from ..tables.table import Table
 from ..tables.data import resolve_write_schema
 from ..tables.transaction import ENGINE_INFO, CommitResult, Transaction
 from ..txnlog.actions import FILE_SCHEMA, Metadata, Txn, encode_commit, parse_commit
+from ..txnlog import row_tracking
 from ..txnlog.in_commit_timestamps import stamp_creation
 from ..txnlog.features import check_writable, required_protocol
 from ..txnlog.schema import schema_from_json, schema_to_json
@@ -222,7 +223,8 @@ def _create_and_write(request: CommitRequest, adds: pa.Table) -> CommitResult:
     if store.table_exists():
         raise _created_concurrently(store, request)
     schema = request.schema
-    config = dict(request.table_properties)
+    # as the core's create_table: row tracking's materialized column names are chosen at creation
+    config = row_tracking.with_materialized_names(dict(request.table_properties))
     now_ms = int(time.time() * 1000)
     metadata = Metadata(id=Metadata.new_id(), schema_string=request.schema_string,
                         partition_columns=tuple(request.partition_columns),
@@ -243,8 +245,13 @@ def _create_and_write(request: CommitRequest, adds: pa.Table) -> CommitResult:
     if request.user_metadata is not None:
         commit_info["userMetadata"] = request.user_metadata
     txns = [Txn(request.app_id, int(request.app_version), now_ms)] if request.app_id is not None else []
+    domains = []
+    if row_tracking.assigns_ids(protocol, config):  # PROTOCOL.md: every add gets its ids, the mark is kept
+        adds, hwm = row_tracking.assign_row_ids(adds, row_tracking.NO_WATERMARK, row_tracking.NO_WATERMARK, 0)
+        if hwm is not None:
+            domains.append(row_tracking.watermark_domain(hwm))
     stamp_creation(commit_info, config)
-    payload = encode_commit(commit_info, protocol=protocol, metadata=metadata, txns=txns, adds=adds)
+    payload = encode_commit(commit_info, protocol=protocol, metadata=metadata, txns=txns, domains=domains, adds=adds)
     try:
         store.put_commit(0, payload)
     except VersionExistsError:

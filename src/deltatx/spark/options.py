@@ -109,8 +109,21 @@ def table_properties(options: Mapping[str, str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in options.items():
         if key.startswith("delta.") or key.startswith("deltatx."):
-            out[_CANONICAL.get(key, key)] = value
+            out[_CANONICAL.get(key.lower(), _feature_key(key))] = value
     return props.validate_properties(out)
+
+
+def _feature_key(key: str) -> str:
+    """``delta.feature.<name>`` with the feature's own spelling: Spark lower-cases option keys,
+    and feature names are case-sensitive in the protocol (``deletionvectors`` is no feature)."""
+    from ..txnlog.features import SUPPORTED_READER_FEATURES, SUPPORTED_WRITER_FEATURES
+
+    prefix = props.FEATURE_PREFIX
+    if not key.lower().startswith(prefix):
+        return key
+    name = key[len(prefix):]
+    known = {f.lower(): f for f in SUPPORTED_READER_FEATURES | SUPPORTED_WRITER_FEATURES}
+    return prefix + known.get(name.lower(), name)
 
 
 def column_list(value: str | None) -> tuple[str, ...] | None:
@@ -168,7 +181,14 @@ _UNSUPPORTED_WRITE_OPTIONS: dict[str, str | None] = {
     "targetalias": None,  # an alias for replaceWhere: the predicate would bind differently
     "datachange": "true",  # dataChange=false (rearrange-only): readers would see new data
     "writepartitioncolumns": "false",  # partition values inside the files
+    "compression": "snappy",  # deltatx writes Snappy Parquet; another codec would be silently lost
 }
+
+
+def _max_records_per_file(o: Mapping[str, str]) -> int | None:
+    """``maxRecordsPerFile``: Spark's 0 or a negative number means no limit."""
+    number = int_option(o, "maxRecordsPerFile", minimum=-(2 ** 63))
+    return number if number is not None and number > 0 else None
 
 
 def _refuse_unsupported(o: Mapping[str, str]) -> None:
@@ -257,7 +277,7 @@ def write_spec(raw_options: Mapping[str, str], overwrite: bool) -> WriteSpec:
         txn_version=app_version,
         user_metadata=o["usermetadata"] if "usermetadata" in o else _session(o, session_conf.USER_METADATA),
         table_properties=table_properties(o),
-        max_records_per_file=int_option(o, "maxRecordsPerFile", minimum=1),
+        max_records_per_file=_max_records_per_file(o),
         report_path=o.get(REPORT_OPTION),
         create_only=flag(o, CREATE_ONLY_OPTION),
         dynamic_partition_overwrite=_dynamic_partition_overwrite(o, mode, replace_where),

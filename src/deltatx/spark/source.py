@@ -15,7 +15,7 @@ from .change_feed import ChangeFeedReader, change_feed_spec, resolve_and_pin, wa
 from .change_stream import ChangeFeedStreamReader
 from .options import PINNED_VERSION_OPTION, arrow_schema_to_spark, read_spec
 from .reader import DeltaTxReader, open_table, select_columns, with_row_tracking_metadata
-from .stream_source import DeltaTxStreamReader, stream_read_spec
+from .stream_source import DeltaTxStreamReader, refuse_unsupported_source_options, stream_read_spec
 from .streaming import DeltaTxStreamWriter, plan_stream
 from .writer import DeltaTxWriter, plan_write
 
@@ -38,6 +38,7 @@ class DeltaTxDataSource(DataSource):
         every scan of the DataFrame (or temporary view), and caches the planned read of a relation
         (Spark 4.3), so all scans of one ``load()`` read the same version, as a snapshot.
         """
+        refuse_unsupported_source_options(self.options)
         if wants_change_feed(self.options):  # readChangeFeed: the range is pinned instead
             return resolve_and_pin(self.options)
         spec = read_spec(self.options)

@@ -48,7 +48,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from ..errors import InvalidPropertyError
+from ..errors import InvalidPropertyError, UnsupportedOperationError
 from ..io.row_metadata import MaterializedColumns
 from ..txnlog import column_mapping
 from ..txnlog.history import to_timestamp_ms
@@ -102,6 +102,17 @@ def byte_size(name: str, value: str) -> int:
     return int(m.group(1)) * _BYTE_UNITS[unit]
 
 
+def refuse_unsupported_source_options(options: Mapping[str, str]) -> None:
+    """Delta source options deltatx lacks whose silent omission would change the rows read:
+    ``excludeRegex`` (skip files whose path matches). Checked by the data source's ``schema()``
+    too, so that ``load()`` raises it (an error in Spark's stream-reader hook is garbled)."""
+    o = lower_keys(options)
+    if o.get("excluderegex"):
+        raise UnsupportedOperationError(
+            f"option excludeRegex={o['excluderegex']!r} is not supported by deltatx; ignoring it would "
+            f"read the rows of the files it excludes (filter with a where() instead)")
+
+
 def stream_read_spec(raw_options: Mapping[str, str]) -> StreamReadSpec:
     """Parse (and check) the options of ``spark.readStream.format("deltatx")``."""
     o = lower_keys(raw_options)
@@ -110,6 +121,7 @@ def stream_read_spec(raw_options: Mapping[str, str]) -> StreamReadSpec:
             raise InvalidPropertyError(
                 f"option {name} does not apply to a streaming read: use startingVersion or startingTimestamp")
     flag(o, "readChangeFeed")  # checked here; source.py picks the change-feed reader on it
+    refuse_unsupported_source_options(o)
     version: int | str | None = None
     raw_version = o.get("startingversion")
     if raw_version is not None and raw_version.strip() != "":

@@ -205,3 +205,55 @@ def test_version_2_catalog_is_upgraded_to_inline_commits(tmp_path):
         assert c._db.query("SELECT version FROM deltatx_schema_version") == [(SCHEMA_VERSION,)]
         c.table("t").append(_row(2))
         assert sorted(c.table("t").to_arrow()["id"].to_pylist()) == [1, 2]
+
+
+def test_staged_commit_cleanup_waits_for_the_commit_lock(cat, tmp_path):
+    """A committer writes its staged file and ratifies it inside one hold of the table's commit
+    lock; cleanup deleting an unratified staged file meanwhile ratified a commit whose bytes were
+    gone (a table no one could read, half a multi-table commit). Cleanup takes the lock: while a
+    committer holds it the file stays; once it is let go unratified, the file is a dead one's."""
+    t = cat.create_table("t", str(tmp_path / "t"), SCHEMA)
+    t.append(_row(1))
+    store = cat.store("t")
+    staged_dir = os.path.join(str(tmp_path / "t"), "_delta_log", "_staged_commits")
+    os.makedirs(staged_dir, exist_ok=True)
+    in_flight = os.path.join(staged_dir, f"{2:020d}.{'0' * 8}-0000-0000-0000-{'0' * 12}.json")
+    with open(in_flight, "wb") as fh:
+        fh.write(b'{"commitInfo":{}}\n')
+    os.utime(in_flight, (1, 1))  # old enough for any retention
+    janitor = deltatx.Catalog(cat.url)  # opened first: opening checks the catalog's schema (a write)
+    lease = cat._db.lease({store.table_id: 1}, content=False)  # a committer between staging and ratifying
+    done = threading.Event()
+    deleted: list[list[str]] = []
+
+    def clean() -> None:
+        deleted.append(janitor.vacuum_staged("t", retention_hours=0))
+        done.set()
+
+    worker = threading.Thread(target=clean)
+    worker.start()
+    try:
+        assert not done.wait(0.5), "cleanup ran while a committer held the lock"
+        assert os.path.exists(in_flight)
+    finally:
+        lease.release()
+    worker.join()
+    janitor.close()
+    assert deleted == [[os.path.basename(in_flight)]] and not os.path.exists(in_flight)
+
+
+@pytest.mark.parametrize("hours", [-1, float("nan"), float("inf"), "x", None])
+def test_staged_commit_cleanup_refuses_a_bad_retention(cat, tmp_path, hours):
+    from deltatx.errors import InvalidArgumentError
+
+    cat.create_table("t", str(tmp_path / "t"), SCHEMA)
+    with pytest.raises(InvalidArgumentError, match="retention_hours"):
+        cat.vacuum_staged("t", retention_hours=hours)
+
+
+def test_the_retry_backoff_never_overflows():
+    """2 ** (attempts - 4) as a float overflowed past ~1,027 lost attempts (max_attempts allows 10,000)."""
+    from deltatx.tables.transaction import BACKOFF_CAP_S, backoff_s
+
+    assert backoff_s(1) == 0.0 + backoff_s(1) and backoff_s(5) <= backoff_s(6)
+    assert backoff_s(1100) == backoff_s(10 ** 6) == BACKOFF_CAP_S

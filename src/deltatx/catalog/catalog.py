@@ -15,6 +15,7 @@ path table.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import threading
@@ -25,7 +26,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..errors import CatalogError, CatalogTableExistsError, CatalogTableNotFoundError, ConcurrentModificationException
+from ..errors import (CatalogError, CatalogTableExistsError, CatalogTableNotFoundError,
+                      ConcurrentModificationException, InvalidArgumentError)
 from ..tables.table import Table, create_table
 from ..txnlog.actions import Protocol, parse_commit
 from ..txnlog.features import CATALOG_MANAGED, required_protocol
@@ -37,6 +39,9 @@ from .store import CatalogLogStore, next_ict, stamp_in_commit_timestamp
 
 #: what create/register add to a table's configuration (features via delta.feature.*)
 CATALOG_CONFIG = {f"delta.feature.{CATALOG_MANAGED}": "supported", ICT_ENABLED: "true"}
+
+#: a version past any table's: a lease taken only for its lock reads no commits
+_NO_VERSION = 2 ** 62
 
 
 @dataclass(frozen=True)
@@ -312,15 +317,30 @@ class Catalog:
         from the catalog the content of inline commits that are published (a committer usually
         does at its next commit; a process that exited first leaves it to this). Log cleanup:
         runs only where the catalog's maintenance policy allows it."""
+        try:
+            hours = float(retention_hours)
+        except (TypeError, ValueError):
+            hours = math.nan
+        if isinstance(retention_hours, bool) or not (math.isfinite(hours) and hours >= 0):
+            raise InvalidArgumentError(f"retention_hours must be a finite number of hours >= 0, got {retention_hours!r}")
         store = self.store(name)
         store.maintenance = True  # the catalog's own route; the policy still decides
         store.check_maintenance("STAGED COMMIT CLEANUP")
-        ratified = {r[0] for r in self._db.query(
-            "SELECT staged_name FROM deltatx_commits WHERE table_id = ? AND staged_name IS NOT NULL", (store.table_id,))}
-        horizon = int(time.time() * 1000 - retention_hours * 3600 * 1000)
-        dead = [n for n, mtime in store.list_staged() if n not in ratified and mtime <= horizon]
-        for n in dead:
-            store.discard_staged(n)
+        horizon = int(time.time() * 1000 - hours * 3600 * 1000)
+        # Under the table's commit lock: a committer stages its file and ratifies it inside one
+        # hold of the lock, so a staged file that is not ratified while we hold it is a dead
+        # transaction's — never one between staging and ratifying (deleting that one ratified a
+        # commit whose bytes were gone: a table no one could read, half a multi-table commit).
+        lease = self._db.lease({store.table_id: _NO_VERSION}, content=False)
+        try:
+            ratified = {r[0] for r in self._db.query(
+                "SELECT staged_name FROM deltatx_commits WHERE table_id = ? AND staged_name IS NOT NULL",
+                (store.table_id,))}
+            dead = [n for n, mtime in store.list_staged() if n not in ratified and mtime <= horizon]
+            for n in dead:
+                store.discard_staged(n)
+        finally:
+            lease.release()
         store.drop_published_content()  # inline commits already in _delta_log: the catalog's copy goes
         return sorted(dead)
 

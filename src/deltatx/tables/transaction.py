@@ -77,6 +77,12 @@ BACKOFF_BASE_S = 0.001
 BACKOFF_CAP_S = 0.1
 
 
+def backoff_s(attempts: int) -> float:
+    """The longest pause before attempt ``attempts + 1``: doubling from BACKOFF_BASE_S after the
+    free retries, capped at BACKOFF_CAP_S (the exponent is capped first: 2.0 ** 1100 overflows)."""
+    return min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2.0 ** min(max(attempts - FREE_RETRIES - 1, 0), 30))
+
+
 @dataclass
 class CommitResult:
     """What one commit did. ``skipped`` is true for an idempotent write already applied."""
@@ -878,8 +884,7 @@ class Transaction(CommitsOnExit):
                     return self._finish(latest, attempts, info, winners, own=own, resolved=resolved)
                 version = latest
                 if attempts > FREE_RETRIES:
-                    delay = min(BACKOFF_CAP_S, BACKOFF_BASE_S * (2 ** (attempts - FREE_RETRIES - 1)))
-                    time.sleep(random.uniform(0, delay))
+                    time.sleep(random.uniform(0, backoff_s(attempts)))
         finally:
             if prepared is not None:
                 prepared.close()

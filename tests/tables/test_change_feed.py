@@ -532,3 +532,18 @@ def test_a_change_file_without_a_valid_change_type_is_corrupt(tmp_path, value):
         deltatx.Table(uri).changes(2, 2)
     with pytest.raises(TypeError):  # ArgumentTypeError: a typed error that is also a TypeError
         deltatx.Table(uri).changes(starting_timestamp=object())
+
+
+def test_restore_and_replace_that_turn_the_feed_back_on_commit(tmp_path):
+    """They change whole files, as Delta's do, and write no change rows: readers take their adds
+    and removes. Turning the feed on with them is no DML that recorded nothing."""
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64())])
+    t = deltatx.create_table(uri, schema, properties=CDF)
+    t.append(pa.table({"id": [1, 2]}))                       # v1, feed on
+    t.set_properties({"delta.enableChangeDataFeed": "false"})
+    t.append(pa.table({"id": [3]}))
+    result = t.restore(version=1)
+    assert sorted(deltatx.Table(uri).to_arrow()["id"].to_pylist()) == [1, 2]
+    assert deltatx.Table(uri).properties["delta.enableChangeDataFeed"] == "true"
+    assert result.version == 4

@@ -398,9 +398,14 @@ class Transaction(CommitsOnExit):
 
     @property
     def removed_without_feed(self) -> bool:
-        """Did an operation of this transaction change committed rows while the change data feed
-        was off (so it recorded no change rows)?"""
-        return self._removed_without_feed
+        """Did a row-changing operation of this transaction (DELETE, UPDATE, MERGE, an overwrite)
+        change committed rows while the change data feed was off (so it recorded no change rows)?
+        RESTORE and REPLACE write no change rows in Delta either: readers take their adds and
+        removes, which say exactly what they changed."""
+        if not self._removed_without_feed:
+            return False
+        whole_file = ("RESTORE", "CREATE OR REPLACE TABLE", "REPLACE TABLE", "CREATE TABLE")
+        return any(op.name not in whole_file for op in self._ops)
 
     def staged_change_files(self) -> pa.Table | None:
         """The ``cdc`` actions staged so far (None: none)."""

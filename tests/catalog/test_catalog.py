@@ -224,3 +224,22 @@ def test_schema_is_versioned_and_created_once(catalog_url):
     c2 = deltatx.Catalog(catalog_url)
     assert c1._db.query("SELECT version FROM deltatx_schema_version") == [(SCHEMA_VERSION,)]
     c1.close(), c2.close()
+
+
+def test_a_restore_in_a_catalog_transaction_whose_files_vacuum_deleted_commits_nothing(cat, tmp_path):
+    """The re-added files are checked again under the commit lock, as a path table's commit does."""
+    from deltatx.errors import DataFileNotFoundError
+
+    t = cat.create_table("a", str(tmp_path / "a"), pa.schema([("id", pa.int64())]))
+    t.append(pa.table({"id": [1, 2, 3]}))
+    t.delete("id = 1")
+    t.delete("id = 2")
+    tx = cat.transaction()
+    tx.table("a").restore(version=2)
+    cat.table("a").vacuum(retention_hours=0, enforce_retention_duration=False)
+    before = cat.table("a").version
+    with pytest.raises(DataFileNotFoundError, match="nothing was committed"):
+        tx.commit()
+    latest = cat.table("a")
+    assert latest.version == before and latest.to_arrow()["id"].to_pylist() == [3]
+    cat.table("a").append(pa.table({"id": [4]}))  # the lock was let go

@@ -74,3 +74,15 @@ def test_options_that_would_change_the_rows_are_refused(spark, table_uri):
     spark.range(2).write.format("deltatx").mode("append").option("compression", "snappy") \
         .option("maxRecordsPerFile", "0").save(table_uri)
     assert deltatx.Table(table_uri).to_arrow().num_rows == 3
+
+
+def test_a_spark_created_table_follows_create_tables_rules(spark, table_uri):
+    """Reserved change-feed names and a stats-columns list naming no column are refused, as
+    create_table refuses them; nothing is committed."""
+    with pytest.raises(Exception, match="reserves"):
+        (spark.range(2).selectExpr("id", "'x' as _change_type").write.format("deltatx").mode("append")
+         .option("delta.enableChangeDataFeed", "true").save(table_uri))
+    with pytest.raises(Exception, match="dataSkippingStatsColumns"):
+        (spark.range(2).write.format("deltatx").mode("append")
+         .option("delta.dataSkippingStatsColumns", "nope").save(table_uri))
+    assert not os.path.exists(os.path.join(table_uri, "_delta_log", f"{0:020d}.json"))

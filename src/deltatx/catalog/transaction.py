@@ -144,6 +144,8 @@ class CatalogTransaction(CommitsOnExit):
                     stores[name].check_commit(payload)
                     previous = lease.latest(stores[name].table_id)
                     rows.append(stores[name].ratification(versions[name], payload, previous.ict, tx.txn_id))
+                for tx in touched.values():  # files a RESTORE re-adds, still there under the lock
+                    tx.check_required_files()
                 phases.reached("attempt_commit", txn_id=self.txn_id, versions=dict(versions), attempt=attempts)
                 for tx in touched.values():
                     tx._may_have_landed = True  # from here an error may hide a ratification

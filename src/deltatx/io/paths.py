@@ -119,6 +119,17 @@ def data_file_path(store: "LogStore", decoded: str) -> str:
     return store.data_path(decoded)
 
 
+def missing_files(store: "LogStore", decoded: list[str]) -> list[str]:
+    """Those of ``decoded`` (decoded add paths: relative to the table root, or absolute) whose
+    file is gone, in one batched stat call."""
+    if not decoded:
+        return []
+    import pyarrow.fs as pafs
+
+    infos = store.arrow_fs.get_file_info([data_file_path(store, p) for p in decoded])
+    return [p for p, info in zip(decoded, infos) if info.type == pafs.FileType.NotFound]
+
+
 # --------------------------------------------------------------------------------------------
 # partitionValues strings
 # --------------------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ from ..expr import bind, parse_predicate
 from ..io.paths import decode_path
 from ..isolation import table_isolation_level
 from ..tables.ops.partition_overwrite import stage_partition_overwrite
+from ..tables.ops.replace_table import check_table_schema
 from ..tables.ops.rewrite import num_records, remove_matching_rows
 from ..tables import properties as props
 from ..tables.constraints import rules_signature
@@ -225,6 +226,9 @@ def _create_and_write(request: CommitRequest, adds: pa.Table) -> CommitResult:
     schema = request.schema
     # as the core's create_table: row tracking's materialized column names are chosen at creation
     config = row_tracking.with_materialized_names(dict(request.table_properties))
+    # the same definition rules as create_table (reserved change-feed names, the stats-columns
+    # list, void columns, names Delta refuses): a table made here must not be one it refuses
+    check_table_schema(schema, list(request.partition_columns), config)
     now_ms = int(time.time() * 1000)
     metadata = Metadata(id=Metadata.new_id(), schema_string=request.schema_string,
                         partition_columns=tuple(request.partition_columns),

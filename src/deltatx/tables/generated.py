@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from ..errors import InvalidConstraintError, PredicateError
 from ..expr import Cast, Column, Expr, Literal, bind, map_columns, parse_expression, result_type
+from ..txnlog.clustering import resolve_field
 from .constraints import GENERATION_EXPRESSION, WriteRules
 
 
@@ -98,12 +99,10 @@ def _substituted(expr: Expr, values: dict[str, Expr], keep: Any, types: dict[str
     return map_columns(expr, swap)
 
 
-def _field_type(t: pa.DataType, path: tuple[str, ...]) -> pa.DataType:
-    """The type of the struct field at ``path`` inside ``t`` (names matched case-insensitively)."""
-    for part in path:
-        index = next(i for i in range(t.num_fields) if t.field(i).name.lower() == part.lower())
-        t = t.field(index).type
-    return t
+def _field_type(t: pa.DataType, path: tuple[str, ...]) -> pa.DataType | None:
+    """The type of the struct field at ``path`` inside ``t`` (None: no such field)."""
+    found = resolve_field(list(t), path) if pa.types.is_struct(t) else None
+    return found[1].type if found is not None else None
 
 
 def _field_of(value: Any, read: Column, field_type: pa.DataType) -> Expr | None:

@@ -346,12 +346,7 @@ def _rewrite_change_files(tx: "Transaction", allocator: IdentityAllocator, shift
             mine = pc.and_(generated, pc.fill_null(file_runs[column].holds(values), False))
             moved = pc.if_else(mine, pc.add(values, pa.scalar(shift, pa.int64())), values)
             rows = rows.set_column(rows.schema.get_field_index(column), rows.schema.field(column), moved)
-        folder, _, _ = relative.rpartition("/")
-        name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
-        new_relative = f"{folder}/{name}" if folder else name
-        with fs.open_output_stream(store.data_path(new_relative)) as sink:
-            pq.write_table(rows, sink, compression="snappy")
-            sizes[i] = sink.tell()
+        new_relative, sizes[i] = _write_beside(tx, relative, rows)
         store.delete_files([relative])  # never committed: this transaction's own
         paths[i] = encode_path(new_relative)
     tx.replace_change_files(staged.set_column(staged.schema.get_field_index("path"), "path", pa.array(paths, pa.string()))
@@ -371,17 +366,23 @@ def _rewrite_one(tx: "Transaction", add_path: str, runs: dict[str, _Run], shifts
         values = rows.column(column)
         moved = pc.if_else(runs[column].holds(values), pc.add(values, pa.scalar(shift, pa.int64())), values)
         rows = rows.set_column(rows.schema.get_field_index(column), rows.schema.field(column), moved)
-    folder, _, _ = relative.rpartition("/")
-    name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
-    new_relative = f"{folder}/{name}" if folder else name
-    with fs.open_output_stream(store.data_path(new_relative)) as sink:
-        pq.write_table(rows, sink, compression="snappy", row_group_size=128 * 1024,
-                       **encodings.choose(rows).writer_args())
-        size = sink.tell()
+    new_relative, size = _write_beside(tx, relative, rows)
     unindexed = [c for c in rows.column_names if c not in table_columns]
     stats = compute_stats(rows.drop_columns(unindexed) if unindexed else rows, options.stats_columns,
                           options.num_indexed_cols)
     return encode_path(new_relative), size, stats
+
+
+def _write_beside(tx: "Transaction", relative: str, rows: pa.Table) -> tuple[str, int]:
+    """``rows`` as a new file in ``relative``'s folder (a rewrite never reuses a name); returns
+    its relative path and size."""
+    folder, _, _ = relative.rpartition("/")
+    name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+    new_relative = f"{folder}/{name}" if folder else name
+    with tx.store.arrow_fs.open_output_stream(tx.store.data_path(new_relative)) as sink:
+        pq.write_table(rows, sink, compression="snappy", row_group_size=128 * 1024,
+                       **encodings.choose(rows).writer_args())
+        return new_relative, sink.tell()
 
 
 def check_no_update(specs: tuple[IdentitySpec, ...], assigned: set[str] | frozenset[str], what: str) -> None:

@@ -17,6 +17,7 @@ from typing import Mapping, Sequence
 import pyarrow as pa
 
 from ..errors import InvalidPropertyError
+from ..txnlog.clustering import resolve_field
 from ..txnlog.stats import split_column_name
 from . import properties as props
 
@@ -33,17 +34,6 @@ def _skippable(t: pa.DataType) -> bool:
     """Types Delta keeps min/max for (its SkippingEligibleDataType)."""
     return (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t) or pa.types.is_date(t)
             or pa.types.is_timestamp(t) or pa.types.is_string(t) or pa.types.is_large_string(t))
-
-
-def _field(fields: Sequence[pa.Field], path: Path) -> pa.Field | None:
-    """The field at ``path`` (names matched case-insensitively, as Delta matches them)."""
-    found = None
-    for part in path:
-        found = next((f for f in fields if f.name.lower() == part.lower()), None)
-        if found is None:
-            return None
-        fields = list(found.type) if pa.types.is_struct(found.type) else []
-    return found
 
 
 def _leaves(prefix: Path, field: pa.Field, name: str) -> list[Path]:
@@ -70,7 +60,8 @@ def check_stats_columns(schema: pa.Schema, partition_columns: Sequence[str],
         if len(path) == 1 and path[0].lower() in partitioned:
             raise InvalidPropertyError(
                 f"{props.STATS_COLUMNS}: {name!r} is a partition column; its values are in the log already")
-        field = _field(data_fields, path)
+        found = resolve_field(data_fields, path)
+        field = found[1] if found is not None else None
         if field is None:
             raise InvalidPropertyError(f"{props.STATS_COLUMNS}: column {name!r} is not in the table's schema "
                                        f"{schema.names}")

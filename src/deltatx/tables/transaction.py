@@ -381,15 +381,15 @@ class Transaction(CommitsOnExit):
         since they were staged fails the commit instead of leaving a table no engine reads."""
         self._must_exist.extend(relative_paths)
 
-    def _check_files_still_exist(self) -> None:
-        import pyarrow.fs as pafs
-
+    def check_required_files(self) -> None:
+        """Raise DataFileNotFoundError if a file :meth:`require_at_commit` named is gone (called
+        right before each attempt to commit, by this transaction and by a catalog transaction)."""
+        if not self._must_exist:
+            return
         from ..errors import DataFileNotFoundError
-        from ..io.paths import data_file_path
+        from ..io.paths import missing_files
 
-        store = self.store
-        infos = store.arrow_fs.get_file_info([data_file_path(store, p) for p in self._must_exist])
-        gone = [p for p, info in zip(self._must_exist, infos) if info.type == pafs.FileType.NotFound]
+        gone = missing_files(self.store, self._must_exist)
         if gone:
             more = f" (and {len(gone) - 1} more)" if len(gone) > 1 else ""
             raise DataFileNotFoundError(
@@ -850,8 +850,7 @@ class Transaction(CommitsOnExit):
                     prepared_for = info
                     if previous is not None:
                         previous.close()
-                if self._must_exist:
-                    self._check_files_still_exist()
+                self.check_required_files()
                 phases.reached("attempt_commit", txn_id=self.txn_id, version=version, attempt=attempts)
                 # from here an interruption (KeyboardInterrupt, a publishing error after a
                 # catalog ratified) may hide a landed commit, whose data files must stay

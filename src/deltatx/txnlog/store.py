@@ -349,18 +349,23 @@ class LocalLogStore(LogStore):
         return bool(self.list_log())
 
     def list_files_recursive(self) -> list[tuple[str, int, int]]:
+        return [(rel, st.st_size, int(st.st_mtime * 1000)) for rel, st in self._walk(folders=False)]
+
+    def _walk(self, *, folders: bool) -> list[tuple[str, os.stat_result]]:
+        """(path relative to the root, stat) of every file — or every folder — under the root,
+        the log excluded; entries gone while walking are skipped."""
         out = []
         root = self.root
         for dirpath, dirnames, filenames in os.walk(root):
             if dirpath == root and LOG_DIR in dirnames:
                 dirnames.remove(LOG_DIR)
-            for fn in filenames:
-                full = os.path.join(dirpath, fn)
+            for name in (dirnames if folders else filenames):
+                full = os.path.join(dirpath, name)
                 try:
                     st = os.stat(full)
                 except FileNotFoundError:
                     continue
-                out.append((os.path.relpath(full, root).replace(os.sep, "/"), st.st_size, int(st.st_mtime * 1000)))
+                out.append((os.path.relpath(full, root).replace(os.sep, "/"), st))
         return out
 
     def delete_files(self, relative_paths: list[str]) -> None:
@@ -371,19 +376,7 @@ class LocalLogStore(LogStore):
                 pass
 
     def list_folders_recursive(self) -> list[tuple[str, int]]:
-        out = []
-        root = self.root
-        for dirpath, dirnames, _ in os.walk(root):
-            if dirpath == root and LOG_DIR in dirnames:
-                dirnames.remove(LOG_DIR)
-            for name in dirnames:
-                full = os.path.join(dirpath, name)
-                try:
-                    st = os.stat(full)
-                except FileNotFoundError:
-                    continue
-                out.append((os.path.relpath(full, root).replace(os.sep, "/"), int(st.st_mtime * 1000)))
-        return out
+        return [(rel, int(st.st_mtime * 1000)) for rel, st in self._walk(folders=True)]
 
     def remove_empty_folder(self, relative: str) -> bool:
         try:

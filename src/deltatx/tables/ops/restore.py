@@ -27,10 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 
 from ...errors import DataFileNotFoundError, TimeTravelError
-from ...io.paths import data_file_path, decode_path
+from ...io.paths import decode_path, missing_files
 from ...txnlog import row_tracking
 from ...txnlog.clustering import clustering_domain, clustering_paths, is_clustered
 from ...txnlog.history import refuse_after_last_commit
@@ -48,25 +47,23 @@ def _total_size(files: pa.Table) -> int:
     return int(pc.sum(files["size"]).as_py() or 0) if files.num_rows else 0
 
 
-def missing_data_files(tx: "Transaction", files: pa.Table) -> list[str]:
-    """Decoded paths of ``files`` whose data file is gone (one batched stat call)."""
-    if not files.num_rows:
-        return []
-    store = tx.store
-    decoded = [decode_path(p) for p in files["path"].to_pylist()]
-    infos = store.arrow_fs.get_file_info([data_file_path(store, p) for p in decoded])
-    return [p for p, info in zip(decoded, infos) if info.type == pafs.FileType.NotFound]
+def restored_files(tx: "Transaction", files: pa.Table) -> list[str]:
+    """Decoded paths of every file a re-add of ``files`` names: its data files, and the files
+    holding their deletion vectors (inline ones have none)."""
+    data = [decode_path(p) for p in files["path"].to_pylist()] if files.num_rows else []
+    return data + sorted(set(deletion_vector_paths(tx.store, files).to_pylist()))
 
 
-def missing_deletion_vector_files(tx: "Transaction", files: pa.Table) -> list[str]:
-    """Paths (relative to the table root) of the files holding ``files``' deletion vectors that
-    are gone (inline DVs have none; one batched stat call)."""
-    relative = sorted(set(deletion_vector_paths(tx.store, files).to_pylist()))
-    if not relative:
-        return []
-    store = tx.store
-    infos = store.arrow_fs.get_file_info([data_file_path(store, p) for p in relative])
-    return [p for p, info in zip(relative, infos) if info.type == pafs.FileType.NotFound]
+def refuse_missing(tx: "Transaction", version: int, needed: list[str]) -> None:
+    """DataFileNotFoundError, nothing committed, when one of the ``needed`` files is gone."""
+    missing = missing_files(tx.store, needed)
+    if missing:
+        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+        raise DataFileNotFoundError(
+            f"cannot restore {tx.table.uri!r} to version {version}: file {missing[0]!r}{more} of that version "
+            f"no longer exist(s), probably removed by VACUUM; the restored table could not be read. Restore a "
+            f"newer version whose files are still retained."
+        )
 
 
 def _restored_clustering(tx: "Transaction", old_domains: dict[str, Any], old_protocol: Any) -> None:
@@ -133,22 +130,8 @@ def stage_restore(tx: "Transaction", version: int | None = None, timestamp_ms: i
     else:
         to_add = old_files
 
-    missing = missing_data_files(tx, to_add)
-    if missing:
-        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
-        raise DataFileNotFoundError(
-            f"cannot restore {tx.table.uri!r} to version {old.version}: data file {missing[0]!r}{more} "
-            f"of that version no longer exist(s), probably removed by VACUUM. Restore a newer version "
-            f"whose files are still retained."
-        )
-    missing_dvs = missing_deletion_vector_files(tx, to_add)
-    if missing_dvs:
-        more = f" and {len(missing_dvs) - 1} more" if len(missing_dvs) > 1 else ""
-        raise DataFileNotFoundError(
-            f"cannot restore {tx.table.uri!r} to version {old.version}: deletion vector file "
-            f"{missing_dvs[0]!r}{more} of that version no longer exist(s), probably removed by VACUUM; "
-            f"the restored files could not be read. Restore a newer version whose files are still retained."
-        )
+    needed = restored_files(tx, to_add)
+    refuse_missing(tx, old.version, needed)
 
     if to_add.num_rows:
         n = to_add.num_rows
@@ -159,9 +142,8 @@ def stage_restore(tx: "Transaction", version: int | None = None, timestamp_ms: i
             to_add = _last_row_ids(to_add, tx.snapshot.tombstones)
     tx.stage_removes(to_remove, data_change=True)
     tx.stage_adds(to_add, written=False)  # files of an older version: the table's, never ours to delete
-    if to_add.num_rows:  # a VACUUM may delete them before the commit lands: checked again then
-        tx.require_at_commit([decode_path(p) for p in to_add["path"].to_pylist()]
-                             + deletion_vector_paths(tx.store, to_add).to_pylist())
+    if needed:  # a VACUUM may delete them before the commit lands: checked again then
+        tx.require_at_commit(needed)
     restored = keep_high_water_marks(old.metadata, tx.metadata)
     keep = getattr(tx.store, "restored_metadata", None)  # a catalog keeps what managing the table requires
     if keep is not None:

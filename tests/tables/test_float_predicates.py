@@ -83,3 +83,32 @@ def test_delete_and_update_change_what_spark_changes(tmp_path, where, expected, 
 def test_nan_values_come_back_as_nan(table_with_nan):
     values = dict(zip(*deltatx.Table(table_with_nan).to_arrow().select(["id", "x"]).to_pydict().values()))
     assert math.isnan(values[2]) and values[8] is None and values[6] == 0.0
+
+
+def test_a_decimal_literal_meets_a_double_column_as_the_nearest_double(tmp_path):
+    """``f = 0.3`` is the DECIMAL 0.3 cast to DOUBLE as Spark casts it (the nearest double).
+    Arrow's DECIMAL cast scales in floating point and gave 0.30000000000000004: reads, DELETE
+    and UPDATE then matched no row and ``SET f = 0.3`` stored the wrong value."""
+    schema = pa.schema([("id", pa.int64()), ("f", pa.float64()), ("g", pa.float32())])
+    t = deltatx.create_table(str(tmp_path / "t"), schema)
+    t.append(pa.table({"id": [1, 2, 3], "f": [0.3, 2.3, 0.7], "g": [0.3, 2.3, 0.7]}, schema=schema))
+    assert t.to_arrow(where="f = 0.3")["id"].to_pylist() == [1]
+    assert t.to_arrow(where="f >= 0.7 AND f <= 0.7")["id"].to_pylist() == [3]
+    assert t.to_arrow(where="f IN (2.3, 9.9)")["id"].to_pylist() == [2]
+    # FLOAT meets DECIMAL in DOUBLE (Spark): the float nearest 0.3 is not 0.3 there
+    assert t.to_arrow(where="g = 0.3")["id"].to_pylist() == []
+    assert t.to_arrow(where="g = CAST(0.3 AS FLOAT)")["id"].to_pylist() == [1]
+    assert t.delete(where="f = 2.3").metrics["numDeletedRows"] == 1
+    t.update(where="id = 1", set={"f": "0.1", "g": "0.1"})
+    row = t.to_arrow(where="id = 1").to_pylist()[0]
+    assert row["f"] == 0.1 and pa.scalar(row["g"], pa.float32()) == pa.scalar(0.1, pa.float32())
+    assert t.to_arrow(where="f = 0.1")["id"].to_pylist() == [1]
+
+
+def test_a_decimal_column_compared_with_a_double_column_uses_the_nearest_double(tmp_path):
+    from decimal import Decimal
+
+    schema = pa.schema([("d", pa.decimal128(10, 2)), ("f", pa.float64())])
+    t = deltatx.create_table(str(tmp_path / "t"), schema)
+    t.append(pa.table({"d": [Decimal("0.30"), Decimal("2.30")], "f": [0.3, 2.31]}, schema=schema))
+    assert t.to_arrow(where="d = f")["f"].to_pylist() == [0.3]

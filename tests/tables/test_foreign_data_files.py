@@ -61,3 +61,21 @@ def test_every_read_and_rewrite_refuses_the_file_and_commits_nothing(tmp_path, c
         SNAPSHOTS.clear()
         assert deltatx.Table(uri).version == 2, name
         assert _files(uri) == before, name
+
+
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_a_value_the_table_type_cannot_hold_is_a_schema_mismatch_under_column_mapping(tmp_path, mode):
+    """A file whose INT column holds a BIGINT value too large for it, in a column-mapped table: in
+    ``id`` mode (columns matched by field id) Arrow's raw ArrowInvalid escaped the read."""
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64()), ("v", pa.int32())])
+    t = deltatx.create_table(uri, schema, properties={"delta.columnMapping.mode": mode})
+    t.append(pa.table({"id": [1], "v": pa.array([10], pa.int32())}))
+    with open(os.path.join(uri, "_delta_log", f"{1:020d}.json"), "rb") as fh:
+        path = next(orjson.loads(line)["add"]["path"] for line in fh if b'"add"' in line)
+    written = pq.read_schema(os.path.join(uri, path))
+    wide = pa.schema([written.field(0), written.field(1).with_type(pa.int64())])
+    pq.write_table(pa.table([pa.array([1]), pa.array([2**40])], schema=wide), os.path.join(uri, path))
+    SNAPSHOTS.clear()
+    with pytest.raises(SchemaMismatchError, match="cannot be read as int32"):
+        deltatx.Table(uri).to_arrow()

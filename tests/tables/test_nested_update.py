@@ -89,3 +89,18 @@ def test_rows_the_update_does_not_match_are_not_checked_or_rebuilt(table_uri):
     t.append(pa.table({"id": [1, 2], "st": pa.array([None, {"a": 1, "b": 2}], inner)}, schema=schema))
     t.update(where="id = 2", set={"st.b": "5"})
     assert deltatx.Table(table_uri).to_arrow().to_pylist() == [{"id": 1, "st": None}, {"id": 2, "st": {"a": 1, "b": 5}}]
+
+
+def test_backticks_quote_field_and_column_names_holding_a_dot(table_uri):
+    """``SET s.`x.y` = …`` sets field ``x.y`` of ``s`` (column mapping allows dots in names), and
+    `` `a.b` `` names a top-level column ``a.b``, as in Spark SQL and as predicates read them."""
+    schema = pa.schema([("id", pa.int64()), ("a.b", pa.int64()),
+                        ("s", pa.struct([("a", pa.int32()), ("x.y", pa.int32())]))])
+    t = deltatx.create_table(table_uri, schema, properties={"delta.columnMapping.mode": "name"})
+    t.append(pa.table({"id": [1], "a.b": [5], "s": [{"a": 1, "x.y": 2}]}, schema=schema))
+    t.update(where="s.`x.y` = 2", set={"s.`x.y`": "20", "`a.b`": "6"})
+    assert deltatx.Table(table_uri).to_arrow().to_pylist() == [{"id": 1, "a.b": 6, "s": {"a": 1, "x.y": 20}}]
+    t.merge(pa.table({"id": [1]}), on="t.id = s.id").when_matched_update({"`s`.`x.y`": "30"}).execute()
+    assert deltatx.Table(table_uri).to_arrow()["s"].to_pylist() == [{"a": 1, "x.y": 30}]
+    with pytest.raises(PredicateError, match="no field 'x'"):
+        t.update(where="id = 1", set={"s.x.y": "1"})  # unquoted: field x of s, which has none

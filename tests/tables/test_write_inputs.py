@@ -69,3 +69,37 @@ def test_null_typed_and_unsigned_columns_go_into_typed_columns_when_they_fit(tmp
     with pytest.raises(SchemaMismatchError, match="new column 'z'"):
         t.append(pa.table({"id": [3], "z": pa.nulls(1)}), schema_mode="merge")
     assert t.refresh().version == 1
+
+
+def test_a_cast_that_would_lose_values_is_refused(tmp_path):
+    """README: values are cast to the table's types only where nothing is lost. Arrow's safe
+    cast drops a timestamp's time of day into a DATE and turns a DOUBLE beyond FLOAT's range
+    into infinity without a word; both are refused, at any depth, and nothing is committed."""
+    import datetime as dt
+
+    schema = pa.schema([("id", pa.int32()), ("d", pa.date32()), ("f", pa.float32()),
+                        ("s", pa.struct([("d", pa.date32())])), ("l", pa.list_(pa.float32())),
+                        ("m", pa.map_(pa.string(), pa.float32()))])
+    uri = str(tmp_path / "t")
+    t = deltatx.create_table(uri, schema)
+    before = _versions(uri)
+    noon = dt.datetime(2024, 1, 1, 12, 30)
+    bad = [
+        {"id": pa.array([1], pa.int32()), "d": pa.array([noon], pa.timestamp("us"))},
+        {"id": pa.array([1], pa.int32()), "s": pa.array([{"d": noon}], pa.struct([("d", pa.timestamp("us"))]))},
+        {"id": pa.array([1], pa.int32()), "f": pa.array([1e300], pa.float64())},
+        {"id": pa.array([1], pa.int32()), "l": pa.array([[1.0], [1e300]], pa.list_(pa.float64())).slice(1)},
+        {"id": pa.array([1], pa.int32()), "m": pa.array([[("k", 1e300)]], pa.map_(pa.string(), pa.float64()))},
+    ]
+    for columns in bad:
+        with pytest.raises(SchemaMismatchError, match="time of day|out of the range"):
+            t.append(pa.table(columns))
+    assert _versions(uri) == before
+    # what loses nothing still goes in: midnight, finite values, inf and NaN as they are
+    t.append(pa.table({"id": pa.array([2, 3], pa.int32()),
+                       "d": pa.array([dt.datetime(2024, 1, 2), None], pa.timestamp("us")),
+                       "f": pa.array([1.5, float("inf")], pa.float64()),
+                       "l": pa.array([[1.0], [1e300]], pa.list_(pa.float64())).slice(0, 1).to_pylist() + [None],
+                       }))
+    rows = sorted(t.to_arrow(columns=["id", "d", "f"]).to_pylist(), key=lambda r: r["id"])
+    assert rows == [{"id": 2, "d": dt.date(2024, 1, 2), "f": 1.5}, {"id": 3, "d": None, "f": float("inf")}]

@@ -183,3 +183,51 @@ def test_nonzero_float_bounds_keep_their_zero_side() -> None:
     assert (stats["minValues"]["f"], str(stats["maxValues"]["f"])) == (-2.0, "0.0")
     stats = compute_stats(pa.table({"f": [0.0, 3.0]}))
     assert '"minValues":{"f":-0.0}' in stats and '"maxValues":{"f":3.0}' in stats
+
+
+@pytest.mark.parametrize("as_json", ["true", "false"])
+@pytest.mark.parametrize("mode", ["none", "id"])
+def test_checkpoints_follow_the_write_stats_properties(tmp_path, mode, as_json):
+    """``delta.checkpoint.writeStatsAsStruct=true`` adds the typed ``stats_parsed`` and, partitioned,
+    ``partitionValues_parsed`` (PROTOCOL.md "Checkpoints"), by physical name under column
+    mapping; ``writeStatsAsJson=false`` leaves ``stats`` out. Readers of the checkpoint alone
+    (deltatx, DuckDB, deltalake) see the same rows, and deltatx still prunes by the structs."""
+    import os
+
+    import deltatx
+    from duckdb_delta import read_duckdb
+
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64()), ("day", pa.date32()), ("s", pa.struct([("a", pa.string())]))])
+    t = deltatx.create_table(uri, schema, partition_by=["day"], properties={
+        "delta.checkpoint.writeStatsAsStruct": "true", "delta.checkpoint.writeStatsAsJson": as_json,
+        "delta.columnMapping.mode": mode})
+    for i in range(3):
+        t.append(pa.table({"id": [i, i + 10], "day": [dt.date(2024, 1, 1 + i)] * 2, "s": [{"a": "x"}, None]},
+                          schema=schema))
+    t.checkpoint()
+    log = os.path.join(uri, "_delta_log")
+    add = pq.read_table(os.path.join(log, checkpoint_name(t.version))).column("add").combine_chunks()
+    names = [f.name for f in add.type]
+    assert "stats_parsed" in names and "partitionValues_parsed" in names
+    assert ("stats" in names) == (as_json == "true")
+    fields = {f.name: f for f in t.schema}
+    physical = {name: orjson.loads(f.metadata[b"delta.columnMapping.physicalName"]) if mode != "none" else name
+                for name, f in fields.items()}
+    first = next(r for r in add.to_pylist() if r is not None and r["partitionValues"][0][1] == "2024-01-02")
+    assert first["partitionValues_parsed"] == {physical["day"]: dt.date(2024, 1, 2)}
+    assert first["stats_parsed"]["numRecords"] == 2
+    assert first["stats_parsed"]["minValues"][physical["id"]] == 1
+    assert first["stats_parsed"]["maxValues"][physical["id"]] == 11
+    assert first["stats_parsed"]["nullCount"][physical["s"]] is not None
+    for name in os.listdir(log):
+        if name.endswith(".json"):
+            os.remove(os.path.join(log, name))
+    fresh = deltatx.Table(uri)
+    assert sorted(fresh.to_arrow(columns=["id"])["id"].to_pylist()) == [0, 1, 2, 10, 11, 12]
+    assert sorted(read_duckdb(uri)["id"].to_pylist()) == [0, 1, 2, 10, 11, 12]
+    if mode == "none":
+        from deltalake import DeltaTable
+
+        assert sorted(DeltaTable(uri).to_pyarrow_table()["id"].to_pylist()) == [0, 1, 2, 10, 11, 12]
+    assert fresh.delete(where="id > 11").metrics["numFilesRead"] == 1  # pruned by the stats read back

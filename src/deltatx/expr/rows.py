@@ -382,8 +382,8 @@ def _spark_cast(b: _Backend, operand: Any, source: pa.DataType | None, to: pa.Da
     out of the integer's range fails; the fraction goes first, so that Arrow's checked cast
     still catches the overflow (its own truncating cast would wrap silently). A DECIMAL cast to
     fewer fraction digits rounds half away from zero, and fails when it does not fit. An
-    integer or DECIMAL cast to a floating type rounds (Arrow's safe cast refuses a BIGINT
-    above 2^53). A STRING read as a number has its surrounding whitespace and a leading '+'
+    integer or DECIMAL cast to a floating type rounds to the nearest value (Arrow's safe cast
+    refuses a BIGINT above 2^53; its DECIMAL cast is not the nearest, so DECIMAL goes through text). A STRING read as a number has its surrounding whitespace and a leading '+'
     dropped; text that is no number fails. To STRING, floats and timestamps print as Spark
     prints them (:func:`_float_text`, :func:`_timestamp_text`). A timestamp cast to a date
     drops its time."""
@@ -410,7 +410,12 @@ def _spark_cast(b: _Backend, operand: Any, source: pa.DataType | None, to: pa.Da
             operand = b.call("trunc", [operand])
         elif pa.types.is_decimal(source):
             operand = b.call("round", [operand], pc.RoundOptions(0, "towards_zero"))
-    elif pa.types.is_floating(to) and (pa.types.is_integer(source) or pa.types.is_decimal(source)):
+    elif pa.types.is_floating(to) and pa.types.is_decimal(source):
+        # through the exact digits: Arrow's DECIMAL -> floating cast scales in floating point
+        # (0.3 became 0.30000000000000004, so `f = 0.3` matched no row), its text parse rounds
+        # correctly, as Java's BigDecimal.doubleValue does for Spark
+        return b.call("cast", [b.call("cast", [operand], pc.CastOptions(pa.string()))], pc.CastOptions(to))
+    elif pa.types.is_floating(to) and pa.types.is_integer(source):
         return b.call("cast", [operand], pc.CastOptions.unsafe(to))
     elif pa.types.is_decimal(to) and pa.types.is_decimal(source) and to.scale < source.scale:
         operand = b.call("round", [operand], pc.RoundOptions(to.scale, "half_towards_infinity"))

@@ -277,6 +277,20 @@ def check_file_columns(file_schema: pa.Schema, wanted: Sequence[pa.Field], path:
                 f"changed: rewrite or remove the file, or time travel to a version without it")
 
 
+def _is_view(t: pa.DataType) -> bool:
+    return (pa.types.is_string_view(t) or pa.types.is_binary_view(t) or pa.types.is_list_view(t)
+            or pa.types.is_large_list_view(t))
+
+
+def _holds_view_types(dataset: ds.FileSystemDataset) -> bool:
+    """Whether a file of ``dataset`` stores a column as an Arrow view type (deltalake's rewrites
+    store ``string_view``). Arrow's scan binds a pushed filter to each file's own types and has
+    no kernel comparing a view with the table's type, so such a scan filters after reading
+    (the scan itself converts the columns)."""
+    return any(type_holds(f.type, _is_view) for fragment in dataset.get_fragments()
+               for f in fragment.physical_schema)
+
+
 def checked_dataset(paths: list[str], schema: pa.Schema, filesystem: pafs.FileSystem,
                     partitions: Sequence[pc.Expression | None] | None = None,
                     columns: Sequence[str] | None = None) -> ds.FileSystemDataset:
@@ -552,13 +566,19 @@ class _ScanPlan:
     def scan_table(self, names: list[str], filter: pc.Expression | None) -> pa.Table:
         """The ``names`` columns of every file (no deletion vectors here), ``filter`` applied."""
         columns, pushed, after = self._scan_split(names, filter)
-        table = self.dataset(columns, filter).to_table(columns=columns, filter=pushed, use_threads=True)
+        dataset = self.dataset(columns, filter)
+        if pushed is not None and _holds_view_types(dataset):
+            columns, pushed, after = self._filter_after_scan(names, filter)
+        table = dataset.to_table(columns=columns, filter=pushed, use_threads=True)
         return table if after is None else table.filter(after).select(names)
 
     def scan_batches(self, names: list[str], filter: pc.Expression | None) -> Iterator[pa.RecordBatch]:
         """:meth:`scan_table`, batch by batch, in file order."""
         columns, pushed, after = self._scan_split(names, filter)
-        for batch in self.dataset(columns, filter).to_batches(columns=columns, filter=pushed, use_threads=True):
+        dataset = self.dataset(columns, filter)
+        if pushed is not None and _holds_view_types(dataset):
+            columns, pushed, after = self._filter_after_scan(names, filter)
+        for batch in dataset.to_batches(columns=columns, filter=pushed, use_threads=True):
             yield batch if after is None else batch.filter(after).select(names)
 
     def _scan_split(self, names: list[str], filter: pc.Expression | None
@@ -571,6 +591,11 @@ class _ScanPlan:
         therefore applied to the rows read, never pushed into the scan."""
         if filter is None or not self.filter_reads_floats():
             return names, filter, None
+        return self._filter_after_scan(names, filter)
+
+    def _filter_after_scan(self, names: list[str], filter: pc.Expression
+                           ) -> tuple[list[str], pc.Expression | None, pc.Expression | None]:
+        """(columns to read, None, ``filter``): the filter's columns read too, applied after."""
         wanted = self.prune.columns() if self.prune is not None else set(self.schema.names)
         return names + [n for n in self.schema.names if n in wanted and n not in names], None, filter
 
@@ -650,7 +675,7 @@ class _ScanPlan:
                     positions = None if prune is not None else _group_positions(pf_metadata, groups)
                 file_rows = pf_metadata.num_rows
             if by_id is not None:
-                raw = column_mapping.align_by_field_id(raw, by_id, data_fields)
+                raw = column_mapping.align_by_field_id(raw, by_id, data_fields, self.paths[i])
         except OSError as exc:
             self.raise_if_missing(exc)
             raise

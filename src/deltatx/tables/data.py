@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import InvalidArgumentError, PredicateError, SchemaMismatchError
 from ..expr.values import is_number
@@ -147,7 +148,86 @@ def cast_value(values: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Ar
     if dropped:
         raise pa.ArrowInvalid(f"nested field(s) {dropped} are not in the table's type {target}; schema "
                               f"evolution (schema_mode='merge', MERGE with_schema_evolution()) adds them")
-    return values.cast(target, safe=True)
+    if pa.types.is_decimal(values.type) and pa.types.is_floating(target):
+        # Arrow scales a DECIMAL in floating point (0.3 -> 0.30000000000000004); its text parse
+        # gives the nearest float, as Spark's cast does
+        return values.cast(pa.string()).cast(target)
+    cast = values.cast(target, safe=True)
+    if _may_lose(values.type, target):
+        lost = _first_lost(values, cast)
+        if lost is not None:
+            raise pa.ArrowInvalid(lost)
+    return cast
+
+
+def _may_lose(source: pa.DataType, target: pa.DataType) -> bool:
+    """Could Arrow's safe cast from ``source`` to ``target`` drop information it does not check?
+    A timestamp to a date (the time of day) and a wider float to a narrower one (overflow to
+    infinity), at any depth."""
+    if pa.types.is_timestamp(source) and pa.types.is_date(target):
+        return True
+    if pa.types.is_floating(source) and pa.types.is_floating(target):
+        return source.bit_width > target.bit_width
+    if pa.types.is_struct(source) and pa.types.is_struct(target):
+        return any(_may_lose(source.field(i).type, f.type) for f in target
+                   for i in [source.get_field_index(f.name)] if i >= 0)
+    if pa.types.is_map(source) and pa.types.is_map(target):
+        return _may_lose(source.key_type, target.key_type) or _may_lose(source.item_type, target.item_type)
+    if _is_list(source) and _is_list(target):
+        return _may_lose(source.value_type, target.value_type)
+    return False
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+
+
+def _first_lost(source: pa.Array | pa.ChunkedArray, cast: pa.Array | pa.ChunkedArray) -> str | None:
+    """What the cast of ``source`` into ``cast`` lost (first case found), or None."""
+    if isinstance(source, pa.ChunkedArray):
+        cast_chunks = cast.chunks if isinstance(cast, pa.ChunkedArray) else [cast]
+        if len(cast_chunks) != source.num_chunks:
+            source, cast_chunks = source.combine_chunks(), [pa.concat_arrays(cast_chunks)]
+            return _first_lost(source, cast_chunks[0])
+        return next((lost for a, b in zip(source.chunks, cast_chunks)
+                     if (lost := _first_lost(a, b)) is not None), None)
+    st, tt = source.type, cast.type
+    if pa.types.is_timestamp(st) and pa.types.is_date(tt):
+        changed = pc.fill_null(pc.not_equal(pc.cast(cast, st), source), False)
+        if pc.any(changed).as_py():
+            value = source.filter(changed)[0]
+            return f"{value} has a time of day that a {tt} column cannot hold"
+        return None
+    if pa.types.is_floating(st) and pa.types.is_floating(tt):
+        overflow = pc.fill_null(pc.and_(pc.is_finite(source), pc.invert(pc.is_finite(cast))), False)
+        if pc.any(overflow).as_py():
+            return f"{source.filter(overflow)[0]} is out of the range of {tt}"
+        return None
+    if pa.types.is_struct(st):
+        for i, f in enumerate(tt):
+            j = st.get_field_index(f.name)
+            if j >= 0 and _may_lose(st.field(j).type, f.type):
+                lost = _first_lost(source.field(j), cast.field(i))
+                if lost is not None:
+                    return lost
+        return None
+    if pa.types.is_map(st):
+        src_keys, src_items = _entries(source)
+        cast_keys, cast_items = _entries(cast)
+        lost = _first_lost(src_keys, cast_keys) if _may_lose(st.key_type, tt.key_type) else None
+        if lost is None and _may_lose(st.item_type, tt.item_type):
+            lost = _first_lost(src_items, cast_items)
+        return lost
+    if _is_list(st):
+        return _first_lost(source.flatten(), cast.flatten())
+    return None
+
+
+def _entries(values: pa.MapArray) -> tuple[pa.Array, pa.Array]:
+    """The keys and the items of ``values``' entries (its slice only)."""
+    offsets = values.offsets
+    start, end = offsets[0].as_py(), offsets[-1].as_py()
+    return values.keys.slice(start, end - start), values.items.slice(start, end - start)
 
 
 def assign_value(values: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Array | pa.ChunkedArray:

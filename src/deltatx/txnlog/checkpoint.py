@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .. import phases
+from . import checkpoint_typed
 from ..errors import CorruptCheckpointError, CorruptLogError, InvalidPropertyError
 from .actions import (
     FILE_SCHEMA,
@@ -198,6 +199,16 @@ def build_checkpoint_table(snapshot: "Snapshot", now_ms: int | None = None) -> p
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     v2 = "v2Checkpoint" in (snapshot.protocol.writer_features or ())
     schema = V2_CHECKPOINT_SCHEMA if v2 else CHECKPOINT_SCHEMA
+    files = snapshot.files.select(FILE_SCHEMA.names).cast(FILE_SCHEMA)
+    add_fields = list(FILE_SCHEMA)
+    typed_fields, typed_columns = checkpoint_typed.add_columns(snapshot, files)
+    for f, column in zip(typed_fields, typed_columns):
+        files = files.append_column(f, column)
+    add_fields += typed_fields
+    if not checkpoint_typed.writes_stats_as_json(snapshot.properties):
+        add_fields = [f for f in add_fields if f.name != "stats"]
+    if add_fields != list(FILE_SCHEMA):
+        schema = schema.set(schema.get_field_index("add"), pa.field("add", pa.struct(add_fields)))
     sections = [
         _section(schema, "protocol", pa.array([snapshot.protocol.to_json()], PROTOCOL_STRUCT)),
         _section(schema, "metaData", pa.array([snapshot.metadata.to_json()], METADATA_STRUCT)),
@@ -212,9 +223,8 @@ def build_checkpoint_table(snapshot: "Snapshot", now_ms: int | None = None) -> p
     live_domains = [d.to_json() for d in snapshot.domains.values() if not d.removed]
     if live_domains:
         sections.append(_section(schema, "domainMetadata", pa.array(live_domains, DOMAIN_STRUCT)))
-    if snapshot.files.num_rows:
-        files = snapshot.files.select(FILE_SCHEMA.names).cast(FILE_SCHEMA)
-        sections.append(_section(schema, "add", _struct_column(files, list(FILE_SCHEMA))))
+    if files.num_rows:
+        sections.append(_section(schema, "add", _struct_column(files, add_fields)))
     tombstones = _unexpired_tombstones(snapshot.tombstones, snapshot.properties, now_ms)
     if tombstones.num_rows:
         tombstones = tombstones.cast(REMOVE_SCHEMA)

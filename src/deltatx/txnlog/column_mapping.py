@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence, TypeVar
 import orjson
 import pyarrow as pa
 
-from ..errors import ColumnMappingError, InvalidPropertyError
+from ..errors import ColumnMappingError, InvalidPropertyError, SchemaMismatchError
 from .schema import is_variant_storage
 
 if TYPE_CHECKING:
@@ -364,9 +364,11 @@ def _align(arr: pa.Array, target: pa.DataType) -> pa.Array:
     return arr.cast(target, safe=not pa.types.is_timestamp(target))
 
 
-def align_by_field_id(raw: pa.Table, renames: dict[str, str], wanted: Sequence[pa.Field]) -> pa.Table:
+def align_by_field_id(raw: pa.Table, renames: dict[str, str], wanted: Sequence[pa.Field],
+                      path: str = "") -> pa.Table:
     """The file columns ``raw`` read (file names) as the ``wanted`` physical fields: each renamed
-    and its nested struct fields matched by field id. Columns not in ``renames`` stay as read."""
+    and its nested struct fields matched by field id. Columns not in ``renames`` stay as read.
+    A value the wanted type cannot hold raises SchemaMismatchError naming ``path`` (the file)."""
     if not renames:
         return raw  # nothing to relabel (and a table without columns keeps its row count)
     from_file = {file_name: wanted_name for wanted_name, file_name in renames.items()}
@@ -379,7 +381,12 @@ def align_by_field_id(raw: pa.Table, renames: dict[str, str], wanted: Sequence[p
             columns.append(column)
             continue
         target = by_name[name]
-        chunks = [_align(c, target.type) for c in column.chunks]
+        try:
+            chunks = [_align(c, target.type) for c in column.chunks]
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            raise SchemaMismatchError(
+                f"column {name!r} of data file {path!r} cannot be read as {target.type} ({exc}); the file "
+                f"was written with an incompatible type") from exc
         fields.append(target)
         columns.append(pa.chunked_array(chunks, target.type))
     return pa.Table.from_arrays(columns, schema=pa.schema(fields))

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from ...errors import PredicateError, SchemaMismatchError
 from ...expr import Column
 from ...expr.bind import _resolve_path, find_field
+from ...txnlog.stats import split_column_name
 from ..data import assign_value
 
 
@@ -33,9 +34,11 @@ class FieldAssignments:
 
 def nested_target(schema: pa.Schema, name: str, where: str) -> tuple[pa.Field, tuple[str, ...]] | None:
     """(top-level struct column, field path) that ``name`` (``st.a.b``) names, or None."""
-    if "." not in name:
+    if "." not in name and "`" not in name:
         return None
-    head, *rest = name.split(".")
+    head, *rest = split_column_name(name)  # backticks quote a field name holding a dot
+    if not rest:
+        return None
     top = find_field(list(schema), head, where)
     if top is None or not pa.types.is_struct(top.type):
         return None
@@ -46,6 +49,8 @@ def assign(out: dict[str, Any], schema: pa.Schema, name: str, bound: Any, where:
     """Add ``name = bound`` to ``out`` (a top-level column, or a struct field). False when
     ``name`` names neither; PredicateError when it collides with another assignment."""
     field = find_field(list(schema), name, where)  # ambiguous → PredicateError
+    if field is None and "`" in name and len(parts := split_column_name(name)) == 1:
+        field = find_field(list(schema), parts[0], where)  # `a.b`: a column named a.b
     if field is not None:
         if field.name in out:
             raise PredicateError(f"{where} sets column {field.name!r} more than once, or with one of its fields")

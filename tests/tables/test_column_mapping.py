@@ -608,3 +608,34 @@ def test_a_column_an_expression_reads_cannot_be_renamed_or_dropped(tmp_path, act
     t.drop_column("id")  # unrelated columns still go
     rows = {"v": [1], "st": [{"a": 1}] if dependent == "nested generated" else [{"a": 1, "b": 2}]}
     t.append(pa.table(rows))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_rename_and_drop_fields_inside_arrays_and_maps(table_uri, mode):
+    """``arr.element.x`` names field ``x`` of the structs in array ``arr``, ``m.value.q`` field ``q``
+    of map ``m``'s values (Spark's ALTER TABLE names). Renamed fields keep their values in old
+    files, dropped ones are gone, and DuckDB reads the result alike."""
+    from duckdb_delta import read_duckdb
+
+    schema = pa.schema([("id", pa.int32()), ("arr", pa.list_(pa.struct([("x", pa.int32()), ("y", pa.int32())]))),
+                        ("m", pa.map_(pa.string(), pa.struct([("p", pa.int32()), ("q", pa.int32())])))])
+    t = deltatx.create_table(table_uri, schema, properties={cm.MODE: mode})
+    t.append(pa.table({"id": [1], "arr": [[{"x": 1, "y": 2}]], "m": [[("k", {"p": 3, "q": 4})]]}, schema=schema))
+    t.rename_column("arr.element.x", "xx")
+    t.drop_column("m.value.q")
+    t.rename_column("M.Value.p", "pp")  # names match case-insensitively, steps too
+    after = deltatx.Table(table_uri)
+    assert after.schema.field("arr").type.value_type.names == ["xx", "y"]
+    expected = [{"id": 1, "arr": [{"xx": 1, "y": 2}], "m": [("k", {"pp": 3})]}]
+    assert after.to_arrow().to_pylist() == expected
+    after.append(pa.table({"id": [2], "arr": [[{"xx": 5, "y": 6}]], "m": [[("j", {"pp": 7})]]}, schema=after.schema))
+    rows = sorted(deltatx.Table(table_uri).to_arrow().to_pylist(), key=lambda r: r["id"])
+    assert rows == expected + [{"id": 2, "arr": [{"xx": 5, "y": 6}], "m": [("j", {"pp": 7})]}]
+    duck = sorted(read_duckdb(table_uri).to_pylist(), key=lambda r: r["id"])
+    assert [r["arr"] for r in duck] == [r["arr"] for r in rows]
+    for bad, match in [("arr.element", "not a field"), ("arr.x", "name its element"), ("m.key.q", "not a struct"),
+                       ("arr.element.nope", "does not exist")]:
+        with pytest.raises(SchemaMismatchError, match=match):
+            t.rename_column(bad, "z")
+    with pytest.raises(SchemaMismatchError, match="only field"):
+        t.drop_column("m.value.pp")

@@ -128,3 +128,18 @@ def test_an_integer_property_left_bad_in_the_log_is_refused_before_a_write(tmp_p
             with pytest.raises(InvalidPropertyError, match=f"the table's {key}='{value}'"):
                 operation()
             assert _listing(uri) == before
+
+
+@pytest.mark.parametrize("key", ["delta.columnMapping.mode", "delta.appendOnly", "my.own.key"])
+def test_a_property_without_a_value_is_refused(tmp_path, key):
+    """None is no property value: ``str(None)`` stored the text 'None', which every reader then
+    took as the setting (or refused as a bad one)."""
+    uri = str(tmp_path / "t")
+    with pytest.raises(InvalidPropertyError, match="no value"):
+        deltatx.create_table(uri, SCHEMA, properties={key: None})
+    assert not os.path.exists(os.path.join(uri, "_delta_log"))
+    t = _table(str(tmp_path / "u"))
+    with pytest.raises(InvalidPropertyError, match="no value"):
+        t.set_properties({key: None})
+    SNAPSHOTS.clear()
+    assert key not in deltatx.Table(t.uri).properties

@@ -313,3 +313,41 @@ def test_a_column_mapped_table_widens_too(table_uri):
     assert deltatx.Table(table_uri).to_arrow().sort_by("id").column("c").to_pylist() == [5, 2**40]
     _, files = deltatx.Table(table_uri).transaction().scan("c > 100")
     assert files.num_rows == 1
+
+
+def test_schema_evolution_widens_what_delta_widens_by_itself(table_uri):
+    """With type widening on, an append with ``schema_mode="merge"`` and a MERGE with schema
+    evolution widen a column (or nested field, array element, map value) the data holds in a
+    wider type, recording ``delta.typeChanges``, as Delta's INSERT/MERGE schema evolution does.
+    Integer → decimal/double is not applied by itself (Delta makes it explicit): the cast decides."""
+    schema = pa.schema([("id", pa.int32()), ("f", pa.float32()), ("s", pa.struct([("d", pa.date32())])),
+                        ("l", pa.list_(pa.int16())), ("n", pa.int32())])
+    t = deltatx.create_table(table_uri, schema, properties=WIDEN)
+    t.append(pa.table({"id": [1], "f": [1.5], "s": [{"d": dt.date(2024, 1, 1)}], "l": [[1]], "n": [1]}, schema=schema))
+    t.append(pa.table({"id": pa.array([2**40], pa.int64()), "f": pa.array([0.1], pa.float64()),
+                       "s": pa.array([{"d": dt.datetime(2024, 1, 2, 3)}], pa.struct([("d", pa.timestamp("us"))])),
+                       "l": pa.array([[70000]], pa.list_(pa.int32())), "n": pa.array([2], pa.int32())}),
+             schema_mode="merge")
+    fields = {f["name"]: f for f in log_schema(table_uri, 2)["fields"]}
+    assert fields["id"]["type"] == "long"
+    assert fields["id"]["metadata"]["delta.typeChanges"] == [{"fromType": "integer", "toType": "long"}]
+    assert fields["f"]["metadata"]["delta.typeChanges"] == [{"fromType": "float", "toType": "double"}]
+    assert fields["s"]["type"]["fields"][0]["metadata"]["delta.typeChanges"] == [
+        {"fromType": "date", "toType": "timestamp_ntz"}]
+    assert fields["l"]["metadata"]["delta.typeChanges"] == [
+        {"fromType": "short", "toType": "integer", "fieldPath": "element"}]
+    assert "timestampNtz" in deltatx.Table(table_uri).protocol.writer_features
+    rows = sorted(deltatx.Table(table_uri).to_arrow().to_pylist(), key=lambda r: r["id"])
+    assert [r["id"] for r in rows] == [1, 2**40] and rows[1]["f"] == 0.1 and rows[1]["l"] == [70000]
+    assert rows[0]["s"] == {"d": dt.datetime(2024, 1, 1)}
+    version = t.version
+    with pytest.raises(deltatx.errors.SchemaMismatchError, match="truncated"):
+        t.append(pa.table({"id": pa.array([3], pa.int64()), "n": pa.array([2.5])}), schema_mode="merge")
+    assert deltatx.Table(table_uri).version == version
+    with pytest.raises(deltatx.errors.SchemaMismatchError):  # no schema evolution: no widening
+        t.append(pa.table({"id": pa.array([3], pa.int64()), "n": pa.array([2**40], pa.int64())}))
+    t.merge(pa.table({"id": pa.array([1], pa.int64()), "n": pa.array([2**40], pa.int64())}),
+            on="t.id = s.id").with_schema_evolution().when_matched_update_all().execute()
+    table = deltatx.Table(table_uri)
+    assert table.schema.field("n").type == pa.int64()
+    assert table.to_arrow(where="id = 1")["n"].to_pylist() == [2**40]

@@ -46,7 +46,7 @@ from ..tables.ops.rewrite import num_records, remove_matching_rows
 from ..tables import properties as props
 from ..tables.constraints import rules_signature
 from ..tables.table import Table
-from ..tables.data import resolve_write_schema
+from ..tables.data import Widening, resolve_write_schema
 from ..tables.transaction import ENGINE_INFO, CommitResult, Transaction
 from ..txnlog.actions import FILE_SCHEMA, Metadata, Txn, encode_commit, parse_commit
 from ..txnlog import row_tracking
@@ -205,12 +205,14 @@ def _stage_schema(tx: Transaction, request: CommitRequest) -> None:
                 f"the table's partition columns changed to {tx.partition_columns} since this write was "
                 f"planned with {list(request.partition_columns)}; restart the query"
             )
-        target = resolve_write_schema(tx.schema, request.schema, "merge" if request.merge_schema else None)
+        target = resolve_write_schema(tx.schema, request.schema, "merge" if request.merge_schema else None,
+                                      widening=Widening.of(tx.properties, tx.protocol))
         if not target.equals(tx.schema):
-            if tx.column_mapping is not None:  # the files hold the new columns under names it would not map
+            added = [n for n in target.names if n not in tx.schema.names]
+            if tx.column_mapping is not None and added:  # the files hold them under names it would not map
                 raise ColumnMappingError(
                     f"the table now uses column mapping and this write adds columns "
-                    f"{[n for n in target.names if n not in tx.schema.names]}; add them with Table.add_columns "
+                    f"{added}; add them with Table.add_columns "
                     f"and restart the query")
             tx.stage_metadata(tx.metadata.replace(schema_string=schema_to_json(target)))
     elif request.schema_changed:

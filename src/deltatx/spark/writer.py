@@ -43,7 +43,7 @@ from ..io.writer import WriteOptions, write_data_files
 from ..tables import properties as props
 from ..tables.constraints import CONSTRAINT_PREFIX, WriteRules, rules_for, rules_signature
 from ..tables.identity import refuse_explicit_values
-from ..tables.data import conform_batch, resolve_write_schema
+from ..tables.data import Widening, conform_batch, resolve_write_schema
 from ..tables.defaults import default_values
 from ..tables.iceberg_compat import materializes_partition_values
 from ..tables.ops.rewrite import physical_column_name
@@ -181,7 +181,8 @@ def plan_write(options: Mapping[str, str], spark_schema: Any, overwrite: bool) -
                     f"to repartition the table"
                 )
             try:
-                schema = resolve_write_schema(snapshot.schema, incoming, "merge" if spec.merge_schema else None)
+                schema = resolve_write_schema(snapshot.schema, incoming, "merge" if spec.merge_schema else None,
+                                              widening=Widening.of(snapshot.properties, snapshot.protocol))
             except SchemaMismatchError as exc:  # say it in Spark's words
                 raise SchemaMismatchError(
                     str(exc).replace("pass schema_mode='merge'", "set .option('mergeSchema', 'true')")

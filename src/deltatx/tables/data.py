@@ -110,12 +110,13 @@ def with_table_names(reader: pa.RecordBatchReader, table_schema: pa.Schema) -> p
 
 
 def resolve_write_schema(table_schema: pa.Schema, incoming: pa.Schema, schema_mode: str | None,
-                         column_mapped: bool = False) -> pa.Schema:
+                         column_mapped: bool = False, widening: "Widening | None" = None) -> pa.Schema:
     """The schema the table will have after this write (== table_schema unless merging).
 
     ``incoming`` matches the table's names case-insensitively (:func:`with_table_names`). A merge
     may not add a name Delta refuses (``column_mapped``: the table uses column mapping, which
-    allows more names)."""
+    allows more names). With ``widening`` (the table has type widening on) a merge also widens
+    the types the data holds wider, where Delta widens them by itself."""
     if schema_mode not in (None, "merge"):
         raise InvalidArgumentError(f"schema_mode must be None or 'merge', got {schema_mode!r}")
     incoming = schema_renamed_like(incoming, table_schema)  # callers that did not rename (Spark's writer)
@@ -127,11 +128,36 @@ def resolve_write_schema(table_schema: pa.Schema, incoming: pa.Schema, schema_mo
             f"the data has column(s) {extra + nested} that the table does not have "
             f"(table columns: {table_schema.names}); pass schema_mode='merge' to add them"
         )
-    if not (extra or nested):
-        return table_schema
-    merged = merge_schemas(table_schema, incoming)
-    check_field_names(merged, column_mapped, before=table_schema)
+    merged = table_schema
+    if extra or nested:
+        merged = merge_schemas(table_schema, incoming)
+        check_field_names(merged, column_mapped, before=table_schema)
+    if schema_mode == "merge" and widening is not None:
+        merged = widening.apply(merged, incoming)
     return merged
+
+
+class Widening:
+    """Type widening by schema evolution on a table with ``delta.enableTypeWidening=true``
+    (txnlog/type_widening.py has the rules); None where the table does not allow it."""
+
+    def __init__(self, iceberg: bool) -> None:
+        self.iceberg = iceberg  # Iceberg-compatible tables take only the changes Iceberg knows
+
+    @classmethod
+    def of(cls, properties: dict[str, str], protocol: Any) -> "Widening | None":
+        from ..txnlog import type_widening
+        from ..txnlog.features import writer_features
+        from . import properties as props
+
+        if not props.flag(properties, type_widening.ENABLE_PROPERTY, False):
+            return None
+        return cls(any(f in type_widening.ICEBERG_FEATURES for f in writer_features(protocol)))
+
+    def apply(self, schema: pa.Schema, data: pa.Schema) -> pa.Schema:
+        from ..txnlog import type_widening
+
+        return type_widening.widen_to_data(schema, data, iceberg=self.iceberg)
 
 
 def cast_value(values: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Array | pa.ChunkedArray:

@@ -155,6 +155,10 @@ def validate_properties(properties: Mapping[str, object]) -> dict[str, str]:
         key = _CANONICAL.get(key.lower(), key)
         if key in out:
             raise InvalidPropertyError(f"property {key} is given twice (property names are matched case-insensitively)")
+        if value is None:  # str() would store the text 'None'
+            raise InvalidPropertyError(
+                f"property {key} has no value (None): Delta's property values are strings, such as "
+                f"'true' / 'false'")
         if isinstance(value, bool):
             value = "true" if value else "false"
         value = str(value)

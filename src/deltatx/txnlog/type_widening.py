@@ -262,3 +262,63 @@ def _widen_type(t: pa.DataType, rest: tuple[str, ...], new_type: pa.DataType, fi
         f"column {'.'.join(path)!r} does not exist: {head!r} is not a field of {t} "
         f"(arrays take 'element', maps 'key' or 'value')"
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Widening by schema evolution
+# --------------------------------------------------------------------------------------------
+
+
+def is_automatic_change(from_type: str, to_type: str) -> bool:
+    """Whether schema evolution (an append with ``schema_mode="merge"``, MERGE with schema
+    evolution) widens ``from_type`` to ``to_type`` by itself on a table with type widening on.
+    Delta's rule: every supported change except integer → decimal / double, which must be made
+    explicitly (so integers do not silently become fractional)."""
+    if not is_supported_change(from_type, to_type):
+        return False
+    return not (from_type in _INTEGER_RANK and to_type not in _INTEGER_RANK)
+
+
+def widen_to_data(schema: pa.Schema, data: pa.Schema, *, iceberg: bool = False) -> pa.Schema:
+    """``schema`` with each column or nested field that ``data`` holds in a wider type eligible
+    for automatic widening (:func:`is_automatic_change`) widened to it and the change recorded,
+    as Delta's schema evolution does when ``delta.enableTypeWidening`` is on. Fields match by name
+    case-insensitively; array elements and map keys/values by position. Other differences are
+    left to the write's cast to accept or refuse."""
+    for path, new_type in _automatic(list(schema), list(data), ()):
+        schema, _, _ = widen(schema, path, new_type, iceberg=iceberg)
+    return schema
+
+
+def _automatic(table: list[pa.Field], data: list[pa.Field], prefix: tuple[str, ...]
+               ) -> Iterator[tuple[tuple[str, ...], pa.DataType]]:
+    by_name = {f.name.lower(): f for f in table}
+    for f in data:
+        mine = next((t for t in table if t.name == f.name), None) or by_name.get(f.name.lower())
+        if mine is not None:
+            yield from _automatic_type(mine.type, f.type, prefix + (mine.name,))
+
+
+def _automatic_type(table: pa.DataType, data: pa.DataType, path: tuple[str, ...]
+                    ) -> Iterator[tuple[tuple[str, ...], pa.DataType]]:
+    if pa.types.is_struct(table) and pa.types.is_struct(data):
+        yield from _automatic(list(table), list(data), path)
+    elif pa.types.is_map(table) and pa.types.is_map(data):
+        yield from _automatic_type(table.key_type, data.key_type, path + ("key",))
+        yield from _automatic_type(table.item_type, data.item_type, path + ("value",))
+    elif (pa.types.is_list(table) or pa.types.is_large_list(table)) and (
+            pa.types.is_list(data) or pa.types.is_large_list(data)):
+        yield from _automatic_type(table.value_type, data.value_type, path + ("element",))
+    elif not pa.types.is_nested(table) and not pa.types.is_nested(data):
+        old, new = type_to_delta(table), _delta_name(data)
+        if isinstance(old, str) and new is not None and is_automatic_change(old, new):
+            yield path, type_from_delta(new)
+
+
+def _delta_name(t: pa.DataType) -> str | None:
+    """The Delta type a data column's Arrow type stands for (None: no primitive Delta type)."""
+    try:
+        name = type_to_delta(t)
+    except Exception:  # an Arrow type Delta has no name for (uint64, ...): the cast decides
+        return None
+    return name if isinstance(name, str) else None

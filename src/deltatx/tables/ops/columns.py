@@ -53,26 +53,60 @@ def _index(fields: Sequence[pa.Field], name: str) -> int | None:
 
 
 def _resolve(schema: pa.Schema, name: str) -> Path:
-    """The column ``name`` names, as the exact names of the fields on its path."""
+    """The column ``name`` names, as the exact names of the fields on its path. ``element`` steps
+    into an array, ``key`` / ``value`` into a map (``arr.element.x``: field ``x`` of the structs
+    in array ``arr``), as Spark names nested fields in ALTER TABLE; the path ends at a field."""
     if not isinstance(name, str) or not name:
         raise SchemaMismatchError(f"a column name must be a non-empty string, got {name!r}")
-    fields: Sequence[pa.Field] = list(schema)
+    fields: Sequence[pa.Field] | None = list(schema)
     top = _index(fields, name)
     parts = (name,) if top is not None else split_column_name(name)
     path: list[str] = []
+    current: pa.DataType | None = None
     for depth, part in enumerate(parts):
-        i = _index(fields, part)
-        if i is None:
-            where = "the table" if depth == 0 else f"struct {'.'.join(path)!r}"
-            raise SchemaMismatchError(
-                f"column {name!r} does not exist: {where} has {[f.name for f in fields]}")
-        field = fields[i]
-        path.append(field.name)
+        if fields is None:  # at an array or a map: the next part steps into it
+            assert current is not None
+            step = part.lower()
+            inner = _container_child(current, step)
+            if inner is None:
+                steps = "element" if _is_list(current) else "key or value"
+                raise SchemaMismatchError(
+                    f"column {name!r}: {'.'.join(path)!r} is {current}; name its {steps} to reach a field inside")
+            path.append(step)
+            current = inner
+            if depth == len(parts) - 1:
+                raise SchemaMismatchError(
+                    f"column {name!r} names an array element or map key/value, not a field: rename or drop a "
+                    f"struct field inside it, or the column itself")
+        else:
+            i = _index(fields, part)
+            if i is None:
+                where = "the table" if depth == 0 else f"struct {'.'.join(path)!r}"
+                raise SchemaMismatchError(
+                    f"column {name!r} does not exist: {where} has {[f.name for f in fields]}")
+            path.append(fields[i].name)
+            current = fields[i].type
         if depth < len(parts) - 1:
-            if not pa.types.is_struct(field.type):
-                raise SchemaMismatchError(f"column {name!r}: {'.'.join(path)!r} is {field.type}, not a struct")
-            fields = list(field.type)
+            if pa.types.is_struct(current):
+                fields = list(current)
+            elif _is_list(current) or pa.types.is_map(current):
+                fields = None
+            else:
+                raise SchemaMismatchError(f"column {name!r}: {'.'.join(path)!r} is {current}, not a struct")
     return tuple(path)
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t)
+
+
+def _container_child(t: pa.DataType, step: str) -> pa.DataType | None:
+    """The type ``step`` (``element``, ``key``, ``value``) leads to inside array/map ``t``."""
+    if _is_list(t) and step == "element":
+        return t.value_type
+    if pa.types.is_map(t) and step in ("key", "value"):
+        return t.key_type if step == "key" else t.item_type
+    return None
 
 
 def _edit(fields: list[pa.Field], path: Path, change: Callable[[list[pa.Field], int], list[pa.Field]]) -> list[pa.Field]:
@@ -81,14 +115,32 @@ def _edit(fields: list[pa.Field], path: Path, change: Callable[[list[pa.Field], 
     if len(path) == 1:
         return change(fields, i)
     f = fields[i]
-    inner = _edit(list(f.type), path[1:], change)
-    return fields[:i] + [f.with_type(pa.struct(inner))] + fields[i + 1:]
+    return fields[:i] + [f.with_type(_edit_type(f.type, path[1:], change))] + fields[i + 1:]
+
+
+def _edit_type(t: pa.DataType, path: Path, change: Callable[[list[pa.Field], int], list[pa.Field]]) -> pa.DataType:
+    """Type ``t`` with ``change`` applied below it at ``path`` (struct fields, array/map steps)."""
+    if pa.types.is_struct(t):
+        return pa.struct(_edit(list(t), path, change))
+    if _is_list(t):
+        inner = t.value_field.with_type(_edit_type(t.value_type, path[1:], change))
+        return pa.large_list(inner) if pa.types.is_large_list(t) else pa.list_(inner)
+    if path[0] == "key":
+        return pa.map_(t.key_field.with_type(_edit_type(t.key_type, path[1:], change)), t.item_field)
+    return pa.map_(t.key_field, t.item_field.with_type(_edit_type(t.item_type, path[1:], change)))
 
 
 def _siblings(schema: pa.Schema, path: Path) -> list[pa.Field]:
-    fields: Sequence[pa.Field] = list(schema)
+    """The fields of the struct holding the last field of ``path``."""
+    fields: Sequence[pa.Field] | None = list(schema)
+    current: pa.DataType | None = None
     for part in path[:-1]:
-        fields = list(next(f for f in fields if f.name == part).type)
+        if fields is None:
+            current = _container_child(current, part)
+        else:
+            current = next(f for f in fields if f.name == part).type
+        fields = list(current) if pa.types.is_struct(current) else None
+    assert fields is not None
     return list(fields)
 
 

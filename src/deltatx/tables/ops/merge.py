@@ -39,7 +39,7 @@ from ...expr import (
 )
 from ...txnlog.schema import check_field_names, field_index, merge_schemas, pair_fields, schema_to_json
 from ..constraints import WriteRules, rules_for
-from ..data import check_unique_names, to_reader
+from ..data import Widening, check_unique_names, to_reader
 from ..defaults import default_keyword
 from ..generated import with_update_assignments
 from ..identity import check_no_update, refuse_explicit_values
@@ -341,7 +341,10 @@ def evolve_schema(tx: "Transaction", source: pa.Table, clauses: list[MergeClause
         widened = merge_schemas(target, source.schema)
     except SchemaMismatchError as exc:
         raise SchemaMismatchError(f"MERGE schema evolution cannot add the source's columns: {exc}") from None
-    if widened.equals(target):
+    widening = Widening.of(tx.properties, tx.protocol)
+    if widening is not None:  # the source's wider types too, as Delta's MERGE evolution
+        widened = widening.apply(widened, source.schema)
+    if widened.equals(target):  # a widening changes a type: never equal
         return []
     check_field_names(widened, tx.column_mapping is not None, before=target)
     tx.stage_metadata(tx.metadata.replace(schema_string=schema_to_json(widened)))

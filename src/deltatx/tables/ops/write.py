@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from ...errors import InvalidArgumentError, ReplaceWhereViolationError
 from ...expr import bind_predicate, parse_predicate, to_arrow
 from ..constraints import WriteRules, rules_for
-from ..data import conform, conform_table, data_schema, resolve_write_schema, to_reader, with_table_names
+from ..data import Widening, conform, conform_table, data_schema, resolve_write_schema, to_reader, with_table_names
 from ..identity import assigner, refuse_explicit_values
 from . import change_feed
 from .partition_overwrite import DYNAMIC, overwrite_mode, stage_partition_overwrite
@@ -29,7 +29,8 @@ def _evolve_schema(tx: "Transaction", incoming: pa.Schema, schema_mode: str | No
     """The schema after this write; stages a metaData action when it grows (schema merge)."""
     from ...txnlog.schema import schema_to_json
 
-    target = resolve_write_schema(tx.schema, incoming, schema_mode, column_mapped=tx.column_mapping is not None)
+    target = resolve_write_schema(tx.schema, incoming, schema_mode, column_mapped=tx.column_mapping is not None,
+                                  widening=Widening.of(tx.properties, tx.protocol))
     if not target.equals(tx.schema):
         tx.stage_metadata(tx.metadata.replace(schema_string=schema_to_json(target)))
         return tx.schema  # as staged: new columns carry their column-mapping ids, if mapped

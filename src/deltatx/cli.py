@@ -25,7 +25,9 @@ any other :class:`~deltatx.errors.DeltaTxError` (printed as one line, never a tr
 from __future__ import annotations
 
 import argparse
+import base64
 import json
+import math
 import sys
 from contextlib import contextmanager, nullcontext
 from datetime import datetime, timezone
@@ -33,7 +35,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pyarrow.compute as pc
 
-from .errors import DeltaTxError
+from .errors import DeltaTxError, VacuumRetentionError
 
 EXIT_OK = 0
 EXIT_ANOMALY = 1
@@ -144,11 +146,27 @@ def _console(stderr: bool = False):
 
     stream = sys.stderr if stderr else sys.stdout
     width = None if stream.isatty() else 200  # piped: wide enough that no table is cropped
-    return Console(file=stream, width=width, highlight=False, soft_wrap=False)
+    # markup off: table content (predicates, values, property text) is printed as it is; "[/]" in
+    # a value crashed rich and "[red]x" lost its brackets
+    return Console(file=stream, width=width, highlight=False, soft_wrap=False, markup=False)
 
 
 def _print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, indent=2, default=str, ensure_ascii=False) + "\n")
+    """Strict JSON (RFC 8259) as Spark's to_json writes values: NaN and infinities as the strings
+    "NaN" / "Infinity" / "-Infinity", binary as base64; anything else without a JSON form as text."""
+    sys.stdout.write(json.dumps(_jsonable(value), indent=2, default=str, ensure_ascii=False, allow_nan=False) + "\n")
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
 
 
 def _iso(ms: Any) -> str:
@@ -295,14 +313,16 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 def cmd_properties(args: argparse.Namespace) -> int:
     table = _open(args)
-    result = None
+    committed = False
     if args.set_values:
-        result = table.set_properties(dict(args.set_values))
+        # values the table has already commit nothing (attempts == 0): say so
+        committed = table.set_properties(dict(args.set_values)).attempts > 0
     properties = table.properties
     if args.json:
-        _print_json({"version": table.version, "committed": result is not None, "properties": properties})
+        _print_json({"version": table.version, "committed": committed, "properties": properties})
         return EXIT_OK
-    title = f"Properties at version {table.version}" + (" (committed)" if result is not None else "")
+    title = f"Properties at version {table.version}" + (" (committed)" if committed else
+                                                         " (nothing changed)" if args.set_values else "")
     _console().print(_kv_table(title, sorted(properties.items()) or [("(none)", "")]))
     return EXIT_OK
 
@@ -329,8 +349,13 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 def cmd_vacuum(args: argparse.Namespace) -> int:
     table = _open(args)
-    files = table.vacuum(retention_hours=args.retention_hours, dry_run=args.dry_run,
-                         enforce_retention_duration=not args.no_enforce_retention)
+    try:
+        files = table.vacuum(retention_hours=args.retention_hours, dry_run=args.dry_run,
+                             enforce_retention_duration=not args.no_enforce_retention)
+    except VacuumRetentionError as exc:  # say it in the command line's words
+        raise VacuumRetentionError(
+            str(exc).replace("pass enforce_retention_duration=False", "pass --no-enforce-retention")
+            .replace("with set_properties()", "with deltatx properties --set")) from None
     if args.json:
         _print_json({"dry_run": args.dry_run, "num_files": len(files), "files": files})
         return EXIT_OK
@@ -379,6 +404,13 @@ def cmd_changes(args: argparse.Namespace) -> int:
     if shown.num_rows < rows.num_rows:
         console.print(f"({rows.num_rows - shown.num_rows} more row(s); use --json for all)")
     return EXIT_OK
+
+
+def _anomaly_line(anomaly: Any) -> Any:
+    """"anomaly" in red, then the checker and its message as they are (never read as markup)."""
+    from rich.text import Text
+
+    return Text.assemble(("anomaly", "red"), f" [{anomaly.checker}] {anomaly.message}")
 
 
 def _stress_progress(enabled: bool):
@@ -436,7 +468,7 @@ def cmd_stress(args: argparse.Namespace) -> int:
     if errors:
         console.print(_kv_table("Other errors by class", errors))
     for anomaly in report.anomalies:
-        console.print(f"[red]anomaly[/red] [{anomaly.checker}] {anomaly.message}", markup=True)
+        console.print(_anomaly_line(anomaly))
     return EXIT_ANOMALY if failed else EXIT_OK
 
 
@@ -474,7 +506,7 @@ def _stress_bank2(args: argparse.Namespace) -> int:
         ("result", "OK" if report.ok else "ANOMALIES FOUND"),
     ]))
     for anomaly in report.anomalies:
-        console.print(f"[red]anomaly[/red] [{anomaly.checker}] {anomaly.message}", markup=True)
+        console.print(_anomaly_line(anomaly))
     return EXIT_OK if report.ok else EXIT_ANOMALY
 
 

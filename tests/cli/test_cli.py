@@ -362,3 +362,62 @@ def test_an_object_store_client_error_is_a_storage_error_exit_2(capsys, monkeypa
     monkeypatch.setitem(cli.COMMANDS, "history", fail)
     err = run_error(capsys, "history", table.uri)
     assert "storage error: NoCredentialsError" in err
+
+
+# ------------------------------------------------------------------ content printed as it is
+
+
+def test_square_brackets_in_table_content_are_printed_as_they_are(capsys, table_uri):
+    """The human output printed predicates, values and properties through rich markup: ``[/]``
+    crashed ``history`` and ``changes`` with a traceback, ``[red]alert`` showed as ``alert``."""
+    schema = pa.schema([("id", pa.int64()), ("v", pa.string())])
+    t = deltatx.create_table(table_uri, schema, properties={"delta.enableChangeDataFeed": "true"})
+    t.append(pa.table({"id": [1, 2], "v": ["[/]", "[bold]x[/bold]"]}, schema=schema))
+    t.delete("v = '[/]'")
+    assert main(["properties", table_uri, "--set", "user.note=[red]alert"]) == EXIT_OK
+    assert "[red]alert" in capsys.readouterr().out
+    assert main(["history", table_uri]) == EXIT_OK
+    assert "[/]" in capsys.readouterr().out.replace("\n", "")
+    assert main(["changes", table_uri, "--from", "1"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "[bold]x[/bold]" in out and "[/]" in out
+
+
+def test_properties_set_says_whether_it_committed(capsys, table):
+    before = table.version
+    assert run_json(capsys, "properties", table.uri, "--set", "delta.appendOnly=false")["committed"] is False
+    assert main(["properties", table.uri, "--set", "delta.appendOnly=false"]) == EXIT_OK
+    assert "nothing changed" in capsys.readouterr().out
+    assert deltatx.Table(table.uri).version == before
+    assert run_json(capsys, "properties", table.uri, "--set", "user.x=1")["committed"] is True
+
+
+def test_json_output_is_strict_json(capsys, table_uri):
+    """NaN, infinities and binary values as Spark's to_json writes them (strings, base64)."""
+    schema = pa.schema([("id", pa.int64()), ("f", pa.float64()), ("b", pa.binary())])
+    t = deltatx.create_table(table_uri, schema, properties={"delta.enableChangeDataFeed": "true"})
+    t.append(pa.table({"id": [1, 2, 3], "f": [float("nan"), float("inf"), -float("inf")],
+                       "b": [b"\x00\xff", None, b""]}, schema=schema))
+    assert main(["changes", table_uri, "--from", "1", "--json"]) == EXIT_OK
+    text = capsys.readouterr().out
+    doc = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+    rows_out = sorted(doc["rows"] if isinstance(doc, dict) else doc, key=lambda r: r["id"])
+    assert [r["f"] for r in rows_out] == ["NaN", "Infinity", "-Infinity"]
+    assert [r["b"] for r in rows_out] == ["AP8=", None, ""]
+
+
+def test_vacuum_retention_refusal_names_the_command_line_flags(capsys, table):
+    err = run_error(capsys, "vacuum", table.uri, "--retention-hours", "1")
+    assert "--no-enforce-retention" in err and "enforce_retention_duration" not in err
+
+
+def test_a_catalog_file_that_is_no_database_is_a_catalog_url_error(capsys, tmp_path):
+    bogus = tmp_path / "notadb.txt"
+    bogus.write_text("hello, not a database")
+    with pytest.raises(deltatx.errors.CatalogURLError, match="cannot be opened as a SQLite database"):
+        deltatx.Catalog(f"sqlite:///{bogus}")
+    with pytest.raises(deltatx.errors.CatalogURLError, match="is a directory"):
+        deltatx.Catalog(f"sqlite:///{tmp_path}")
+    err = run_error(capsys, "stress", str(tmp_path / "t"), "--workload", "bank2", "--catalog", f"sqlite:///{bogus}",
+                    "--ops", "1", "--processes", "1")
+    assert "CatalogURLError" in err

@@ -63,6 +63,20 @@ def test_checker_fails_on_broken_ratification_in_writer_processes(tmp_path):
     assert any(a.checker == "bank2" and "ratified only" in a.message for a in report.anomalies)
 
 
+def test_checker_fails_on_a_transfer_that_committed_but_reported_a_conflict(tmp_path):
+    """A transfer keeps the total, so only the outcome can give this fault away: the writer
+    records its transaction id on failure too, and the checker finds it among the commits."""
+    url = f"sqlite:///{tmp_path}/catalog.db"
+    report = run_bank2(url, str(tmp_path), processes=1, ops=3, seed=3,
+                       worker_init="deltatx.harness.faults:install_report_commits_as_conflicts")
+    assert not report.ok
+    assert [r.outcome for r in report.records] == ["conflict"] * 3
+    assert all(r.txn_id for r in report.records)
+    reported = [a for a in report.anomalies if "reported ConcurrentTransactionException but is a catalog commit"
+                in a.message]
+    assert {a.txn_id for a in reported} == {r.txn_id for r in report.records}
+
+
 @pytest.mark.parametrize("phase", ["staged", "ratified", "published"])
 def test_process_killed_at_a_catalog_phase_changes_both_tables_or_none(catalog_url, tmp_path, phase):
     """The writer process dies (os._exit) at its 2nd arrival at ``phase`` (one writer: no

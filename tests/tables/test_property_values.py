@@ -143,3 +143,16 @@ def test_a_property_without_a_value_is_refused(tmp_path, key):
         t.set_properties({key: None})
     SNAPSHOTS.clear()
     assert key not in deltatx.Table(t.uri).properties
+
+
+def test_a_refused_setting_beside_row_tracking_commits_no_backfill(tmp_path):
+    """Turning row tracking on over existing files commits a protocol upgrade and a backfill
+    before the settings; a bad value among them was found only after those two commits."""
+    uri = str(tmp_path / "t")
+    t = _table(uri)
+    before = _listing(uri)
+    protocol = t.protocol
+    with pytest.raises(InvalidPropertyError, match="nosuch"):
+        t.set_properties({"delta.enableRowTracking": "true", "delta.dataSkippingStatsColumns": "nosuch"})
+    SNAPSHOTS.clear()
+    assert _listing(uri) == before and deltatx.Table(uri).protocol == protocol

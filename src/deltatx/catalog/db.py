@@ -643,11 +643,21 @@ class SQLiteDatabase(Database):
         parent = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(parent):
             raise CatalogURLError(f"catalog {self.url!r}: directory {parent!r} does not exist")
+        if os.path.isdir(self.path):
+            raise CatalogURLError(f"catalog {self.url!r}: {self.path!r} is a directory, not a SQLite database file")
         self._lock_fd = os.open(self.path + ".writelock", os.O_RDWR | os.O_CREAT, 0o644) if fcntl else None
         conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA busy_timeout = 60000")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
+        try:
+            conn.execute("PRAGMA busy_timeout = 60000")
+            conn.execute("PRAGMA journal_mode = WAL")  # reads the file: fails on one that is no database
+            conn.execute("PRAGMA synchronous = NORMAL")
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+            raise CatalogURLError(f"catalog {self.url!r}: {self.path!r} cannot be opened as a SQLite database "
+                                  f"({exc})") from exc
         return conn
 
     def _commit(self, conn: Any) -> None:

@@ -128,6 +128,13 @@ def transfer(catalog: Any, source: tuple[str, int], target: tuple[str, int], amo
     transaction; returns (catalog txn id, amount moved). New balances are literals computed from
     what the transaction read."""
     ctx = catalog.transaction()
+    return ctx.txn_id, transfer_in(ctx, source, target, amount)
+
+
+def transfer_in(ctx: Any, source: tuple[str, int], target: tuple[str, int], amount: int) -> int:
+    """:func:`transfer` in the catalog transaction ``ctx`` (not entered yet); returns the amount
+    moved. The caller keeps ``ctx.txn_id``, so a transfer that raised can still be looked for
+    among the catalog's commits (one that committed must not report a failure)."""
     with ctx:
         src, dst = ctx.table(source[0]), ctx.table(target[0])
         src_balance, dst_balance = _balance(src, source[1]), _balance(dst, target[1])
@@ -135,7 +142,7 @@ def transfer(catalog: Any, source: tuple[str, int], target: tuple[str, int], amo
         if moved:
             src.update(f"id = {source[1]}", set={"balance": str(src_balance - moved)})
             dst.update(f"id = {target[1]}", set={"balance": str(dst_balance + moved)})
-    return ctx.txn_id, moved
+    return moved
 
 
 def _next_transfer(rng: random.Random) -> tuple[tuple[str, int], tuple[str, int], int]:
@@ -188,13 +195,14 @@ def _worker_main(index: int, catalog_url: str, ops: int, seed: int, worker_init:
     try:
         for seq in range(ops):
             source, target, amount = _next_transfer(rng)
+            ctx = catalog.transaction()
             try:
-                txn_id, moved = transfer(catalog, source, target, amount)
-                record = Bank2Record(index, seq, COMMITTED if moved else NOOP, txn_id)
+                moved = transfer_in(ctx, source, target, amount)
+                record = Bank2Record(index, seq, COMMITTED if moved else NOOP, ctx.txn_id)
             except ConcurrentModificationException as exc:
-                record = Bank2Record(index, seq, CONFLICT, None, type(exc).__name__, str(exc)[:300])
+                record = Bank2Record(index, seq, CONFLICT, ctx.txn_id, type(exc).__name__, str(exc)[:300])
             except Exception as exc:
-                record = Bank2Record(index, seq, ERROR, None, type(exc).__name__, str(exc)[:300])
+                record = Bank2Record(index, seq, ERROR, ctx.txn_id, type(exc).__name__, str(exc)[:300])
             events.put(("op", index, record))
         events.put(("done", index, ops))
     except BaseException:

@@ -20,6 +20,8 @@ fault                     what breaks                                         ca
 ``ratify_one_table``      a multi-table catalog commit ratifies only the      bank2
                           first table (the others' staged commits are left
                           unratified, yet the transaction reports success)
+``report_commits_as_``    a catalog transaction commits, then reports a       bank2
+``conflicts``             conflict to its caller
 ========================  ==================================================  =================
 
 Each is a context manager (in-process use) and has an ``install_*`` function with no arguments
@@ -160,6 +162,21 @@ def install_ratify_one_table() -> Callable[[], None]:
     return _patch(db.Database, "ratify", ratify_first)
 
 
+def install_report_commits_as_conflicts() -> Callable[[], None]:
+    """A catalog transaction commits every table, then tells its caller it lost a conflict.
+    Returns an undo."""
+    from ..catalog import transaction as catalog_transaction
+    from ..errors import ConcurrentTransactionException
+
+    original = catalog_transaction.CatalogTransaction.commit
+
+    def commit_then_deny(self: Any, *args: Any, **kwargs: Any) -> Any:
+        original(self, *args, **kwargs)
+        raise ConcurrentTransactionException("the commit is reported lost (it was ratified)")
+
+    return _patch(catalog_transaction.CatalogTransaction, "commit", commit_then_deny)
+
+
 @contextmanager
 def _installed(install: Callable[[], Callable[[], None]]) -> Iterator[None]:
     undo = install()
@@ -197,3 +214,8 @@ def forget_row_ids():
 def ratify_one_table():
     """Context manager form of :func:`install_ratify_one_table`."""
     return _installed(install_ratify_one_table)
+
+
+def report_commits_as_conflicts():
+    """Context manager form of :func:`install_report_commits_as_conflicts`."""
+    return _installed(install_report_commits_as_conflicts)

@@ -364,8 +364,12 @@ class Table:
 
         properties = props.validate_properties(properties)  # first: the backfill probe reads them too
         probe = self._latest_transaction(None)
-        needed = backfill.needs_backfill(probe, properties)
-        probe.abort()
+        try:
+            needed = backfill.needs_backfill(probe, properties)
+            if needed:  # the backfill commits first: every other setting must be valid before it
+                probe.set_properties(properties)
+        finally:
+            probe.abort()
         if needed:
             if not row_tracking.is_supported(self.protocol):
                 self._run(None, backfill.stage_support)

@@ -185,11 +185,24 @@ def _value_exprs(leaf):
 
 
 value_exprs = _value_exprs(values)
+def _valid_like_pattern(pattern: str) -> bool:
+    """Spark's rule: a backslash escapes only '_', '%' or a backslash, and does not end the pattern."""
+    i = 0
+    while i < len(pattern):
+        if pattern[i] == "\\":
+            if i + 1 == len(pattern) or pattern[i + 1] not in "_%\\":
+                return False
+            i += 1
+        i += 1
+    return True
+
+
 atoms = st.one_of(
     st.builds(Comparison, st.sampled_from(["=", "!=", "<", "<=", ">", ">=", "<=>"]), value_exprs, value_exprs),
     st.builds(In, columns, st.lists(literals, min_size=1, max_size=3).map(tuple), st.booleans()),
     st.builds(IsNull, value_exprs, st.booleans()),
-    st.builds(Like, columns, st.text(alphabet="ab%_\\'", max_size=6), st.booleans(), st.booleans()),
+    st.builds(Like, columns, st.text(alphabet="ab%_\\'", max_size=6).filter(_valid_like_pattern), st.booleans(),
+              st.booleans()),
 )
 predicates = st.recursive(
     atoms,

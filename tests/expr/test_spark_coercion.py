@@ -198,3 +198,34 @@ def test_a_negated_suffixed_literal_is_one_literal():
     assert where(t, "id = - -0L") == [0]
     with pytest.raises(PredicateError):
         where(t, "id = -9223372036854775809L")
+
+
+def test_date_text_reads_as_spark_reads_it():
+    """Spark's CAST of text to DATE takes ``yyyy``, ``yyyy-[m]m``, ``yyyy-[m]m-[d]d`` and anything
+    after a space or 'T'; '2024-1-2' was refused."""
+    table = pa.table({"id": [1, 2], "d": pa.array([dt.date(2024, 1, 1), dt.date(2024, 1, 2)], pa.date32())})
+    assert where(table, "d < '2024-1-2'") == [1]
+    assert where(table, "d = '2024-01'") == [1]
+    assert where(table, "d = '2024'") == [1]
+    assert where(table, "d = '2024-1-2T10:00'") == [2]
+    for bad in ["'2024-13-01'", "'2024-02-30'", "'24-1-1'", "'2024/01/02'"]:
+        with pytest.raises(PredicateError):
+            where(table, f"d = {bad}")
+
+
+def test_timestamps_with_and_without_zone_compare_in_the_zone():
+    table = pa.table({"id": [1, 2],
+                      "ts": pa.array([dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)] * 2, pa.timestamp("us", tz="UTC")),
+                      "tn": pa.array([dt.datetime(2024, 1, 1), dt.datetime(2024, 1, 2)], pa.timestamp("us"))})
+    assert where(table, "ts = tn") == [1]
+
+
+@pytest.mark.parametrize("pattern", [r"'a\\c'", r"'ab\\'", "'a#c' ESCAPE '#'", "'ab#' ESCAPE '#'"])
+def test_a_like_escape_before_an_ordinary_character_is_refused(pattern):
+    """Spark: the escape character may precede only '_', '%' or itself, and may not end the
+    pattern. Arrow matched such a pattern against nothing, silently."""
+    table = pa.table({"id": [1], "s": ["a\\c"]})
+    with pytest.raises(PredicateError, match="escape character"):
+        where(table, f"s LIKE {pattern}")
+    assert where(table, r"s LIKE 'a\\\\c'") == [1]  # an escaped escape is the character itself
+    assert where(table, "s LIKE 'a#%' ESCAPE '#'") == []

@@ -40,3 +40,30 @@ def test_values_out_of_range_or_not_numbers_are_refused(table, assignment):
     with pytest.raises(SchemaMismatchError, match="cannot be converted"):
         table.update(where="id = 1", set=assignment)
     assert deltatx.Table(table.uri).version == 1
+
+
+@pytest.mark.parametrize("dv", [False, True], ids=["copy_on_write", "deletion_vectors"])
+def test_decimals_rounded_up_past_their_digits_are_never_zero(tmp_path, dv):
+    """Rounding 99999999.99 to one place needs one more integer digit: Arrow's round of a value
+    that no longer fits its type gave 0 (silently, unless it was the batch's last row). Spark
+    rounds with a carry digit: the value is right where it fits and an error where it does not."""
+    from deltatx.errors import PredicateError
+
+    schema = pa.schema([("id", pa.int64()), ("d", pa.decimal128(10, 2)), ("r", pa.decimal128(10, 1)),
+                        ("big", pa.decimal128(38, 10)), ("e", pa.decimal128(38, 0))])
+    t = deltatx.create_table(str(tmp_path / "t"), schema, properties={"delta.enableDeletionVectors": str(dv).lower()})
+    t.append(pa.table({"id": [0, 1], "d": [Decimal("99999999.99"), Decimal("1.25")], "r": [None, None],
+                       "big": [Decimal("9" * 28 + "." + "9" * 10), Decimal("1.5")], "e": [None, None]}, schema=schema))
+    t.update(set={"r": "round(d, 1)", "e": "CAST(big AS DECIMAL(38,0))"})
+    rows = {r["id"]: r for r in deltatx.Table(t.uri).to_arrow().to_pylist()}
+    assert rows[0]["r"] == Decimal("100000000.0") and rows[1]["r"] == Decimal("1.3")
+    assert rows[0]["e"] == Decimal(10**28) and rows[1]["e"] == Decimal(2)
+    assert t.to_arrow(where="round(d, -1) = 100000000")["id"].to_pylist() == [0]
+    version = t.version
+    with pytest.raises((PredicateError, SchemaMismatchError)):
+        t.update(set={"r": "CAST(d AS DECIMAL(3,1))"})  # 100000000.0 does not fit DECIMAL(3,1)
+    with pytest.raises((PredicateError, SchemaMismatchError)):
+        t.update(where="id = 1", set={"d": "99999999.995"})  # rounds to 100000000.00: 11 digits
+    with pytest.raises(PredicateError):
+        t.to_arrow(where="CAST(d AS DECIMAL(3,1)) = 0")
+    assert deltatx.Table(t.uri).version == version

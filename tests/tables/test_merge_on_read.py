@@ -373,3 +373,20 @@ def test_reorg_purge_with_nothing_to_purge_commits_nothing(tmp_path, case):
     result = t.reorg(purge=True, where="p = 'b'") if case == "where matches no file" else t.reorg(purge=True)
     assert result.metrics["numRemovedFiles"] == 0 and result.metrics["numAddedFiles"] == 0
     assert deltatx.Table(uri).version == before
+
+
+@pytest.mark.parametrize("predicate", ["TRUE", "1 = 1", "NOT FALSE", "TRUE AND TRUE", "id > 10 OR TRUE"])
+def test_a_predicate_without_columns_selects_every_row(table_uri, predicate):
+    """A predicate naming no column read no column of a deletion-vector file, and a table of no
+    columns has no rows: DELETE deleted nothing and replaceWhere kept the old rows (an append)."""
+    from duckdb_delta import read_duckdb
+
+    t = make(table_uri, {**DV, **RT})
+    assert t.to_arrow(where=predicate, columns=["_metadata.row_id"]).num_rows == 100
+    assert t.delete(where=predicate).metrics["numDeletedRows"] == 100
+    assert deltatx.Table(table_uri).to_arrow().num_rows == 0
+    t.append(pa.table({"id": [1, 2], "part": ["a", "b"], "v": [0, 0]}, schema=SCHEMA))
+    t.overwrite(pa.table({"id": [10], "part": ["a"], "v": [1]}, schema=SCHEMA), where=predicate)
+    assert deltatx.Table(table_uri).to_arrow(columns=["id"]).to_pylist() == [{"id": 10}]
+    assert read_duckdb(table_uri)["id"].to_pylist() == [10]
+    assert t.delete(where="FALSE").metrics.get("numDeletedRows", 0) == 0

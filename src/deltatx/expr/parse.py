@@ -318,9 +318,28 @@ def _convert_like(node: exp.Expression, escape: exp.Expression | None = None) ->
     if escape is not None:
         if not (isinstance(escape, exp.Literal) and escape.is_string and len(escape.this) == 1):
             raise _unsupported(node, "LIKE ESCAPE that is not a single character")
+    _check_escapes(text, escape.this if escape is not None else "\\", _fragment(node))
+    if escape is not None:
         text = _reescape(text, escape.this)
     out = Like(_convert(node.this), text, case_insensitive=isinstance(node, exp.ILike))
     return _negate(out) if escape is not None and node.args.get("negate") is True else out
+
+
+def _check_escapes(pattern: str, escape: str, where: str) -> None:
+    """Spark's rule for a LIKE pattern: the escape character may precede only ``_``, ``%`` or
+    itself, and may not end the pattern (anything else fails, rather than match nothing)."""
+    i = 0
+    while i < len(pattern):
+        if pattern[i] == escape:
+            if i + 1 == len(pattern):
+                raise PredicateError(f"the LIKE pattern {pattern!r} ends with the escape character {escape!r} "
+                                     f"(in {where})")
+            if pattern[i + 1] not in ("_", "%", escape):
+                raise PredicateError(f"the LIKE pattern {pattern!r} has the escape character {escape!r} before "
+                                     f"{pattern[i + 1]!r}; it may only precede '_', '%' or itself (in {where})")
+            i += 2
+            continue
+        i += 1
 
 
 def _reescape(pattern: str, escape: str) -> str:

@@ -276,7 +276,19 @@ def _choose(b: _Backend, branches: list[tuple[Any, Any]], otherwise: Any) -> Any
 
 def _round(b: _Backend, low: list[Any], raw: tuple[Expr, ...]) -> Any:
     digits = _literal_arg("round", raw, 1, int) if len(raw) > 1 else 0
-    return b.call("round", [low[0]], pc.RoundOptions(digits, "half_towards_infinity"))
+    operand = low[0]
+    t = _known_type(b, raw[0], operand)
+    if t is not None and pa.types.is_decimal(t):  # Spark's result has one more integer digit
+        operand = _with_carry_digit(b, operand, t)
+    return b.call("round", [operand], pc.RoundOptions(digits, "half_towards_infinity"))
+
+
+def _with_carry_digit(b: _Backend, operand: Any, t: pa.DataType) -> Any:
+    """DECIMAL ``operand`` (type ``t``) with room for one more digit, so that rounding up (99.99 to
+    100.0) fits: Arrow's round of a value that no longer fits its type gives 0 without an error
+    (Arrow 26 reports only the last such row). A cast to a narrower type then checks the result."""
+    wider = (pa.decimal128 if t.precision < 38 else pa.decimal256)(min(t.precision + 1, 76), t.scale)
+    return b.call("cast", [operand], pc.CastOptions(wider))
 
 
 #: name -> (min args, max args, lowering)
@@ -383,8 +395,8 @@ def _spark_cast(b: _Backend, operand: Any, source: pa.DataType | None, to: pa.Da
     still catches the overflow (its own truncating cast would wrap silently). A DECIMAL cast to
     fewer fraction digits rounds half away from zero, and fails when it does not fit. An
     integer or DECIMAL cast to a floating type rounds to the nearest value (Arrow's safe cast
-    refuses a BIGINT above 2^53; its DECIMAL cast is not the nearest, so DECIMAL goes through text). A STRING read as a number has its surrounding whitespace and a leading '+'
-    dropped; text that is no number fails. To STRING, floats and timestamps print as Spark
+    refuses a BIGINT above 2^53; its DECIMAL cast is not the nearest, so DECIMAL goes through
+    text). A STRING read as a number has its surrounding whitespace and a leading '+' dropped; text that is no number fails. To STRING, floats and timestamps print as Spark
     prints them (:func:`_float_text`, :func:`_timestamp_text`). A timestamp cast to a date
     drops its time."""
     if source is not None and source.equals(to):
@@ -418,7 +430,8 @@ def _spark_cast(b: _Backend, operand: Any, source: pa.DataType | None, to: pa.Da
     elif pa.types.is_floating(to) and pa.types.is_integer(source):
         return b.call("cast", [operand], pc.CastOptions.unsafe(to))
     elif pa.types.is_decimal(to) and pa.types.is_decimal(source) and to.scale < source.scale:
-        operand = b.call("round", [operand], pc.RoundOptions(to.scale, "half_towards_infinity"))
+        operand = b.call("round", [_with_carry_digit(b, operand, source)],
+                         pc.RoundOptions(to.scale, "half_towards_infinity"))
     elif pa.types.is_decimal(to) and pa.types.is_integer(source):
         # Arrow wants room for every value of the integer type (20 digits); the value check
         # happens in the DECIMAL to DECIMAL cast after

@@ -9,6 +9,7 @@ actions are parsed by :func:`deltatx.io.reader.parse_partition_values` (the one 
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -64,13 +65,18 @@ def common_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     """The type Spark compares ``a`` with ``b`` in (ANSI type coercion), or None where Arrow's
     own promotion already agrees (or there is none).
 
-    Numbers: integers widen to the wider integer; an integer or DECIMAL with a floating type
-    is DOUBLE (FLOAT with a narrower integer); two DECIMALs (or DECIMAL and an integer) take
-    the wider DECIMAL, bounded at 38 digits as Spark bounds it. A STRING with a number is read
-    as a number: BIGINT for an integer, DOUBLE otherwise (``'05' = 5`` is TRUE)."""
+    Numbers: integers widen to the wider integer; a floating type with anything but FLOAT is
+    DOUBLE (ANSI mode skips FLOAT when it widens: an INT 16777217 is no FLOAT 16777216.0); two
+    DECIMALs (or DECIMAL and an integer) take the wider DECIMAL, bounded at 38 digits as Spark
+    bounds it. A STRING with a number is read as a number: BIGINT for an integer, DOUBLE
+    otherwise (``'05' = 5`` is TRUE). A DATE with a timestamp is that timestamp type (midnight
+    of the date), and TIMESTAMP_NTZ with TIMESTAMP is TIMESTAMP (the session zone, UTC)."""
     a, b = plain_type(a), plain_type(b)
     if a.equals(b):
         return a
+    temporal = _common_temporal(a, b)
+    if temporal is not None:
+        return temporal
     numeric_a, numeric_b = is_number(a), is_number(b)
     if pa.types.is_string(a) and numeric_b or pa.types.is_string(b) and numeric_a:
         number = b if numeric_b else a
@@ -78,9 +84,7 @@ def common_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     if not (numeric_a and numeric_b):
         return None
     if pa.types.is_floating(a) or pa.types.is_floating(b):
-        if pa.types.is_float64(a) or pa.types.is_float64(b) or pa.types.is_decimal(a) or pa.types.is_decimal(b):
-            return pa.float64()
-        return pa.float32()
+        return pa.float32() if pa.types.is_float32(a) and pa.types.is_float32(b) else pa.float64()
     if pa.types.is_decimal(a) or pa.types.is_decimal(b):
         da, db = decimal_of(a), decimal_of(b)
         if da is None or db is None or pa.types.is_decimal256(a) or pa.types.is_decimal256(b):
@@ -90,6 +94,21 @@ def common_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     if pa.types.is_unsigned_integer(a) or pa.types.is_unsigned_integer(b):
         return None  # not a Spark type: Arrow's promotion
     return a if a.bit_width >= b.bit_width else b
+
+
+def _common_temporal(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
+    if pa.types.is_date(a) and pa.types.is_timestamp(b):
+        return b
+    if pa.types.is_timestamp(a) and pa.types.is_date(b):
+        return a
+    if pa.types.is_timestamp(a) and pa.types.is_timestamp(b) and (a.tz is None) != (b.tz is None):
+        zoned = a if a.tz is not None else b
+        unit = a.unit if _UNIT_RANK[a.unit] >= _UNIT_RANK[b.unit] else b.unit
+        return pa.timestamp(unit, tz=zoned.tz)
+    return None
+
+
+_UNIT_RANK = {"s": 0, "ms": 1, "us": 2, "ns": 3}
 
 
 def is_number(t: pa.DataType) -> bool:
@@ -107,7 +126,7 @@ def _from_string(text: str, target: pa.DataType) -> pa.Scalar:
     if pa.types.is_timestamp(target):
         return parse_timestamps(pa.array([text]), target)[0]
     if pa.types.is_date(target):
-        return pa.array([text.strip()[:10]]).cast(target)[0]
+        return pa.scalar(parse_date_text(text), type=target)
     if pa.types.is_boolean(target):
         lowered = text.strip().lower()
         if lowered not in ("true", "false"):
@@ -118,6 +137,20 @@ def _from_string(text: str, target: pa.DataType) -> pa.Scalar:
     if pa.types.is_binary(target):
         return pa.scalar(text.encode(), type=target)
     return pa.array([text.strip() if not pa.types.is_string(target) else text]).cast(target)[0]
+
+
+#: Spark's DATE text: yyyy, yyyy-[m]m, yyyy-[m]m-[d]d, optionally followed by ' ' or 'T' and anything
+_DATE_TEXT = re.compile(r"^(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T].*)?)?)?$", re.DOTALL)
+
+
+def parse_date_text(text: str) -> _dt.date:
+    """A date string as Spark's CAST reads it (``'2024'``, ``'2024-1-2'``, ``'2024-01-02 10:00'``);
+    ValueError when it is none."""
+    m = _DATE_TEXT.match(text.strip())
+    if m is None:
+        raise ValueError(f"{text!r} is not a date")
+    year, month, day = int(m.group(1)), int(m.group(2) or 1), int(m.group(3) or 1)
+    return _dt.date(year, month, day)  # ValueError for a month or day that does not exist
 
 
 def _lossless(value: Any, source: pa.DataType, target: pa.DataType) -> pa.Scalar | None:

@@ -679,7 +679,9 @@ class _ScanPlan:
         except OSError as exc:
             self.raise_if_missing(exc)
             raise
-        table = pa.table(self._file_columns(wanted, raw, i), schema=wanted)
+        # no column wanted (a predicate without columns, ``TRUE``; only ``_metadata.*``): the file's
+        # rows without columns, not a table of none (which matched no row)
+        table = pa.table(self._file_columns(wanted, raw, i), schema=wanted) if len(wanted) else raw.select([])
         if prune is not None:
             from ..expr.rows import matches  # expr imports this module (partition values)
 

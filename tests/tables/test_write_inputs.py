@@ -4,7 +4,9 @@ Arrow type Delta has no name for still goes into a typed column when its values 
 
 from __future__ import annotations
 
+import datetime as dt
 import os
+from decimal import Decimal
 
 import pandas as pd
 import pyarrow as pa
@@ -103,3 +105,85 @@ def test_a_cast_that_would_lose_values_is_refused(tmp_path):
                        }))
     rows = sorted(t.to_arrow(columns=["id", "d", "f"]).to_pylist(), key=lambda r: r["id"])
     assert rows == [{"id": 2, "d": dt.date(2024, 1, 2), "f": 1.5}, {"id": 3, "d": None, "f": float("inf")}]
+
+
+def test_a_null_struct_over_a_not_null_field_is_written_and_rewritten(tmp_path):
+    """``c struct<a: bigint NOT NULL>`` may be NULL as a whole. Arrow builds a NULL struct with a
+    NULL ``a`` under it, which Parquet's writer and Arrow's casts refuse: leaving ``c`` out, SET
+    c = NULL, MERGE without ``c``, and rewriting files from before ``c`` existed all failed."""
+    from duckdb_delta import read_duckdb
+
+    inner = pa.struct([pa.field("a", pa.int64(), nullable=False)])
+    uri = str(tmp_path / "t")
+    t = deltatx.create_table(uri, pa.schema([("id", pa.int64())]))
+    t.append(pa.table({"id": [1, 2]}))
+    t.append(pa.table({"id": [3], "c": pa.array([{"a": 3}], inner)}), schema_mode="merge")
+    t.append(pa.table({"id": [4]}))  # leaves c out
+    t.optimize()  # rewrites files from before c
+    t.update(where="id = 3", set={"c": "NULL"})
+    t.merge(pa.table({"id": [5, 1]}), on="t.id = s.id").when_not_matched_insert_all() \
+        .when_matched_update({"c": "NULL"}).execute()
+    t.update(where="id = 2", set={"c.a": "20"})  # a field of a NULL struct: the struct appears
+    expected = [{"id": 1, "c": None}, {"id": 2, "c": {"a": 20}}, {"id": 3, "c": None}, {"id": 4, "c": None},
+                {"id": 5, "c": None}]
+    assert sorted(deltatx.Table(uri).to_arrow().to_pylist(), key=lambda r: r["id"]) == expected
+    assert sorted(read_duckdb(uri).to_pylist(), key=lambda r: r["id"]) == expected
+    with pytest.raises(SchemaMismatchError):  # a present struct still needs its NOT NULL field
+        t.append(pa.table({"id": [6], "c": pa.array([{"a": None}], pa.struct([("a", pa.int64())]))}))
+
+
+@pytest.mark.parametrize("column_type, values", [
+    (pa.bool_(), pa.array([0, 2, -7])),  # numbers are no booleans
+    (pa.bool_(), pa.array([0.5])),
+    (pa.struct([("a", pa.bool_())]), pa.array([{"a": 7}])),
+    (pa.decimal128(5, 2), pa.array([1.234, 2.0])),  # a digit beyond the scale
+    (pa.float64(), pa.array(["1e400"])),  # text is not read as a number
+    (pa.int32(), pa.array(["007"])),
+    (pa.float64(), pa.array([Decimal("1234567890123456789.1")], pa.decimal128(38, 1))),  # digits a double drops
+], ids=["int-bool", "double-bool", "nested-bool", "double-decimal", "text-double", "text-int", "decimal-double"])
+def test_conversions_that_invent_or_drop_values_are_refused(tmp_path, column_type, values):
+    uri = str(tmp_path / "t")
+    t = deltatx.create_table(uri, pa.schema([("v", column_type)]))
+    with pytest.raises(SchemaMismatchError):
+        t.append(pa.table({"v": values}))
+    assert _versions(uri) == ["00000000000000000000.json"]
+
+
+def test_conversions_that_keep_every_value_are_made(tmp_path):
+    schema = pa.schema([("d", pa.decimal128(5, 2)), ("f", pa.float64()), ("s", pa.string())])
+    t = deltatx.create_table(str(tmp_path / "t"), schema)
+    t.append(pa.table({"d": [0.1, 2.5], "f": pa.array([Decimal("0.30"), Decimal("1.25")], pa.decimal128(5, 2)),
+                       "s": pa.array([dt.datetime(2024, 1, 1, 10, 0, 0, 500000), dt.datetime(1970, 1, 1)],
+                                     pa.timestamp("us"))}))
+    assert t.to_arrow().to_pylist() == [  # timestamps as text as Spark writes them
+        {"d": Decimal("0.10"), "f": 0.3, "s": "2024-01-01 10:00:00.5"},
+        {"d": Decimal("2.50"), "f": 1.25, "s": "1970-01-01 00:00:00"}]
+
+
+def test_bad_values_are_typed_errors_and_commit_nothing(tmp_path):
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("l", pa.list_(pa.field("element", pa.int64(), nullable=False))),
+                        ("m", pa.map_(pa.string(), pa.field("value", pa.int64(), nullable=False))),
+                        ("s", pa.string())])
+    t = deltatx.create_table(uri, schema)
+    bad_utf8 = pa.Array.from_buffers(pa.string(), 1, [None, pa.py_buffer(bytes([0, 0, 0, 0, 3, 0, 0, 0])),
+                                                        pa.py_buffer(b"\xed\xa0\x80")])
+    for data in [pa.table({"l": pa.array([[1, None]], pa.list_(pa.int64()))}),
+                 pa.table({"m": pa.array([[("k", None)]], pa.map_(pa.string(), pa.int64()))}),
+                 pa.table({"m": pa.array([[("k", 1), ("k", 2)]], pa.map_(pa.string(), pa.int64()))}),
+                 pa.table({"s": bad_utf8}),
+                 pd.DataFrame({"s": ["a", 1]})]:
+        with pytest.raises(SchemaMismatchError):
+            t.append(data)
+    with pytest.raises(SchemaMismatchError, match="38"):
+        deltatx.create_table(str(tmp_path / "wide"), pa.schema([("d", pa.decimal256(50, 2))]))
+    with pytest.raises(SchemaMismatchError, match="NUL"):
+        deltatx.create_table(str(tmp_path / "nul"), pa.schema([("a\x00b", pa.int64())]),
+                             properties={"delta.columnMapping.mode": "name"})
+    assert _versions(uri) == ["00000000000000000000.json"]
+    # what fits goes in: a list view, a decimal256 whose values fit the table's DECIMAL(38, 2)
+    t.append(pa.table({"l": pa.array([[1, 2], None, []], pa.list_view(pa.int64()))}))
+    assert deltatx.Table(uri).to_arrow()["l"].to_pylist() == [[1, 2], None, []]
+    w = deltatx.create_table(str(tmp_path / "d"), pa.schema([("d", pa.decimal128(38, 2))]))
+    w.append(pa.table({"d": pa.array([Decimal("1.25")], pa.decimal256(40, 2))}))
+    assert w.to_arrow()["d"].to_pylist() == [Decimal("1.25")]

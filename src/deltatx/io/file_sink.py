@@ -30,6 +30,7 @@ from ..txnlog.store import write_new_file
 from . import encodings, variant_storage
 from .paths import encode_path
 from .streamfile import StreamedFile
+from ..txnlog.struct_nulls import fill_hidden_nulls, not_null_violations_typed
 
 if TYPE_CHECKING:
     from ..txnlog.store import LogStore
@@ -185,13 +186,14 @@ class DataFileSink:
         return relative, full
 
     def _write_parquet(self, rows: pa.Table, sink: pa.NativeFile) -> None:
-        pq.write_table(
-            rows,
-            sink,
-            row_group_size=self.options.row_group_rows,
-            compression=self.options.compression,
-            **self._encodings(rows).writer_args(),
-        )
+        with not_null_violations_typed():
+            pq.write_table(
+                fill_hidden_nulls(rows),
+                sink,
+                row_group_size=self.options.row_group_rows,
+                compression=self.options.compression,
+                **self._encodings(rows).writer_args(),
+            )
 
     def _parquet_bytes(self, rows: pa.Table) -> pa.Buffer:
         """A small file encoded in memory: Parquet's writer issues a write and a seek per page

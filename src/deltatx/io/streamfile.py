@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from ..txnlog.stats import FileStats
 from .encodings import Encodings
+from ..txnlog.struct_nulls import fill_hidden_nulls, not_null_violations_typed
 
 #: rows per row group when streaming: small enough to overlap encoding with arrival
 STREAM_ROW_GROUP_ROWS = 128 * 1024
@@ -45,7 +46,7 @@ class StreamedFile:
         self.rows = 0
 
     def add(self, rows: pa.Table) -> None:
-        self._buffer.append(rows)
+        self._buffer.append(fill_hidden_nulls(rows))
         self._buffered += rows.num_rows
         self.rows += rows.num_rows
         if self._buffered >= self._group_rows:
@@ -69,7 +70,8 @@ class StreamedFile:
     def _encode(self, group: pa.Table) -> None:
         # a large arrival is still cut into row groups of the configured size: footer statistics
         # per group let a point lookup read one group of the file
-        self._writer.write_table(group, row_group_size=self._group_rows)
+        with not_null_violations_typed():
+            self._writer.write_table(group, row_group_size=self._group_rows)
         self._stats.add(group)
 
     def close(self) -> tuple[int, int, str]:

@@ -38,7 +38,11 @@ def to_reader(data: Any) -> pa.RecordBatchReader:
         return pa.Table.from_batches([data]).to_reader()
     mod = type(data).__module__
     if mod.startswith("pandas"):
-        return pa.Table.from_pandas(_named_index_as_columns(data), preserve_index=False).to_reader()
+        try:
+            return pa.Table.from_pandas(_named_index_as_columns(data), preserve_index=False).to_reader()
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            raise SchemaMismatchError(f"the DataFrame cannot be converted to Arrow: {exc} (an object column "
+                                      f"of mixed types? give it one type)") from None
     if hasattr(data, "__arrow_c_stream__"):  # polars, duckdb relations, ...
         return pa.RecordBatchReader.from_stream(data)
     raise TypeError(
@@ -174,10 +178,28 @@ def cast_value(values: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Ar
     if dropped:
         raise pa.ArrowInvalid(f"nested field(s) {dropped} are not in the table's type {target}; schema "
                               f"evolution (schema_mode='merge', MERGE with_schema_evolution()) adds them")
+    if pa.types.is_list_view(values.type) or pa.types.is_large_list_view(values.type):
+        values = _from_list_view(values)  # Arrow's own cast of a list view can build an invalid list
+        if values.type.equals(target):
+            return values
     if pa.types.is_decimal(values.type) and pa.types.is_floating(target):
         # Arrow scales a DECIMAL in floating point (0.3 -> 0.30000000000000004); its text parse
         # gives the nearest float, as Spark's cast does
-        return values.cast(pa.string()).cast(target)
+        cast = values.cast(pa.string()).cast(target)
+        lost = _first_lost(values, cast)
+        if lost is not None:
+            raise pa.ArrowInvalid(lost)
+        return cast
+    if _is_text(target) and (pa.types.is_timestamp(values.type) or pa.types.is_floating(values.type)):
+        from ..expr.rows import cast_values  # Spark's text of them ('2024-01-01 10:00:00.5', '1.0E20')
+
+        try:
+            return cast_values(values, target)
+        except PredicateError as exc:
+            raise pa.ArrowInvalid(str(exc)) from None
+    refused = _refused_conversion(values.type, target)
+    if refused is not None:
+        raise pa.ArrowInvalid(refused)
     cast = values.cast(target, safe=True)
     if _may_lose(values.type, target):
         lost = _first_lost(values, cast)
@@ -186,11 +208,91 @@ def cast_value(values: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Ar
     return cast
 
 
+def _holds_map(t: pa.DataType) -> bool:
+    if pa.types.is_map(t):
+        return True
+    if pa.types.is_struct(t):
+        return any(_holds_map(f.type) for f in t)
+    return _is_list(t) and _holds_map(t.value_type)
+
+
+def _check_map_keys(values: pa.Array | pa.ChunkedArray, name: str) -> None:
+    """Refuse a map with one key twice: Parquet's MAP is no multi-map, Spark refuses to build
+    one, and engines read it differently (polars keeps the last entry, others both)."""
+    import numpy as np
+
+    for arr in (values.chunks if isinstance(values, pa.ChunkedArray) else [values]):
+        t = arr.type
+        if pa.types.is_struct(t):
+            for i, f in enumerate(t):
+                if _holds_map(f.type):
+                    _check_map_keys(arr.field(i), f"{name}.{f.name}")
+        elif _is_list(t):
+            _check_map_keys(arr.flatten(), f"{name}.element")
+        elif pa.types.is_map(t) and len(arr):
+            offsets = arr.offsets.to_numpy()
+            start, end = int(offsets[0]), int(offsets[-1])
+            keys = arr.keys.slice(start, end - start)
+            parents = np.repeat(np.arange(len(arr), dtype=np.int64), np.diff(offsets))
+            counts = pa.table({"row": parents, "key": keys}).group_by(["row", "key"]).aggregate([("row", "count")])
+            if len(counts) and pc.max(counts.column("row_count")).as_py() > 1:
+                dup = counts.filter(pc.greater(counts.column("row_count"), 1))
+                raise SchemaMismatchError(f"map column {name!r} has key {dup.column('key')[0].as_py()!r} twice in one "
+                                          f"value; a map holds each key once")
+            items = arr.items.slice(start, end - start)
+            if _holds_map(t.item_type):
+                _check_map_keys(items, f"{name}.value")
+
+
+def _from_list_view(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """A list view as the plain list of the same values (offsets from the sizes)."""
+    if isinstance(values, pa.ChunkedArray):
+        return pa.chunked_array([_from_list_view(c) for c in values.chunks])
+    import numpy as np
+
+    large = pa.types.is_large_list_view(values.type)
+    sizes = pc.fill_null(pc.list_value_length(values), 0).to_numpy(zero_copy_only=False)
+    offsets = pa.array(np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64 if large else np.int32))
+    cls = pa.LargeListArray if large else pa.ListArray
+    mask = values.is_null() if values.null_count else None
+    return cls.from_arrays(offsets, pc.list_flatten(values), type=(pa.large_list if large else pa.list_)(
+        values.type.value_field), mask=mask)
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
+def _refused_conversion(source: pa.DataType, target: pa.DataType) -> str | None:
+    """Why values of ``source`` may not be stored as ``target`` at all (at any depth), or None.
+    Spark's store assignment refuses these, and Arrow's cast would invent values: a number as a
+    BOOLEAN (2 -> true), text as a number or BOOLEAN ('007' -> 7, '1e400' -> inf)."""
+    if pa.types.is_boolean(target) and not (pa.types.is_boolean(source) or pa.types.is_null(source)):
+        return f"{source} values are not booleans (a write does not turn numbers or text into true/false)"
+    if _is_text(source) and is_number(target):
+        return (f"text is not read as {target} on a write (Spark refuses it too): cast the column to the "
+                f"number type first")
+    if pa.types.is_struct(source) and pa.types.is_struct(target):
+        for f in target:
+            i = source.get_field_index(f.name)
+            if i >= 0 and (why := _refused_conversion(source.field(i).type, f.type)) is not None:
+                return f"field {f.name!r}: {why}"
+        return None
+    if pa.types.is_map(source) and pa.types.is_map(target):
+        return (_refused_conversion(source.key_type, target.key_type)
+                or _refused_conversion(source.item_type, target.item_type))
+    if _is_list(source) and _is_list(target):
+        return _refused_conversion(source.value_type, target.value_type)
+    return None
+
+
 def _may_lose(source: pa.DataType, target: pa.DataType) -> bool:
     """Could Arrow's safe cast from ``source`` to ``target`` drop information it does not check?
-    A timestamp to a date (the time of day) and a wider float to a narrower one (overflow to
-    infinity), at any depth."""
+    A timestamp to a date (the time of day), a wider float to a narrower one (overflow to
+    infinity), a float to a DECIMAL (digits beyond its scale), at any depth."""
     if pa.types.is_timestamp(source) and pa.types.is_date(target):
+        return True
+    if pa.types.is_floating(source) and pa.types.is_decimal(target):
         return True
     if pa.types.is_floating(source) and pa.types.is_floating(target):
         return source.bit_width > target.bit_width
@@ -223,6 +325,21 @@ def _first_lost(source: pa.Array | pa.ChunkedArray, cast: pa.Array | pa.ChunkedA
         if pc.any(changed).as_py():
             value = source.filter(changed)[0]
             return f"{value} has a time of day that a {tt} column cannot hold"
+        return None
+    if pa.types.is_decimal(st) and pa.types.is_floating(tt):
+        try:  # the float's shortest text read back at the DECIMAL's scale: the same number?
+            back = pc.cast(pc.cast(cast, pa.string()), st)
+            changed = pc.fill_null(pc.not_equal(back, source), False)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            changed = pc.is_valid(source)  # beyond the DECIMAL's digits once rounded: lost
+        if pc.any(changed).as_py():
+            return f"{source.filter(changed)[0]} has more digits than a {tt} keeps"
+        return None
+    if pa.types.is_floating(st) and pa.types.is_decimal(tt):
+        back = pc.cast(pc.cast(cast, pa.string()), pa.float64())  # the decimal's nearest double
+        changed = pc.fill_null(pc.not_equal(back, pc.cast(source, pa.float64())), False)
+        if pc.any(changed).as_py():
+            return f"{source.filter(changed)[0]} has more fraction digits than {tt} holds"
         return None
     if pa.types.is_floating(st) and pa.types.is_floating(tt):
         overflow = pc.fill_null(pc.and_(pc.is_finite(source), pc.invert(pc.is_finite(cast))), False)
@@ -312,6 +429,8 @@ def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, computed: frozenset[
                 continue
         if not field.nullable and col.null_count:
             raise SchemaMismatchError(f"column {field.name!r} is NOT NULL but the data has {col.null_count} null(s)")
+        if _holds_map(field.type):
+            _check_map_keys(col, field.name)
         arrays.append(col)
     batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
     if has_variant(schema):  # values from outside must be the Variant binary encoding

@@ -177,6 +177,9 @@ def _type_to_delta(t: pa.DataType) -> Any:
     if pa.types.is_timestamp(t):
         return "timestamp" if t.tz is not None else "timestamp_ntz"
     if pa.types.is_decimal(t):
+        if not 1 <= t.precision <= 38:
+            raise SchemaMismatchError(f"{t} has {t.precision} digits: Delta's DECIMAL holds at most 38; cast the "
+                                      f"values to decimal128(38, s) or less")
         return f"decimal({t.precision},{t.scale})"
     if is_variant_storage(t):
         return "variant"
@@ -310,8 +313,20 @@ def view_as(values: pa.Array | pa.ChunkedArray, t: pa.DataType) -> pa.Array | pa
     if values.type.equals(t):
         return values
     if isinstance(values, pa.ChunkedArray):
-        return pa.chunked_array([c.view(t) for c in values.chunks], t)
-    return values.view(t)
+        return pa.chunked_array([_view(c, t) for c in values.chunks], t)
+    return _view(values, t)
+
+
+def _view(values: pa.Array, t: pa.DataType) -> pa.Array:
+    try:
+        return values.view(t)
+    except pa.ArrowInvalid:
+        from .struct_nulls import fill_array, has_required_fields
+
+        if not has_required_fields(t):
+            raise
+        # a NULL struct over a NOT NULL field: Arrow's NULLs under it block the view
+        return fill_array(values, t)
 
 
 def name_problems(schema: pa.Schema, column_mapped: bool) -> list[str]:
@@ -328,6 +343,8 @@ def name_problems(schema: pa.Schema, column_mapped: bool) -> list[str]:
             full = path + f.name
             if not f.name:
                 problems.append(f"an empty column name{f' in {path[:-1]!r}' if path else ''}")
+            elif "\x00" in f.name:  # deltalake and polars cannot open such a table; DuckDB cuts the name
+                problems.append(f"a NUL character in column name {full!r}")
             elif not column_mapped and any(c in f.name for c in INVALID_NAME_CHARS):
                 problems.append(f"invalid character(s) among ' ,;{{}}()\\n\\t=' in column name {full!r} "
                                 f"(allowed only with column mapping: delta.columnMapping.mode = 'name')")

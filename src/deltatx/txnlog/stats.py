@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from ..errors import SchemaMismatchError
 from .schema import is_variant_storage
 from .column_mapping import physical_name
 
@@ -184,7 +185,11 @@ def _bound_json(value: pa.Scalar, t: pa.DataType, is_max: bool) -> Any:
     if not value.is_valid:
         return None
     if pa.types.is_string(t) or pa.types.is_large_string(t):
-        text = value.as_py()
+        try:
+            text = value.as_py()
+        except UnicodeDecodeError as exc:  # Arrow arrays built from raw buffers are not checked
+            raise SchemaMismatchError(f"a string column holds bytes that are not UTF-8 ({exc}); Delta strings "
+                                      f"are UTF-8: pass the values as binary, or fix their encoding") from None
         return truncate_max_string(text) if is_max else truncate_min_string(text)
     if pa.types.is_timestamp(t):
         return format_timestamp(value.cast(pa.int64()).as_py(), t.unit, t.tz is not None)

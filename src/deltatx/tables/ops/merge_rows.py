@@ -50,6 +50,7 @@ from ...expr import (
 from ...expr.rows import cast_values
 from ...expr.values import common_type, plain_type
 from ...io.reader import read_files
+from ...txnlog.struct_nulls import fill_array, has_required_fields
 from .merge import NOT_MATCHED_BY_SOURCE, BoundClause, MergePlan
 from ...io.row_metadata import ROW_COMMIT_VERSION, ROW_ID, ROW_INDEX
 from .scatter import scatter, scatter_index
@@ -120,6 +121,19 @@ def _take(values: pa.Array | pa.ChunkedArray, rows: np.ndarray) -> pa.Array | pa
     return values.take(pa.array(rows, pa.int64()))
 
 
+def _as_column_type(values: pa.Array, t: pa.DataType) -> pa.Array:
+    """New values as the column's type. A NULL struct over a NOT NULL field has NULLs under it
+    that Arrow's cast refuses: they become placeholders (txnlog/struct_nulls.py)."""
+    if values.type.equals(t) and not (values.null_count and has_required_fields(t)):
+        return values
+    try:
+        return values.cast(t)
+    except pa.ArrowInvalid:
+        if not has_required_fields(t):
+            raise
+        return fill_array(values, t)
+
+
 def _fixed_width(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_floating(t)
 
@@ -163,7 +177,7 @@ def _scatter_by_chunk(column: pa.ChunkedArray, pieces: list[tuple[np.ndarray, pa
         index = np.arange(len(chunk), dtype=np.int64)
         index[local] = len(chunk) + np.arange(hi - lo, dtype=np.int64)
         new = values.take(pa.array(order[lo:hi], pa.int64()))
-        return pa.concat_arrays([chunk, new.cast(chunk.type)]).take(pa.array(index))
+        return pa.concat_arrays([chunk, _as_column_type(new, chunk.type)]).take(pa.array(index))
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         return pa.chunked_array(list(pool.map(one, range(column.num_chunks))), column.type)

@@ -229,3 +229,25 @@ def test_a_like_escape_before_an_ordinary_character_is_refused(pattern):
         where(table, f"s LIKE {pattern}")
     assert where(table, r"s LIKE 'a\\\\c'") == [1]  # an escaped escape is the character itself
     assert where(table, "s LIKE 'a#%' ESCAPE '#'") == []
+
+
+def test_concat_ws_to_date_and_negative_are_spark_functions():
+    """sqlglot's ConcatWs is a kind of Concat: concat_ws ran as concat (separator first, NULLs not
+    skipped); to_date(ts) was taken for a no-op, so conditions on it matched the wrong rows."""
+    table = pa.table({"id": [1, 2, 3], "s": ["a", None, "c"],
+                      "ts": pa.array([dt.datetime(2024, 1, 1, 10, 30), dt.datetime(2024, 1, 2), None],
+                                     pa.timestamp("us"))})
+    assert values(table, "concat_ws('-', s, 'x')") == ["a-x", "x", "c-x"]
+    assert values(table, "concat_ws('|', s, 'k', NULL)") == ["a|k", "k", "c|k"]
+    assert values(table, "concat_ws(',', s)") == ["a", "", "c"]  # every value NULL: ''
+    assert values(table, "concat_ws(NULL, s)") == [None, None, None]
+    assert values(table, "concat_ws('-', id, 1.5)") == ["1-1.5", "2-1.5", "3-1.5"]
+    assert where(table, "concat_ws(',', s) = ''") == [2]
+    assert values(table, "to_date(ts)") == [dt.date(2024, 1, 1), dt.date(2024, 1, 2), None]
+    assert where(table, "to_date(ts) = DATE '2024-01-01'") == [1]
+    assert values(table, "year(ts)") == [2024, 2024, None]
+    assert values(table, "negative(id)") == [-1, -2, -3]
+    with pytest.raises(PredicateError, match="format"):
+        parse_expression("to_date(s, 'yyyy-MM-dd')")
+    with pytest.raises(PredicateError, match="constant separator"):
+        values(table, "concat_ws(s, s)")

@@ -71,6 +71,7 @@ _FUNCTION_NODES: dict[type, str] = {
     exp.EndsWith: "endswith",
     exp.Contains: "contains",
     exp.Round: "round",
+    exp.Negative: "negative",
 }
 _OPTIONAL = {"hour": "Hour", "minute": "Minute", "second": "Second", "isnan": "IsNan"}
 for _name, _cls in _OPTIONAL.items():
@@ -262,8 +263,16 @@ def _convert_node(node: exp.Expression) -> Expr:  # noqa: C901 - one branch per 
         return _convert_case(node)
     if isinstance(node, exp.If):
         return Func("if", (_convert(node.this), _convert(node.args["true"]), _convert_or_null(node.args.get("false"))))
-    if isinstance(node, exp.TsOrDsToDate) and not node.args.get("format"):
-        return _convert(node.this)  # sqlglot wraps year(d)'s argument; a no-op for dates
+    if isinstance(node, exp.TsOrDsToDate):  # to_date(x), and sqlglot's wrapper of year(x)'s argument
+        if node.args.get("format"):
+            raise _unsupported(node, "to_date with a format (CAST text in ISO form, or parse it before)")
+        if isinstance(node.parent, (exp.Year, exp.Month, exp.Day)):
+            return _convert(node.this)  # year(ts) reads the timestamp itself (generated columns match it)
+        return Cast(_convert(node.this), pa.date32())
+    if isinstance(node, exp.ConcatWs):  # before Concat: sqlglot's ConcatWs is a kind of Concat
+        if len(node.expressions) < 2:
+            raise _unsupported(node, "concat_ws without a separator and a value")
+        return Func("concat_ws", tuple(_convert(a) for a in node.expressions))
     if isinstance(node, exp.Concat):
         return Func("concat", tuple(_convert(a) for a in node.expressions))
     if isinstance(node, exp.Trim):

@@ -194,6 +194,27 @@ def _concat(b: _Backend, low: list[Any], raw: tuple[Expr, ...]) -> Any:
     return b.call("binary_join_element_wise", [*strings, b.scalar(pa.scalar(""))])
 
 
+def _concat_ws(b: _Backend, low: list[Any], raw: tuple[Expr, ...]) -> Any:
+    """Spark's concat_ws(sep, ...): the values (cast to STRING) joined by ``sep``, NULL values
+    skipped (all NULL: ''); NULL when the separator is. The separator must be a constant.
+
+    Arrow's join with ``null_handling="skip"`` drops a row whose values are all NULL (Arrow 26),
+    so an empty string goes last (never NULL) and its separator is cut off after."""
+    if not isinstance(raw[0], Literal):
+        raise PredicateError("concat_ws takes a constant separator")
+    if raw[0].value is None:
+        return b.scalar(pa.scalar(None, pa.string()))
+    separator = str(raw[0].value)
+    strings = [_spark_cast(b, a, _known_type(b, e, a), pa.string()) for a, e in zip(low[1:], raw[1:])]
+    if not strings:
+        return b.scalar(pa.scalar(""))
+    joined = b.call("binary_join_element_wise", [*strings, b.scalar(pa.scalar("")), b.scalar(pa.scalar(separator))],
+                    pc.JoinOptions(null_handling="skip"))
+    if not separator:
+        return joined
+    return b.call("utf8_slice_codeunits", [joined], pc.SliceOptions(0, -len(separator)))
+
+
 def _isnan(b: _Backend, low: list[Any], raw: tuple[Expr, ...]) -> Any:
     """Spark's isnan is never NULL: ``isnan(NULL)`` is false (so ``NOT isnan(x)`` holds for it)."""
     t = _known_type(b, raw[0], low[0])
@@ -300,6 +321,7 @@ FUNCTIONS: dict[str, tuple[int, int, Callable[[_Backend, list[Any], tuple[Expr, 
     "ltrim": (1, 1, _simple("utf8_ltrim", pc.TrimOptions(" "))),
     "rtrim": (1, 1, _simple("utf8_rtrim", pc.TrimOptions(" "))),
     "concat": (1, 255, _concat),
+    "concat_ws": (1, 255, _concat_ws),
     "coalesce": (1, 255, _simple("coalesce")),
     "abs": (1, 1, _simple("abs_checked")),
     "negative": (1, 1, _simple("negate_checked")),

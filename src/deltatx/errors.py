@@ -332,8 +332,8 @@ class ConcurrentDeleteDeleteException(ConcurrentModificationException):
     """A file this transaction removes was already removed by a concurrent commit."""
 
     advice = (
-        "A concurrent transaction removed the same file this transaction removes. Retry on the "
-        "latest version; disjoint predicates (by partition) avoid this."
+        "A concurrent transaction removed the same file (or, on a deletion-vector table, the same "
+        "row) this transaction removes. Retry on the latest version; disjoint predicates avoid this."
     )
 
 

@@ -113,6 +113,41 @@ def test_optimize_never_conflicts_with_dml_and_never_loses_its_change(table_uri,
     assert deltatx.Table(table_uri).files().num_rows <= 2
 
 
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("dml_first", [True, False], ids=["dml-first", "optimize-first"])
+@pytest.mark.parametrize("dml", ["partition", "everything", "replace_where"])
+def test_optimize_never_conflicts_with_dml_that_removes_whole_files(table_uri, level, dml_first, dml):
+    """A DELETE by partition, a DELETE of everything and a replaceWhere remove whole files without
+    reading their rows. When OPTIMIZE compacted those files first, their rows are deleted again in
+    its new file by row id (they conflicted, with ConcurrentDeleteReadException)."""
+    make(table_uri, level, partitioned=True)
+    table = deltatx.Table(table_uri)
+    table.append(pa.table({"id": [100, 101], "part": ["a", "a"], "v": [0, 0]}, schema=SCHEMA))
+    table.append(pa.table({"id": [200, 201], "part": ["b", "b"], "v": [0, 0]}, schema=SCHEMA))
+    table.append(pa.table({"id": [202], "part": ["b"], "v": [0]}, schema=SCHEMA))
+    a, b = pair(table_uri)
+    if dml == "partition":
+        a.delete(where="part = 'a'")
+        expected = {200, 201, 202}
+    elif dml == "everything":
+        a.delete()
+        expected = set()
+    else:
+        a.overwrite(pa.table({"id": [300], "part": ["a"], "v": [0]}, schema=SCHEMA), where="part = 'a'")
+        expected = {200, 201, 202, 300}
+    b.optimize()
+    first, second = (a, b) if dml_first else (b, a)
+    first.commit()
+    second.commit()
+    after = rows(table_uri)
+    assert set(after) == expected
+    ids = {i: r["_metadata.row_id"] for i, r in after.items()}
+    assert len(set(ids.values())) == len(ids)  # row ids stay unique
+    from duckdb_delta import read_duckdb
+
+    assert sorted(read_duckdb(table_uri)["id"].to_pylist()) == sorted(expected)
+
+
 def two_compactions(uri: str, level: str):
     """Two transactions at one version, each staging OPTIMIZE of the same two files."""
     make(uri, level)

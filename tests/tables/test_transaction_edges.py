@@ -109,3 +109,34 @@ def test_a_multi_operation_commit_counts_its_own_files(tmp_path):
     assert h["operation"] == "TRANSACTION"
     assert h["operationMetrics"]["numAddedFiles"] == "1" and h["operationMetrics"]["numRemovedFiles"] == "0"
     assert "numFiles" not in h["operationMetrics"]
+
+
+def test_conflict_messages_name_the_winner_and_what_it_changed(tmp_path):
+    """Every conflict names the winning commit's operation (a retry limit named the loser's own)
+    and, where both sides changed the protocol or the metadata, what the winner changed."""
+    from deltatx.errors import CommitRetriesExceededError, MetadataChangedException, ProtocolChangedException
+
+    schema = pa.schema([("id", pa.int64())])
+    t = deltatx.create_table(str(tmp_path / "t"), schema)
+    t.append(pa.table({"id": [1, 2]}))
+    loser = t.transaction(max_attempts=1)
+    loser.delete(where="id = 1")
+    deltatx.Table(t.uri).append(pa.table({"id": [3]}))
+    with pytest.raises(CommitRetriesExceededError) as info:
+        loser.commit()
+    assert info.value.operation == "WRITE" and "version 2 (WRITE)" in str(info.value)
+
+    a, b = t.transaction(), t.transaction()
+    a.add_columns(pa.field("x", pa.string()))
+    b.set_properties({"delta.appendOnly": "true"})
+    b.commit()
+    with pytest.raises(MetadataChangedException, match="delta.appendOnly set to 'true'"):
+        a.commit()
+
+    a, b = deltatx.Table(t.uri).transaction(), deltatx.Table(t.uri).transaction()
+    a.set_properties({"delta.enableDeletionVectors": "true"})
+    b.set_properties({"delta.enableChangeDataFeed": "true"})
+    b.commit()
+    with pytest.raises(ProtocolChangedException, match="changeDataFeed") as info:
+        a.commit()
+    assert "changeDataFeed" in (info.value.conflict or "")

@@ -88,9 +88,13 @@ def check_protocol(txn: TransactionInfo, winner: CommitActions) -> None:
     check_writable(new, winner.metadata or txn.read_metadata)
     context = dict(version=winner.version, operation=winner.operation, commit_info=winner.commit_info)
     if txn.protocol is not None:
+        added = sorted(protocol_feature_names(new) - protocol_feature_names(txn.read_protocol))
+        what = (f"features {', '.join(added)}" if added else
+                f"versions ({new.min_reader_version}, {new.min_writer_version})")
         raise ProtocolChangedException(
             f"this {txn.operation} and the concurrent {operation_name(winner.operation)} both "
-            f"changed the table protocol (upgrade or create).",
+            f"changed the table protocol (upgrade or create); the concurrent one added {what}.",
+            conflict=f"protocol: {what}",
             **context,
         )
     removed = protocol_feature_names(txn.read_protocol) - protocol_feature_names(new)
@@ -170,9 +174,11 @@ def check_metadata(txn: TransactionInfo, winner: CommitActions) -> None:
         if is_high_water_mark_change(txn.read_metadata, txn.metadata) and \
                 is_high_water_mark_change(txn.read_metadata, new):
             return  # two identity inserts: the loser's rebase moves its values past the winner's
+        changes = metadata_change_problems(txn.read_metadata, new) or ["a metadata update"]
         raise MetadataChangedException(
             f"this {txn.operation} and the concurrent {operation_name(winner.operation)} both "
-            f"changed the table metadata (schema, partitioning or properties).",
+            f"changed the table metadata (schema, partitioning or properties); the concurrent one: "
+            f"{'; '.join(changes)}.",
             conflict="metadata",
             **context,
         )

@@ -133,19 +133,50 @@ def _by_path(table: pa.Table) -> dict[str, int]:
     return {p: i for i, p in enumerate(table.column("path").to_pylist())}
 
 
-def load_request(state: RowLevelState | None, winner: CommitActions, own_adds: pa.Table) -> LoadRequest | None:
+def whole_file_removes(state: RowLevelState, own_adds: pa.Table, own_removes: pa.Table | None,
+                       winner: CommitActions) -> pa.Table | None:
+    """This transaction's removes of whole files it did not read row by row (a DELETE by
+    partition, an overwrite) that the winner moved without changing data (OPTIMIZE, purge), on a
+    row-tracking table: their rows can be followed into the winner's new files by row id."""
+    if own_removes is None or own_removes.num_rows == 0 or "baseRowId" not in own_removes.column_names:
+        return None
+    moved = {p for p, dc in zip(winner.removes.column("path").to_pylist(),
+                                winner.removes.column("dataChange").to_pylist()) if dc is False}
+    moved -= set(winner.adds.column("path").to_pylist())
+    if not moved:
+        return None
+    readded = set(own_adds.column("path").to_pylist())
+    keep = [i for i, (p, dc, base) in enumerate(zip(own_removes.column("path").to_pylist(),
+                                                    own_removes.column("dataChange").to_pylist(),
+                                                    own_removes.column("baseRowId").to_pylist()))
+            if p in moved and dc is not False and base is not None and p not in readded
+            and p not in state.files and p not in state.compacted]
+    return own_removes.take(pa.array(keep, pa.int64())) if keep else None
+
+
+def load_request(state: RowLevelState | None, winner: CommitActions, own_adds: pa.Table,
+                 own_removes: pa.Table | None = None) -> LoadRequest | None:
     """Which of the winner's DVs and which files' row ids the row-level check will read."""
-    if state is None or (not state.files and not state.compacted) or winner.removes.num_rows == 0:
+    if state is None or winner.removes.num_rows == 0:
+        return None
+    whole = whole_file_removes(state, own_adds, own_removes, winner)
+    if not state.files and not state.compacted and whole is None:
         return None
     removed = set(winner.removes.column("path").to_pylist())
     mine = (set(state.files) | set(state.compacted)) & removed
-    if not mine:
+    if not mine and whole is None:
         return None
     readds = _by_path(winner.adds)
     dvs = winner.adds.column("deletionVector")
     wanted: list[tuple[str, Mapping[str, Any]]] = []
     row_id_files: list[pa.Table] = []
     needs_winner_ids = needs_own_ids = False
+    if whole is not None:  # their own row ids and DVs, and the winner's new files'
+        needs_winner_ids = True
+        row_id_files.append(whole.select(["path", "baseRowId"]))
+        for path, descriptor in zip(whole.column("path").to_pylist(), whole.column("deletionVector").to_pylist()):
+            if descriptor is not None:
+                wanted.append((path, descriptor))
     for path in mine:
         i = readds.get(path)
         descriptor = dvs[i].as_py() if i is not None else None
@@ -157,14 +188,15 @@ def load_request(state: RowLevelState | None, winner: CommitActions, own_adds: p
             needs_own_ids = True
     if needs_winner_ids:
         new_files = winner.adds.filter(pc.invert(pc.is_in(winner.adds["path"], value_set=pa.array(list(removed)))))
-        row_id_files.append(new_files)
+        row_id_files.append(new_files.select(["path", "baseRowId"]))
         # a compaction that was itself rebased over a DML carries DVs on its outputs
         for new_path, descriptor in zip(new_files.column("path").to_pylist(),
                                         new_files.column("deletionVector").to_pylist()):
             if descriptor is not None:
                 wanted.append((new_path, descriptor))
     if needs_own_ids and state.compaction_outputs:
-        row_id_files.append(own_adds.filter(pc.is_in(own_adds["path"], value_set=pa.array(list(state.compaction_outputs)))))
+        outputs = own_adds.filter(pc.is_in(own_adds["path"], value_set=pa.array(list(state.compaction_outputs))))
+        row_id_files.append(outputs.select(["path", "baseRowId"]))
     files = pa.concat_tables(row_id_files) if row_id_files else None
     return LoadRequest(dvs=tuple(wanted), row_id_files=files)
 
@@ -202,11 +234,14 @@ class _Rebase:
 def resolve_row_level(txn: Any, winner: CommitActions, loaded: WinnerRows = NO_ROWS) -> Any:
     """Settle, row by row, the files both this transaction and the winner changed (see module)."""
     state: RowLevelState | None = txn.row_level
-    if state is None or winner.removes.num_rows == 0 or (not state.files and not state.compacted):
+    if state is None or winner.removes.num_rows == 0:
+        return txn
+    whole = whole_file_removes(state, txn.adds, txn.removes, winner)
+    if not state.files and not state.compacted and whole is None:
         return txn
     w_removes = _by_path(winner.removes)
     mine = (set(state.files) | set(state.compacted)) & set(w_removes)
-    if not mine:
+    if not mine and whole is None:
         return txn
     w_adds = _by_path(winner.adds)
     w_remove_dvs = winner.removes.column("deletionVector")
@@ -215,6 +250,8 @@ def resolve_row_level(txn: Any, winner: CommitActions, loaded: WinnerRows = NO_R
     work = _Rebase(txn.adds, txn.removes, dict(state.files), dict(state.compacted), dict(state.pending),
                    state.compaction_outputs)
     resolved: set[str] = set()
+    if whole is not None:
+        resolved |= _follow_whole_files(work, whole, winner, w_removes, loaded)
     for path in sorted(mine):
         fr = work.files.get(path) or work.compacted.get(path)
         assert fr is not None
@@ -254,6 +291,35 @@ def resolve_row_level(txn: Any, winner: CommitActions, loaded: WinnerRows = NO_R
     if not resolved:
         return txn
     return _frozen(txn, work, winner.version, resolved)
+
+
+def _follow_whole_files(work: _Rebase, whole: pa.Table, winner: CommitActions, w_removes: Mapping[str, int],
+                        loaded: WinnerRows) -> set[str]:
+    """This transaction removed whole files the winner compacted (:func:`whole_file_removes`):
+    every live row of each is deleted instead in the winner's new files, found by row id, so the
+    compaction keeps none of them and this transaction conflicts with nothing. The paths it
+    settled (a file whose rows cannot all be found is left to the file-level checks)."""
+    w_remove_dvs = winner.removes.column("deletionVector")
+    settled: set[str] = set()
+    for path, descriptor in zip(whole.column("path").to_pylist(), whole.column("deletionVector").to_pylist()):
+        if dv_unique_id(w_remove_dvs[w_removes[path]].as_py()) != dv_unique_id(descriptor):
+            continue  # the winner compacted another version of the file
+        row_ids = loaded.row_ids.get(path)
+        if row_ids is None:
+            continue
+        deleted = loaded.bitmaps.get((path, dv_unique_id(descriptor))) if descriptor is not None else BitMap64()
+        if deleted is None:
+            continue
+        n = len(row_ids)
+        live = BitMap64(range(n)) - deleted
+        fr = FileRows(path=path, base_dv=descriptor, base_deleted=deleted, num_records=n, changed=live,
+                      row_positions=np.arange(n, dtype=np.int64), row_ids=np.asarray(row_ids, dtype=np.int64))
+        work.files[path] = fr
+        if _follow_rows(work, fr, path, winner, loaded, follow_reads=False):
+            settled.add(path)
+        else:
+            work.files.pop(path, None)
+    return settled
 
 
 def _only_deletes(fr: FileRows, w_new: BitMap64) -> bool:

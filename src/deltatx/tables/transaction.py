@@ -795,6 +795,13 @@ class Transaction(CommitsOnExit):
         self._state = "committed"
         return result
 
+    def _winner_info(self, version: int) -> dict[str, Any]:
+        """The commitInfo of the commit that took ``version`` ({} when it cannot be read)."""
+        try:
+            return dict(parse_commit(self.store.read_commit(version), version).commit_info or {})
+        except Exception:  # only a message depends on it
+            return {}
+
     def _landed_at(self, version: int) -> bool | None:
         """Is our commit the one at ``version``? None when storage cannot tell us right now."""
         try:
@@ -876,10 +883,12 @@ class Transaction(CommitsOnExit):
                     raise  # landed None: unknown, the files stay (VACUUM can clean up)
                 phases.reached("resolve_conflict", txn_id=self.txn_id, version=version, attempt=attempts)
                 if attempts >= self.max_attempts:
+                    winner = self._winner_info(version)
                     raise CommitRetriesExceededError(
-                        f"gave up after {attempts} attempts to commit {name}; the table kept moving",
+                        f"gave up after {attempts} attempts to commit {name}; the table kept moving.",
                         version=version,
-                        operation=name,
+                        operation=winner.get("operation"),  # the winner's, as for every conflict
+                        commit_info=winner,
                     )
                 info, latest, own, checked = self._rebase_onto_winners(info, version, winners)
                 resolved += checked
@@ -950,7 +959,8 @@ class Transaction(CommitsOnExit):
             if winner.protocol is not None:  # a winner that made the table catalog-managed, or released it
                 check_path_access(winner.protocol, store, self.table.uri)
                 check_catalog_still_manages(winner.protocol, store, self.table.uri)
-            loaded = load_winner_rows(store, load_request(info.row_level, winner, info.adds), self.properties)
+            loaded = load_winner_rows(store, load_request(info.row_level, winner, info.adds, info.removes),
+                                      self.properties)
             try:
                 checked_info = check_commit(info, winner, loaded)
             except ConcurrentAppendException:

@@ -207,6 +207,7 @@ def test_optimize_purges_heavily_deleted_files_and_vacuum_drops_unused_dv_files(
     [dv_file] = [n for n in os.listdir(table_uri) if n.startswith("deletion_vector_")]
     result = deltatx.Table(table_uri).optimize()  # one file alone, but its DV deletes > 5 % of it
     assert result.metrics["numDeletionVectorsRemoved"] == 1
+    assert result.metrics["numDeletionVectorRowsRemoved"] == 1500  # the DV's cardinality, as Delta counts
     assert deltatx.Table(table_uri).files()["deletionVector"].null_count == 1
     monkeypatch.setattr(vacuum_module, "now_ms", lambda: 4_000_000_000_000)
     deleted = deltatx.Table(table_uri).vacuum(retention_hours=0, enforce_retention_duration=False)

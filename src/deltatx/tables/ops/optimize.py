@@ -251,6 +251,9 @@ def rewrite_metrics(tx: "Transaction", planned: pa.Table, compacted: pa.Table, a
         "totalFilesSkipped": considered - compacted.num_rows,
         "numDeletionVectorsRemoved": int(pc.sum(pc.is_valid(compacted["deletionVector"])).as_py() or 0)
         if compacted.num_rows else 0,
+        # the rows those DVs deleted (their cardinality), as Delta's OPTIMIZE reports them
+        "numDeletionVectorRowsRemoved": int(pc.sum(pc.struct_field(compacted["deletionVector"], "cardinality"))
+                                            .as_py() or 0) if compacted.num_rows else 0,
         "executionTimeMs": int((time.perf_counter() - started) * 1000),
     }
 

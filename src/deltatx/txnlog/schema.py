@@ -318,15 +318,9 @@ def view_as(values: pa.Array | pa.ChunkedArray, t: pa.DataType) -> pa.Array | pa
 
 
 def _view(values: pa.Array, t: pa.DataType) -> pa.Array:
-    try:
-        return values.view(t)
-    except pa.ArrowInvalid:
-        from .struct_nulls import fill_array, has_required_fields
+    from .struct_nulls import converted  # a NULL struct over a NOT NULL field blocks Arrow's view
 
-        if not has_required_fields(t):
-            raise
-        # a NULL struct over a NOT NULL field: Arrow's NULLs under it block the view
-        return fill_array(values, t)
+    return converted(values, t, pa.Array.view)
 
 
 def name_problems(schema: pa.Schema, column_mapped: bool) -> list[str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 from contextlib import contextmanager
 from decimal import Decimal
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -65,6 +65,17 @@ def fill_array(arr: pa.Array, target: pa.DataType | None = None) -> pa.Array:
                                        fill_array(arr.items, t.item_type), type=t, mask=mask)
     cls = pa.LargeListArray if pa.types.is_large_list(t) else pa.ListArray
     return cls.from_arrays(arr.offsets, fill_array(arr.values, t.value_type), type=t, mask=mask)
+
+
+def converted(values: pa.Array, t: pa.DataType, convert: Callable[[pa.Array, pa.DataType], pa.Array]) -> pa.Array:
+    """``convert(values, t)`` (Arrow's cast or view); where Arrow refuses because a NULL struct
+    of ``t`` has NULLs under a NOT NULL field, ``values`` filled (:func:`fill_array`) as ``t``."""
+    try:
+        return convert(values, t)
+    except pa.ArrowInvalid:
+        if not has_required_fields(t):
+            raise
+        return fill_array(values, t)
 
 
 def _placeholder(t: pa.DataType) -> Any:

@@ -50,7 +50,7 @@ from ...expr import (
 from ...expr.rows import cast_values
 from ...expr.values import common_type, plain_type
 from ...io.reader import read_files
-from ...txnlog.struct_nulls import fill_array, has_required_fields
+from ...txnlog.struct_nulls import converted, has_required_fields
 from .merge import NOT_MATCHED_BY_SOURCE, BoundClause, MergePlan
 from ...io.row_metadata import ROW_COMMIT_VERSION, ROW_ID, ROW_INDEX
 from .scatter import scatter, scatter_index
@@ -126,12 +126,7 @@ def _as_column_type(values: pa.Array, t: pa.DataType) -> pa.Array:
     that Arrow's cast refuses: they become placeholders (txnlog/struct_nulls.py)."""
     if values.type.equals(t) and not (values.null_count and has_required_fields(t)):
         return values
-    try:
-        return values.cast(t)
-    except pa.ArrowInvalid:
-        if not has_required_fields(t):
-            raise
-        return fill_array(values, t)
+    return converted(values, t, pa.Array.cast)
 
 
 def _fixed_width(t: pa.DataType) -> bool:

@@ -434,6 +434,8 @@ def _spark_cast(b: _Backend, operand: Any, source: pa.DataType | None, to: pa.Da
             return _float_text(b, operand)
         if pa.types.is_timestamp(source):
             return _timestamp_text(b, operand, source)
+    if pa.types.is_string(source) and pa.types.is_date(to):
+        return b.call("cast", [_iso_date_text(b, operand)], pc.CastOptions(to))
     if pa.types.is_string(source) and (is_number(to) or pa.types.is_boolean(to)):
         operand = b.call("utf8_trim_whitespace", [operand])
         if not pa.types.is_boolean(to):
@@ -451,6 +453,11 @@ def _spark_cast(b: _Backend, operand: Any, source: pa.DataType | None, to: pa.Da
         return b.call("cast", [b.call("cast", [operand], pc.CastOptions(pa.string()))], pc.CastOptions(to))
     elif pa.types.is_floating(to) and pa.types.is_integer(source):
         return b.call("cast", [operand], pc.CastOptions.unsafe(to))
+    elif pa.types.is_decimal(to) and pa.types.is_floating(source):
+        # half up at the target scale first (0.125 -> 0.13, as Spark's cast); Arrow's own cast
+        # would round 0.125 down. (Spark rounds the float's shortest text: 1.005 gives 1.01 there,
+        # 1.00 here, whose binary value is below 1.005.)
+        operand = b.call("round", [operand], pc.RoundOptions(to.scale, "half_towards_infinity"))
     elif pa.types.is_decimal(to) and pa.types.is_decimal(source) and to.scale < source.scale:
         operand = b.call("round", [_with_carry_digit(b, operand, source)],
                          pc.RoundOptions(to.scale, "half_towards_infinity"))
@@ -460,6 +467,29 @@ def _spark_cast(b: _Backend, operand: Any, source: pa.DataType | None, to: pa.Da
         room = (pa.decimal128 if 20 + to.scale <= 38 else pa.decimal256)(min(20 + to.scale, 76), to.scale)
         operand = b.call("cast", [operand], pc.CastOptions(room))
     return b.call("cast", [operand], pc.CastOptions(to, allow_time_truncate=True))
+
+
+#: Spark's DATE text (as expr.values.parse_date_text reads a literal): yyyy[-m[-d]], then ' ' or
+#: 'T' and anything
+_DATE_TEXT = r"^\s*(?P<y>[0-9]{4})(?:-(?P<m>[0-9]{1,2})(?:-(?P<d>[0-9]{1,2})(?:[ T].*)?)?)?\s*$"
+
+
+def _iso_date_text(b: _Backend, operand: Any) -> Any:
+    """Text in Spark's date forms ('2024', '2024-1-2', '2024-01-02 10:00') as 'yyyy-mm-dd';
+    text in none of them is left as it is, for the cast to refuse."""
+    parts = b.call("extract_regex", [operand], pc.ExtractRegexOptions(_DATE_TEXT))
+
+    def part(name: str) -> Any:
+        value = b.call("struct_field", [parts], pc.StructFieldOptions([name]))
+        if name == "y":
+            return value
+        value = b.call("coalesce", [b.call("if_else", [b.call("equal", [value, b.scalar(pa.scalar(""))]),
+                                                       b.scalar(pa.scalar(None, pa.string())), value]),
+                                    b.scalar(pa.scalar("1"))])
+        return b.call("utf8_lpad", [value], pc.PadOptions(2, "0"))
+
+    iso = b.call("binary_join_element_wise", [part("y"), part("m"), part("d"), b.scalar(pa.scalar("-"))])
+    return b.call("coalesce", [iso, operand])
 
 
 #: Arrow's shortest text of a float: sign, integer digits, fraction digits, exponent

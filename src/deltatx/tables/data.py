@@ -22,6 +22,7 @@ from ..txnlog.schema import (
     normalize_schema,
     renamed_like,
     schema_renamed_like,
+    type_holds,
     view_as,
 )
 from .defaults import default_values, fill
@@ -185,11 +186,14 @@ def cast_value(values: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Ar
     if pa.types.is_decimal(values.type) and pa.types.is_floating(target):
         # Arrow scales a DECIMAL in floating point (0.3 -> 0.30000000000000004); its text parse
         # gives the nearest float, as Spark's cast does
-        cast = values.cast(pa.string()).cast(target)
-        lost = _first_lost(values, cast)
-        if lost is not None:
-            raise pa.ArrowInvalid(lost)
-        return cast
+        return values.cast(pa.string()).cast(target)
+    if pa.types.is_floating(values.type) and pa.types.is_decimal(target):
+        from ..expr.rows import cast_values  # Spark rounds half up (0.125 -> 0.13); overflow fails
+
+        try:
+            return cast_values(values, target)
+        except PredicateError as exc:
+            raise pa.ArrowInvalid(str(exc)) from None
     if _is_text(target) and (pa.types.is_timestamp(values.type) or pa.types.is_floating(values.type)):
         from ..expr.rows import cast_values  # Spark's text of them ('2024-01-01 10:00:00.5', '1.0E20')
 
@@ -208,12 +212,12 @@ def cast_value(values: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Ar
     return cast
 
 
+#: up to this many (row, key) slots the duplicate-key check counts them in one array
+_BINCOUNT_LIMIT = 32_000_000
+
+
 def _holds_map(t: pa.DataType) -> bool:
-    if pa.types.is_map(t):
-        return True
-    if pa.types.is_struct(t):
-        return any(_holds_map(f.type) for f in t)
-    return _is_list(t) and _holds_map(t.value_type)
+    return type_holds(t, pa.types.is_map)
 
 
 def _check_map_keys(values: pa.Array | pa.ChunkedArray, name: str) -> None:
@@ -233,12 +237,21 @@ def _check_map_keys(values: pa.Array | pa.ChunkedArray, name: str) -> None:
             offsets = arr.offsets.to_numpy()
             start, end = int(offsets[0]), int(offsets[-1])
             keys = arr.keys.slice(start, end - start)
-            parents = np.repeat(np.arange(len(arr), dtype=np.int64), np.diff(offsets))
-            counts = pa.table({"row": parents, "key": keys}).group_by(["row", "key"]).aggregate([("row", "count")])
-            if len(counts) and pc.max(counts.column("row_count")).as_py() > 1:
-                dup = counts.filter(pc.greater(counts.column("row_count"), 1))
-                raise SchemaMismatchError(f"map column {name!r} has key {dup.column('key')[0].as_py()!r} twice in one "
-                                          f"value; a map holds each key once")
+            if not pa.types.is_nested(t.key_type) and len(keys):
+                # one hash pass: (row, key code) pairs must all differ
+                codes = pc.dictionary_encode(keys).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+                parents = np.repeat(np.arange(len(arr), dtype=np.int64), np.diff(offsets))
+                distinct = int(codes.max()) + 1
+                pairs = parents * distinct + codes
+                if len(arr) * distinct <= _BINCOUNT_LIMIT:  # few distinct keys (the usual map): a count
+                    repeated = bool((np.bincount(pairs) > 1).any())
+                else:
+                    repeated = len(pc.unique(pa.array(pairs))) != len(pairs)
+                if repeated:
+                    _, first, counts = np.unique(pairs, return_index=True, return_counts=True)
+                    key = keys[int(first[np.argmax(counts > 1)])].as_py()
+                    raise SchemaMismatchError(f"map column {name!r} has key {key!r} twice in one value; a map "
+                                              f"holds each key once")
             items = arr.items.slice(start, end - start)
             if _holds_map(t.item_type):
                 _check_map_keys(items, f"{name}.value")
@@ -288,11 +301,9 @@ def _refused_conversion(source: pa.DataType, target: pa.DataType) -> str | None:
 
 def _may_lose(source: pa.DataType, target: pa.DataType) -> bool:
     """Could Arrow's safe cast from ``source`` to ``target`` drop information it does not check?
-    A timestamp to a date (the time of day), a wider float to a narrower one (overflow to
-    infinity), a float to a DECIMAL (digits beyond its scale), at any depth."""
+    A timestamp to a date (the time of day) and a wider float to a narrower one (overflow to
+    infinity), at any depth."""
     if pa.types.is_timestamp(source) and pa.types.is_date(target):
-        return True
-    if pa.types.is_floating(source) and pa.types.is_decimal(target):
         return True
     if pa.types.is_floating(source) and pa.types.is_floating(target):
         return source.bit_width > target.bit_width
@@ -325,21 +336,6 @@ def _first_lost(source: pa.Array | pa.ChunkedArray, cast: pa.Array | pa.ChunkedA
         if pc.any(changed).as_py():
             value = source.filter(changed)[0]
             return f"{value} has a time of day that a {tt} column cannot hold"
-        return None
-    if pa.types.is_decimal(st) and pa.types.is_floating(tt):
-        try:  # the float's shortest text read back at the DECIMAL's scale: the same number?
-            back = pc.cast(pc.cast(cast, pa.string()), st)
-            changed = pc.fill_null(pc.not_equal(back, source), False)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            changed = pc.is_valid(source)  # beyond the DECIMAL's digits once rounded: lost
-        if pc.any(changed).as_py():
-            return f"{source.filter(changed)[0]} has more digits than a {tt} keeps"
-        return None
-    if pa.types.is_floating(st) and pa.types.is_decimal(tt):
-        back = pc.cast(pc.cast(cast, pa.string()), pa.float64())  # the decimal's nearest double
-        changed = pc.fill_null(pc.not_equal(back, pc.cast(source, pa.float64())), False)
-        if pc.any(changed).as_py():
-            return f"{source.filter(changed)[0]} has more fraction digits than {tt} holds"
         return None
     if pa.types.is_floating(st) and pa.types.is_floating(tt):
         overflow = pc.fill_null(pc.and_(pc.is_finite(source), pc.invert(pc.is_finite(cast))), False)
@@ -374,14 +370,15 @@ def _entries(values: pa.MapArray) -> tuple[pa.Array, pa.Array]:
 
 
 def assign_value(values: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Array | pa.ChunkedArray:
-    """An UPDATE / MERGE SET value stored into a column of type ``target``: Spark's ANSI store
-    assignment. Numbers convert as its CAST does when the safe cast cannot (7.9 into an INT is 7,
-    1.235 into DECIMAL(5,2) is 1.24; a value out of range still fails); anything else as
-    :func:`cast_value`. Raises ``pa.ArrowInvalid`` like it."""
+    """An UPDATE / MERGE SET (or MERGE INSERT) value stored into a column of type ``target``:
+    Delta casts these with Spark's ANSI CAST. Where :func:`cast_value` cannot (7.9 into an INT
+    is 7, 1.235 into DECIMAL(5,2) is 1.24, '5' into an INT is 5, 1 into a BOOLEAN is true; a
+    value out of range or text that is no number still fails), between any two atomic types, the
+    CAST decides. Raises ``pa.ArrowInvalid`` like :func:`cast_value`."""
     try:
         return cast_value(values, target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        if not (is_number(values.type) and is_number(target)):
+        if pa.types.is_nested(values.type) or pa.types.is_nested(target):
             raise
     from ..expr.rows import cast_values
 

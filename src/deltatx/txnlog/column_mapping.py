@@ -170,10 +170,12 @@ def _view(column: pa.ChunkedArray | pa.Array, target: pa.DataType, logical: pa.D
     another physical type is cast to ``logical`` first."""
     if column.type.equals(target, check_metadata=True):
         return column
+    from .struct_nulls import converted  # NULLs under a NULL struct's NOT NULL field block a view
+
     try:
         if isinstance(column, pa.ChunkedArray):
-            return pa.chunked_array([c.view(target) for c in column.chunks], target)
-        return column.view(target)
+            return pa.chunked_array([converted(c, target, pa.Array.view) for c in column.chunks], target)
+        return converted(column, target, pa.Array.view)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return _view(column.cast(logical), target, logical)
 

@@ -59,6 +59,8 @@ def fill_array(arr: pa.Array, target: pa.DataType | None = None) -> pa.Array:
             children.append(child)
         mask = pc.invert(valid) if valid is not None else None
         return pa.StructArray.from_arrays(children, fields=list(t), mask=mask)
+    if arr.offset and arr.null_count:  # Arrow rebuilds no list from a slice's offsets with a mask
+        arr = pa.concat_arrays([arr])
     mask = pc.is_null(arr) if arr.null_count else None
     if pa.types.is_map(t):
         return pa.MapArray.from_arrays(arr.offsets, fill_array(arr.keys, t.key_type),

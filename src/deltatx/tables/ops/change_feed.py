@@ -36,6 +36,7 @@ from ...txnlog.actions import CDC_SCHEMA
 from ...errors import ChangeDataFeedError, SchemaMismatchError
 from ...txnlog.change_feed import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
 from ...txnlog.features import writer_features
+from ...txnlog.struct_nulls import converted
 from .. import properties as props
 
 if TYPE_CHECKING:
@@ -269,7 +270,9 @@ def write_change_files(store: "LogStore", schema: pa.Schema, partition_columns: 
     if not parts:
         return CDC_SCHEMA.empty_table()
     data = pa.concat_tables(parts, promote_options="default") if len(parts) > 1 else parts[0]
-    data = storable(data.select(target.names)).cast(target)  # storable: NULL variants cast too
+    data = storable(data.select(target.names))  # storable: NULL variants cast too
+    data = pa.table([pa.chunked_array([converted(c, f.type, pa.Array.cast) for c in data.column(i).chunks], f.type)
+                     for i, f in enumerate(target)], schema=target)  # NULL structs over NOT NULL fields too
     options = WriteOptions(directory=CHANGE_DATA_DIR, num_indexed_cols=0, column_mapping=column_mapping)
     written = write_data_files(store, data, target, partition_columns, options, data_change=False)
     return _cdc_actions(written)

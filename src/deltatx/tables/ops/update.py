@@ -84,16 +84,27 @@ def apply_assignments(rows: pa.Table, matches: pa.ChunkedArray, assignments: dic
             positions = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
             col = scatter(column, [rebuilt], scatter_index(len(column), [(positions, rebuilt)], None))
         elif expr is not None:
-            value = evaluate(expr, rows)
+            # evaluated on the matched rows only, as Spark's If(condition, value, column): a value
+            # that fails on a row the UPDATE does not touch ('x' cast to INT) fails nothing
+            mask = pc.fill_null(matches, False)
+            everything = pc.all(mask).as_py() is not False
+            subject = rows if everything else rows.filter(mask)
+            value = evaluate(expr, subject)
             if isinstance(value, pa.Scalar):
-                value = pa.repeat(value, rows.num_rows)
+                value = pa.repeat(value, subject.num_rows)
             try:
                 value = assign_value(value, field.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                 raise SchemaMismatchError(
                     f"UPDATE value for column {field.name!r} cannot be converted to {field.type}: {exc}"
                 ) from None
-            col = pc.if_else(matches, value, col)
+            if everything:
+                col = value
+            elif subject.num_rows:
+                column = col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
+                value = value.combine_chunks() if isinstance(value, pa.ChunkedArray) else value
+                positions = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
+                col = scatter(column, [value], scatter_index(len(column), [(positions, value)], None))
             if not field.nullable and col.null_count:
                 raise SchemaMismatchError(f"UPDATE would set NOT NULL column {field.name!r} to null")
         columns.append(col)

@@ -251,3 +251,11 @@ def test_concat_ws_to_date_and_negative_are_spark_functions():
         parse_expression("to_date(s, 'yyyy-MM-dd')")
     with pytest.raises(PredicateError, match="constant separator"):
         values(table, "concat_ws(s, s)")
+
+
+def test_text_columns_cast_to_date_in_spark_forms():
+    table = pa.table({"id": [1, 2, 3, 4], "s": ["2024-01-02 10:00:00", "2024-1-2", "2024", None]})
+    assert values(table, "to_date(s)") == [dt.date(2024, 1, 2), dt.date(2024, 1, 2), dt.date(2024, 1, 1), None]
+    assert where(table, "CAST(s AS DATE) = DATE '2024-01-02'") == [1, 2]
+    with pytest.raises(PredicateError):
+        values(pa.table({"s": ["garbage"]}), "to_date(s)")

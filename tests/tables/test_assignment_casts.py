@@ -67,3 +67,15 @@ def test_decimals_rounded_up_past_their_digits_are_never_zero(tmp_path, dv):
     with pytest.raises(PredicateError):
         t.to_arrow(where="CAST(d AS DECIMAL(3,1)) = 0")
     assert deltatx.Table(t.uri).version == version
+
+
+@pytest.mark.parametrize("dv", [False, True], ids=["copy_on_write", "deletion_vectors"])
+def test_set_values_are_computed_for_the_updated_rows_only(tmp_path, dv):
+    """Spark's UPDATE is If(condition, value, column): a value that would fail on a row the
+    UPDATE does not touch fails nothing."""
+    schema = pa.schema([("id", pa.int64()), ("s", pa.string()), ("i", pa.int32())])
+    t = deltatx.create_table(str(tmp_path / "t"), schema, properties={"delta.enableDeletionVectors": str(dv).lower()})
+    t.append(pa.table({"id": [1, 2], "s": ["7", "not a number"], "i": [0, 0]}, schema=schema))
+    t.update(where="id = 1", set={"i": "CAST(s AS INT)"})
+    assert sorted(deltatx.Table(t.uri).to_arrow().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "s": "7", "i": 7}, {"id": 2, "s": "not a number", "i": 0}]

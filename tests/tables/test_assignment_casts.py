@@ -79,3 +79,28 @@ def test_set_values_are_computed_for_the_updated_rows_only(tmp_path, dv):
     t.update(where="id = 1", set={"i": "CAST(s AS INT)"})
     assert sorted(deltatx.Table(t.uri).to_arrow().to_pylist(), key=lambda r: r["id"]) == [
         {"id": 1, "s": "7", "i": 7}, {"id": 2, "s": "not a number", "i": 0}]
+
+
+def test_rows_where_the_predicate_is_null_keep_their_values(tmp_path):
+    schema = pa.schema([("id", pa.int64()), ("x", pa.int64()), ("y", pa.int64())])
+    t = deltatx.create_table(str(tmp_path / "t"), schema)
+    t.append(pa.table({"id": [1, 2, 3], "x": [5, None, 0], "y": [1, 2, 3]}, schema=schema))
+    t.update(where="x > 1", set={"y": "y * 10"})
+    assert sorted(deltatx.Table(t.uri).to_arrow().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "x": 5, "y": 10}, {"id": 2, "x": None, "y": 2}, {"id": 3, "x": 0, "y": 3}]
+
+
+def test_numbers_are_no_dates_or_timestamps(tmp_path):
+    """A number appended or SET into a DATE or TIMESTAMP column was stored as raw days or
+    microseconds; Spark's INSERT refuses it, and its CAST takes no number as a DATE."""
+    from deltatx.errors import SchemaMismatchError as Mismatch
+
+    schema = pa.schema([("id", pa.int32()), ("d", pa.date32()), ("ts", pa.timestamp("us", tz="UTC"))])
+    t = deltatx.create_table(str(tmp_path / "t"), schema)
+    for data in [{"id": pa.array([1], pa.int32()), "d": pa.array([5], pa.int32())},
+                 {"id": pa.array([1], pa.int32()), "ts": pa.array([5], pa.int64())}]:
+        with pytest.raises(Mismatch):
+            t.append(pa.table(data))
+    t.append(pa.table({"id": pa.array([1], pa.int32())}))
+    with pytest.raises(Mismatch):
+        t.update(set={"d": "id"})

@@ -139,7 +139,9 @@ def test_a_null_struct_over_a_not_null_field_is_written_and_rewritten(tmp_path):
     (pa.decimal128(5, 2), pa.array([1234.5])),  # out of the DECIMAL's range
     (pa.float64(), pa.array(["1e400"])),  # text is not read as a number
     (pa.int32(), pa.array(["007"])),
-], ids=["int-bool", "double-bool", "nested-bool", "double-decimal-overflow", "text-double", "text-int"])
+    (pa.struct([("x", pa.decimal128(5, 2))]), pa.array([{"x": 0.125}])),  # Arrow would not round half up
+], ids=["int-bool", "double-bool", "nested-bool", "double-decimal-overflow", "text-double", "text-int",
+        "nested-double-decimal"])
 def test_conversions_that_invent_or_drop_values_are_refused(tmp_path, column_type, values):
     uri = str(tmp_path / "t")
     t = deltatx.create_table(uri, pa.schema([("v", column_type)]))

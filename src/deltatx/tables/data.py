@@ -285,6 +285,11 @@ def _refused_conversion(source: pa.DataType, target: pa.DataType) -> str | None:
     if _is_text(source) and is_number(target):
         return (f"text is not read as {target} on a write (Spark refuses it too): cast the column to the "
                 f"number type first")
+    if is_number(source) and (pa.types.is_date(target) or pa.types.is_timestamp(target)):
+        return f"{source} values are no {target} (a write does not read numbers as days or microseconds)"
+    if pa.types.is_floating(source) and pa.types.is_decimal(target):  # reached inside a struct, list, map
+        return (f"a {source} field is not rounded into {target} inside a nested value (Arrow's cast would "
+                f"not round as Spark does): cast it to the DECIMAL first")
     if pa.types.is_struct(source) and pa.types.is_struct(target):
         for f in target:
             i = source.get_field_index(f.name)
@@ -380,6 +385,8 @@ def assign_value(values: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         if pa.types.is_nested(values.type) or pa.types.is_nested(target):
             raise
+        if is_number(values.type) and (pa.types.is_date(target) or pa.types.is_timestamp(target)):
+            raise  # Spark's CAST takes no number as a DATE (and seconds, not microseconds, as a TIMESTAMP)
     from ..expr.rows import cast_values
 
     try:

@@ -68,6 +68,21 @@ def apply_assignments(rows: pa.Table, matches: pa.ChunkedArray, assignments: dic
                       schema: pa.Schema) -> pa.Table:
     """New rows: assigned columns take their expression's value where ``matches``."""
     columns = []
+    mask = pc.fill_null(matches, False)
+    everything = pc.all(mask).as_py() is not False
+    positions: np.ndarray | None = None
+    matched: dict[str, pa.ChunkedArray] = {}  # the matched rows of each column a value reads
+
+    def matched_rows(names: set[str]) -> pa.Table:
+        if everything:
+            return rows
+        wanted = [n for n in rows.column_names if n in names]
+        for n in wanted:
+            if n not in matched:
+                matched[n] = rows.column(n).filter(mask)
+        count = int(pc.sum(mask).as_py() or 0)
+        return pa.table({n: matched[n] for n in wanted}) if wanted else pa.table({"__rows": pa.nulls(count)})
+
     for field in schema:
         col = rows.column(field.name)
         expr = assignments.get(field.name)
@@ -83,12 +98,14 @@ def apply_assignments(rows: pa.Table, matches: pa.ChunkedArray, assignments: dic
             rebuilt = with_fields(column.filter(mask).combine_chunks(), field.type, values, "UPDATE")
             positions = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
             col = scatter(column, [rebuilt], scatter_index(len(column), [(positions, rebuilt)], None))
+        elif expr is not None and (fast := _on_every_row(expr, rows, mask, col, field)) is not None:
+            col = fast
+            if not field.nullable and col.null_count:
+                raise SchemaMismatchError(f"UPDATE would set NOT NULL column {field.name!r} to null")
         elif expr is not None:
             # evaluated on the matched rows only, as Spark's If(condition, value, column): a value
             # that fails on a row the UPDATE does not touch ('x' cast to INT) fails nothing
-            mask = pc.fill_null(matches, False)
-            everything = pc.all(mask).as_py() is not False
-            subject = rows if everything else rows.filter(mask)
+            subject = matched_rows(expr.columns())
             value = evaluate(expr, subject)
             if isinstance(value, pa.Scalar):
                 value = pa.repeat(value, subject.num_rows)
@@ -103,7 +120,8 @@ def apply_assignments(rows: pa.Table, matches: pa.ChunkedArray, assignments: dic
             elif subject.num_rows:
                 column = col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
                 value = value.combine_chunks() if isinstance(value, pa.ChunkedArray) else value
-                positions = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
+                if positions is None:
+                    positions = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
                 col = scatter(column, [value], scatter_index(len(column), [(positions, value)], None))
             if not field.nullable and col.null_count:
                 raise SchemaMismatchError(f"UPDATE would set NOT NULL column {field.name!r} to null")
@@ -113,6 +131,20 @@ def apply_assignments(rows: pa.Table, matches: pa.ChunkedArray, assignments: dic
         if name not in schema.names:
             out = out.append_column(rows.schema.field(name), rows.column(name))
     return out
+
+
+def _on_every_row(expr: Any, rows: pa.Table, mask: pa.ChunkedArray, col: Any, field: pa.Field) -> Any:
+    """The column with ``expr``'s value where ``mask``, computed on every row at once (vectorized,
+    no scatter); None when computing it fails on some row, which may be a row the UPDATE does not
+    touch: the caller then computes the matched rows alone (and raises if one of them fails)."""
+    try:
+        value = evaluate(expr, rows)
+        if isinstance(value, pa.Scalar):
+            value = pa.repeat(value, rows.num_rows)
+        value = assign_value(value, field.type)
+    except (PredicateError, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    return pc.if_else(mask, value, col)
 
 
 def stage_update(tx: "Transaction", where: str | None, set_: dict[str, str]) -> dict[str, Any]:

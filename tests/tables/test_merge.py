@@ -397,3 +397,20 @@ def test_update_spanning_many_files_keeps_every_other_row(tmp_path):
             assert got[i] == (None if i % 2 else f"new{i}", i * 10.0)
         else:
             assert got[i] == (f"n{i}", float(i))
+
+
+@pytest.mark.parametrize("dv", [False, True], ids=["copy_on_write", "deletion_vectors"])
+def test_a_clause_condition_is_evaluated_on_the_rows_left_to_it(tmp_path, dv):
+    """Clauses are tried in order, as Spark's CASE: a later clause's condition that would fail on
+    a row an earlier clause took ('bad' cast to INT) fails nothing."""
+    schema = pa.schema([("id", pa.int64()), ("i", pa.int32())])
+    t = deltatx.create_table(str(tmp_path / "t"), schema, properties={"delta.enableDeletionVectors": str(dv).lower()})
+    t.append(pa.table({"id": [1, 2], "i": [0, 0]}, schema=schema))
+    source = pa.table({"id": [1, 2, 8, 9], "s": ["bad", "5", "bad", "6"]})
+    t.merge(source, on="t.id = s.id") \
+        .when_matched_update(set={"i": "-1"}, condition="s.s = 'bad'") \
+        .when_matched_update(set={"i": "s.s"}, condition="CAST(s.s AS INT) > 0") \
+        .when_not_matched_insert(values={"id": "s.id", "i": "-1"}, condition="s.s = 'bad'") \
+        .when_not_matched_insert(values={"id": "s.id", "i": "s.s"}, condition="CAST(s.s AS INT) > 0").execute()
+    assert sorted(deltatx.Table(t.uri).to_arrow().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "i": -1}, {"id": 2, "i": 5}, {"id": 8, "i": -1}, {"id": 9, "i": 6}]

@@ -185,7 +185,15 @@ def _first_clause(clauses: list[BoundClause], view: pa.Table, active: np.ndarray
     for j, clause in enumerate(clauses):
         if not remaining.any():
             break
-        hit = remaining & _mask(clause.condition, view)
+        try:
+            holds = _mask(clause.condition, view)  # every row at once, vectorized
+        except PredicateError:
+            # it fails on some row, maybe one an earlier clause took or no clause sees: Spark
+            # evaluates a clause's condition only on the rows still left to it
+            at = np.flatnonzero(remaining)
+            holds = np.zeros(len(remaining), dtype=bool)
+            holds[at] = _mask(clause.condition, view.take(pa.array(at, pa.int64())))
+        hit = remaining & holds
         codes[hit] = first_code + j
         remaining &= ~hit
 

@@ -259,3 +259,10 @@ def test_text_columns_cast_to_date_in_spark_forms():
     assert where(table, "CAST(s AS DATE) = DATE '2024-01-02'") == [1, 2]
     with pytest.raises(PredicateError):
         values(pa.table({"s": ["garbage"]}), "to_date(s)")
+
+
+def test_text_casts_to_boolean_with_sparks_words():
+    table = pa.table({"id": [1, 2, 3, 4, 5, 6], "s": ["t", "Yes", " n ", "FALSE", "1", None]})
+    assert values(table, "CAST(s AS BOOLEAN)") == [True, True, False, False, True, None]
+    with pytest.raises(PredicateError):
+        values(pa.table({"s": ["maybe"]}), "CAST(s AS BOOLEAN)")

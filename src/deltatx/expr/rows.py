@@ -436,7 +436,12 @@ def _spark_cast(b: _Backend, operand: Any, source: pa.DataType | None, to: pa.Da
             return _timestamp_text(b, operand, source)
     if pa.types.is_string(source) and pa.types.is_date(to):
         return b.call("cast", [_iso_date_text(b, operand)], pc.CastOptions(to))
-    if pa.types.is_string(source) and (is_number(to) or pa.types.is_boolean(to)):
+    if pa.types.is_string(source) and pa.types.is_boolean(to):
+        # Spark's words, any case: t/true/y/yes/1 and f/false/n/no/0; other text fails the cast
+        operand = b.call("utf8_lower", [b.call("utf8_trim_whitespace", [operand])])
+        operand = b.call("replace_substring_regex", [operand], pc.ReplaceSubstringOptions(r"^(t|y|yes)$", "true"))
+        operand = b.call("replace_substring_regex", [operand], pc.ReplaceSubstringOptions(r"^(f|n|no)$", "false"))
+    if pa.types.is_string(source) and is_number(to):
         operand = b.call("utf8_trim_whitespace", [operand])
         if not pa.types.is_boolean(to):
             operand = b.call("replace_substring_regex", [operand],

@@ -215,8 +215,8 @@ def _in_plan(e: In, schema: pa.Schema, partition_columns: tuple[str, ...]) -> Pl
     values = [_integer(v) for v in e.values]
     if e.negated or stats_column is None or not values or len(values) > _MAX_IN_VALUES or None in values:
         return None
-    if any(isinstance(v, Literal) and v.type is None for v in e.values):
-        return None  # one the binder left untyped (out of the column's range): the columnar path
+    if any(not stats_column[1] <= v <= stats_column[2] for v in values):  # type: ignore[operator]
+        return None  # a constant out of the column's range: the columnar path decides
     ints: list[int] = values  # type: ignore[assignment]
 
     def plan(doc: dict[str, Any]) -> bool:

@@ -124,10 +124,21 @@ def missing_files(store: "LogStore", decoded: list[str]) -> list[str]:
     file is gone, in one batched stat call."""
     if not decoded:
         return []
+    gone = absent(store.arrow_fs, [data_file_path(store, p) for p in decoded])
+    return [decoded[i] for i in gone]
+
+
+def absent(filesystem: Any, locations: list[str]) -> list[int]:
+    """Indexes of the ``locations`` (full paths on ``filesystem``) no file is at: one batched stat."""
     import pyarrow.fs as pafs
 
-    infos = store.arrow_fs.get_file_info([data_file_path(store, p) for p in decoded])
-    return [p for p, info in zip(decoded, infos) if info.type == pafs.FileType.NotFound]
+    infos = filesystem.get_file_info(locations) if locations else []
+    return [i for i, info in enumerate(infos) if info.type == pafs.FileType.NotFound]
+
+
+def first_and_more(names: list[str]) -> str:
+    """``'a'`` or ``'a' and 3 more``: how an error names the files it found (never empty)."""
+    return f"{names[0]!r}" + (f" and {len(names) - 1} more" if len(names) > 1 else "")
 
 
 # --------------------------------------------------------------------------------------------

@@ -43,10 +43,18 @@ from ..errors import (
 )
 from ..txnlog import column_mapping
 from ..txnlog.stats import _physical_name
-from ..txnlog.schema import type_holds
+from ..txnlog.schema import is_list_type, is_text_type, type_holds
 from .grouping import group_codes
 from .deletion_vectors import deleted_rows, keep_mask
-from .paths import data_file_path, decode_path, parse_binary_string, parse_date_string, parse_timestamp_string
+from .paths import (
+    absent,
+    data_file_path,
+    decode_path,
+    first_and_more,
+    parse_binary_string,
+    parse_date_string,
+    parse_timestamp_string,
+)
 from .row_group_cache import ROW_GROUPS, FileKey, local_key, logged_key
 from .row_metadata import MaterializedColumns, is_metadata_column, metadata_columns, metadata_field
 
@@ -163,17 +171,11 @@ def partition_values_table(files: pa.Table, schema: pa.Schema, partition_columns
 # --------------------------------------------------------------------------------------------
 
 
-def _is_text(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
-
 
 def _is_bytes(t: pa.DataType) -> bool:
     return (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t)
             or pa.types.is_fixed_size_binary(t))
 
-
-def _is_list(t: pa.DataType) -> bool:
-    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
 
 
 def _integer_digits(t: pa.DataType) -> int:
@@ -204,10 +206,10 @@ def _leaf_readable(file_type: pa.DataType, table_type: pa.DataType) -> bool:
         if pa.types.is_decimal(f):
             return f.scale <= t.scale and f.precision - f.scale <= whole
         return pa.types.is_integer(f) and _integer_digits(f) <= whole
-    if _is_text(t):
-        return _is_text(f) or (_is_bytes(f) and not pa.types.is_fixed_size_binary(f))
+    if is_text_type(t):
+        return is_text_type(f) or (_is_bytes(f) and not pa.types.is_fixed_size_binary(f))
     if _is_bytes(t):
-        return _is_bytes(f) or _is_text(f)
+        return _is_bytes(f) or is_text_type(f)
     if pa.types.is_date(t):
         return pa.types.is_date(f)
     if pa.types.is_timestamp(t):
@@ -241,8 +243,8 @@ def _unreadable(file_type: pa.DataType, table_type: pa.DataType, by_field_id: bo
             if problem:
                 return problem
         return None
-    if _is_list(t):
-        if not _is_list(f):
+    if is_list_type(t):
+        if not is_list_type(f):
             return path, f, t
         return _unreadable(f.value_type, t.value_type, by_field_id, f"{path}.element")
     if pa.types.is_map(t):
@@ -778,12 +780,10 @@ class _ScanPlan:
 
     def raise_if_missing(self, exc: BaseException) -> None:
         """Turn a failed read into DataFileNotFoundError when a referenced file is gone."""
-        infos = self.filesystem.get_file_info(self.paths)
-        missing = [p for p, info in zip(self.paths, infos) if info.type == pafs.FileType.NotFound]
+        missing = [self.paths[i] for i in absent(self.filesystem, self.paths)]
         if missing:
-            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
             raise DataFileNotFoundError(
-                f"data file {missing[0]!r}{more} referenced by the log of {self.store.uri!r} is missing; "
+                f"data file {first_and_more(missing)} referenced by the log of {self.store.uri!r} is missing; "
                 f"it may have been vacuumed or deleted outside deltatx. Time travel to a version whose "
                 f"files still exist, or restore the files."
             ) from exc

@@ -17,6 +17,8 @@ from ..expr.values import is_number
 from ..txnlog.schema import (
     check_field_names,
     dropped_fields,
+    is_list_type,
+    is_text_type,
     is_variant_storage,
     merge_schemas,
     normalize_schema,
@@ -183,19 +185,14 @@ def cast_value(values: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Ar
         values = _from_list_view(values)  # Arrow's own cast of a list view can build an invalid list
         if values.type.equals(target):
             return values
-    if pa.types.is_decimal(values.type) and pa.types.is_floating(target):
-        # Arrow scales a DECIMAL in floating point (0.3 -> 0.30000000000000004); its text parse
-        # gives the nearest float, as Spark's cast does
-        return values.cast(pa.string()).cast(target)
-    if pa.types.is_floating(values.type) and pa.types.is_decimal(target):
-        from ..expr.rows import cast_values  # Spark rounds half up (0.125 -> 0.13); overflow fails
-
-        try:
-            return cast_values(values, target)
-        except PredicateError as exc:
-            raise pa.ArrowInvalid(str(exc)) from None
-    if _is_text(target) and (pa.types.is_timestamp(values.type) or pa.types.is_floating(values.type)):
-        from ..expr.rows import cast_values  # Spark's text of them ('2024-01-01 10:00:00.5', '1.0E20')
+    numbers = (pa.types.is_decimal(values.type) and pa.types.is_floating(target)
+               or pa.types.is_floating(values.type) and pa.types.is_decimal(target))
+    as_text = is_text_type(target) and (pa.types.is_timestamp(values.type) or pa.types.is_floating(values.type))
+    if numbers or as_text:
+        # Spark's cast, where Arrow's differs: a DECIMAL as its nearest float (Arrow: 0.3 ->
+        # 0.30000000000000004), a float rounded half up into a DECIMAL (0.125 -> 0.13; overflow
+        # fails), timestamps and floats as Spark prints them ('2024-01-01 10:00:00.5', '1.0E20')
+        from ..expr.rows import cast_values
 
         try:
             return cast_values(values, target)
@@ -231,7 +228,7 @@ def _check_map_keys(values: pa.Array | pa.ChunkedArray, name: str) -> None:
             for i, f in enumerate(t):
                 if _holds_map(f.type):
                     _check_map_keys(arr.field(i), f"{name}.{f.name}")
-        elif _is_list(t):
+        elif is_list_type(t):
             _check_map_keys(arr.flatten(), f"{name}.element")
         elif pa.types.is_map(t) and len(arr):
             offsets = arr.offsets.to_numpy()
@@ -272,9 +269,6 @@ def _from_list_view(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.Chunked
         values.type.value_field), mask=mask)
 
 
-def _is_text(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
-
 
 def _refused_conversion(source: pa.DataType, target: pa.DataType) -> str | None:
     """Why values of ``source`` may not be stored as ``target`` at all (at any depth), or None.
@@ -282,7 +276,7 @@ def _refused_conversion(source: pa.DataType, target: pa.DataType) -> str | None:
     BOOLEAN (2 -> true), text as a number or BOOLEAN ('007' -> 7, '1e400' -> inf)."""
     if pa.types.is_boolean(target) and not (pa.types.is_boolean(source) or pa.types.is_null(source)):
         return f"{source} values are not booleans (a write does not turn numbers or text into true/false)"
-    if _is_text(source) and is_number(target):
+    if is_text_type(source) and is_number(target):
         return (f"text is not read as {target} on a write (Spark refuses it too): cast the column to the "
                 f"number type first")
     if is_number(source) and (pa.types.is_date(target) or pa.types.is_timestamp(target)):
@@ -299,7 +293,7 @@ def _refused_conversion(source: pa.DataType, target: pa.DataType) -> str | None:
     if pa.types.is_map(source) and pa.types.is_map(target):
         return (_refused_conversion(source.key_type, target.key_type)
                 or _refused_conversion(source.item_type, target.item_type))
-    if _is_list(source) and _is_list(target):
+    if is_list_type(source) and is_list_type(target):
         return _refused_conversion(source.value_type, target.value_type)
     return None
 
@@ -317,13 +311,10 @@ def _may_lose(source: pa.DataType, target: pa.DataType) -> bool:
                    for i in [source.get_field_index(f.name)] if i >= 0)
     if pa.types.is_map(source) and pa.types.is_map(target):
         return _may_lose(source.key_type, target.key_type) or _may_lose(source.item_type, target.item_type)
-    if _is_list(source) and _is_list(target):
+    if is_list_type(source) and is_list_type(target):
         return _may_lose(source.value_type, target.value_type)
     return False
 
-
-def _is_list(t: pa.DataType) -> bool:
-    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
 
 
 def _first_lost(source: pa.Array | pa.ChunkedArray, cast: pa.Array | pa.ChunkedArray) -> str | None:
@@ -362,7 +353,7 @@ def _first_lost(source: pa.Array | pa.ChunkedArray, cast: pa.Array | pa.ChunkedA
         if lost is None and _may_lose(st.item_type, tt.item_type):
             lost = _first_lost(src_items, cast_items)
         return lost
-    if _is_list(st):
+    if is_list_type(st):
         return _first_lost(source.flatten(), cast.flatten())
     return None
 

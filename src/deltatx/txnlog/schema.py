@@ -399,8 +399,17 @@ def merge_schemas(table_schema: pa.Schema, data_schema: pa.Schema) -> pa.Schema:
     return pa.schema(fields, metadata=table_schema.metadata)
 
 
-def _is_list(t: pa.DataType) -> bool:
+def is_list_type(t: pa.DataType) -> bool:
+    """Any Arrow list layout (Delta's array)."""
     return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+
+
+def is_text_type(t: pa.DataType) -> bool:
+    """Any Arrow string layout (Delta's string)."""
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
+_is_list = is_list_type
 
 
 def _nested(t: pa.DataType) -> list[tuple[str, pa.DataType]]:

@@ -30,7 +30,7 @@ from typing import Any, Iterator
 import orjson
 import pyarrow as pa
 
-from ..errors import TypeChangeError, UnsupportedFeatureError
+from ..errors import SchemaMismatchError, TypeChangeError, UnsupportedFeatureError
 from .actions import Metadata
 from .schema import schema_from_json, type_from_delta, type_to_delta
 
@@ -319,6 +319,6 @@ def _delta_name(t: pa.DataType) -> str | None:
     """The Delta type a data column's Arrow type stands for (None: no primitive Delta type)."""
     try:
         name = type_to_delta(t)
-    except Exception:  # an Arrow type Delta has no name for (uint64, ...): the cast decides
+    except SchemaMismatchError:  # an Arrow type Delta has no name for (uint64, ...): the cast decides
         return None
     return name if isinstance(name, str) else None

@@ -29,6 +29,7 @@ from ...txnlog.schema import (
     field_index,
     field_metadata_keys,
     field_to_delta,
+    is_list_type,
     normalize_schema,
     schema_to_json,
 )
@@ -69,7 +70,7 @@ def _resolve(schema: pa.Schema, name: str) -> Path:
             step = part.lower()
             inner = _container_child(current, step)
             if inner is None:
-                steps = "element" if _is_list(current) else "key or value"
+                steps = "element" if is_list_type(current) else "key or value"
                 raise SchemaMismatchError(
                     f"column {name!r}: {'.'.join(path)!r} is {current}; name its {steps} to reach a field inside")
             path.append(step)
@@ -89,20 +90,17 @@ def _resolve(schema: pa.Schema, name: str) -> Path:
         if depth < len(parts) - 1:
             if pa.types.is_struct(current):
                 fields = list(current)
-            elif _is_list(current) or pa.types.is_map(current):
+            elif is_list_type(current) or pa.types.is_map(current):
                 fields = None
             else:
                 raise SchemaMismatchError(f"column {name!r}: {'.'.join(path)!r} is {current}, not a struct")
     return tuple(path)
 
 
-def _is_list(t: pa.DataType) -> bool:
-    return pa.types.is_list(t) or pa.types.is_large_list(t)
-
 
 def _container_child(t: pa.DataType, step: str) -> pa.DataType | None:
     """The type ``step`` (``element``, ``key``, ``value``) leads to inside array/map ``t``."""
-    if _is_list(t) and step == "element":
+    if is_list_type(t) and step == "element":
         return t.value_type
     if pa.types.is_map(t) and step in ("key", "value"):
         return t.key_type if step == "key" else t.item_type
@@ -122,7 +120,7 @@ def _edit_type(t: pa.DataType, path: Path, change: Callable[[list[pa.Field], int
     """Type ``t`` with ``change`` applied below it at ``path`` (struct fields, array/map steps)."""
     if pa.types.is_struct(t):
         return pa.struct(_edit(list(t), path, change))
-    if _is_list(t):
+    if is_list_type(t):
         inner = t.value_field.with_type(_edit_type(t.value_type, path[1:], change))
         return pa.large_list(inner) if pa.types.is_large_list(t) else pa.list_(inner)
     if path[0] == "key":

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...errors import DataFileNotFoundError, TimeTravelError
-from ...io.paths import decode_path, missing_files
+from ...io.paths import decode_path, first_and_more, missing_files
 from ...txnlog import row_tracking
 from ...txnlog.clustering import clustering_domain, clustering_paths, is_clustered
 from ...txnlog.history import refuse_after_last_commit
@@ -58,9 +58,8 @@ def refuse_missing(tx: "Transaction", version: int, needed: list[str]) -> None:
     """DataFileNotFoundError, nothing committed, when one of the ``needed`` files is gone."""
     missing = missing_files(tx.store, needed)
     if missing:
-        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
         raise DataFileNotFoundError(
-            f"cannot restore {tx.table.uri!r} to version {version}: file {missing[0]!r}{more} of that version "
+            f"cannot restore {tx.table.uri!r} to version {version}: file {first_and_more(missing)} of that version "
             f"no longer exist(s), probably removed by VACUUM; the restored table could not be read. Restore a "
             f"newer version whose files are still retained."
         )

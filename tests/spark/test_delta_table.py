@@ -237,6 +237,29 @@ def test_merge_basic_syntax_strings_and_columns(merge_case):
     assert content(path) == [("a", -1), ("b", 0), ("c", 3), ("d", 4), ("e", -5), ("f", -6)]
 
 
+def test_columns_bound_to_dataframes_resolve_as_in_delta_spark(spark, tmp_path):
+    """Columns bound to a DataFrame (``updates.value``, ``updates["key"]``, ``dt.toDF().key``)
+    name the same columns as the target: they resolve by the frame they came from, as in
+    delta-spark, not by name (which would be ambiguous, or the target's)."""
+    path = tmp_path / "t"
+    write_kv(path, START)
+    table = DeltaTable.forPath(spark, str(path))
+    updates = spark.createDataFrame([("a", 10), ("e", 50)], ["key", "value"])
+    (table.alias("t").merge(updates.alias("u"), "t.key = u.key")
+     .whenMatchedUpdate(set={"value": updates.value + col("t.value")})
+     .whenNotMatchedInsert(values={"key": updates["key"], "value": updates.value})
+     .execute())
+    assert content(path) == [("a", 11), ("b", 2), ("c", 3), ("d", 4), ("e", 50)]
+    (table.merge(updates, table.toDF().key == updates.key)
+     .whenMatchedUpdate(set={"value": table.toDF().value - updates.value}).execute())
+    assert content(path) == [("a", 1), ("b", 2), ("c", 3), ("d", 4), ("e", 0)]
+    table.update(table.toDF().key == "b", {"value": lit(20)})
+    table.alias("q").delete(table.alias("q").toDF()["key"] == "c")
+    assert content(path) == [("a", 1), ("b", 20), ("d", 4), ("e", 0)]
+    refused(path, PredicateError, lambda: table.update(updates.key == "b", {"value": lit(0)}),
+            match="cannot resolve the Column")
+
+
 def test_merge_not_matched_by_source_clauses_in_order(merge_case):
     path, dt_, source = merge_case
     (dt_.merge(source, expr("key = k"))

@@ -35,6 +35,24 @@ def test_fractions_truncate_into_integers_and_decimals_round_half_up(table):
     assert values(table)[1] == (3, Decimal("3.99"))
 
 
+def test_floats_and_text_round_half_up_from_their_digits_as_spark_does(table, tmp_path):
+    """Spark casts a double to DECIMAL through Double.toString and a STRING through BigDecimal,
+    then rounds half up: 1.005 (binary just below it) is 1.01, '2.675' is 2.68; Arrow's cast
+    would give 1.00 for the first and refuse the second."""
+    source = pa.table({"id": [1, 2], "x": [1.005, -2.675], "txt": ["2.675", " -1.005 "]})
+    table.merge(source, on="t.id = s.id").when_matched_update({"d": "s.x"}).execute()
+    assert {k: v[1] for k, v in values(table).items()} == {1: Decimal("1.01"), 2: Decimal("-2.68")}
+    table.merge(source, on="t.id = s.id").when_matched_update({"d": "s.txt"}).execute()
+    assert {k: v[1] for k, v in values(table).items()} == {1: Decimal("2.68"), 2: Decimal("-1.01")}
+    table.update(where="id = 1", set={"d": "CAST('0.125' AS DECIMAL(4, 2))"})
+    table.update(where="id = 2", set={"d": "CAST(CAST(1.005 AS DOUBLE) AS DECIMAL(4, 2))"})
+    assert {k: v[1] for k, v in values(table).items()} == {1: Decimal("0.13"), 2: Decimal("1.01")}
+    assert deltatx.Table(table.uri).to_arrow(where="d = CAST('1.005' AS DECIMAL(4, 2))").num_rows == 1
+    wide = deltatx.create_table(str(tmp_path / "wide"), pa.schema([("d", pa.decimal128(38, 0)), ("e", pa.decimal128(6, 2))]))
+    wide.append(pa.table({"d": [1e23], "e": [1.005]}))  # an append converts as Spark's INSERT does
+    assert wide.to_arrow().to_pylist() == [{"d": Decimal("100000000000000000000000"), "e": Decimal("1.01")}]
+
+
 @pytest.mark.parametrize("assignment", [{"i": "1e20"}, {"d": "12345.6"}, {"i": "'abc'"}])
 def test_values_out_of_range_or_not_numbers_are_refused(table, assignment):
     with pytest.raises(SchemaMismatchError, match="cannot be converted"):

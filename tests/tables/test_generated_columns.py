@@ -196,10 +196,35 @@ def test_a_generated_column_over_a_struct_field_follows_every_write(tmp_path, dv
     assert _rows(t) == {1: 40, 2: 30}
     from deltatx.errors import PredicateError
 
-    with pytest.raises(PredicateError, match="set the whole struct column"):
-        t.update("id = 2", {"st.a": "7"})
+    t.update("id = 2", {"st.a": "7"})  # a field set alone: g follows it
+    assert _rows(t) == {1: 40, 2: 70}
     t.merge(source.slice(0, 1), on="t.id = s.id").when_matched_update_all().execute()
+    assert _rows(t) == {1: 50, 2: 70}
+    # a struct chosen by an expression: g follows the chosen struct's field
+    t.merge(source, on="t.id = s.id").when_matched_update(set={"st": "if(s.id = 2, s.st, t.st2)"}).execute()
+    assert _rows(t) == {1: None, 2: 30}  # UPDATE SET * above made st2 of id 1 NULL
+    t.merge(source, on="t.id = s.id").when_matched_update(set={"st": "coalesce(s.st2, s.st)"}).execute()
     assert _rows(t) == {1: 50, 2: 30}
+    t.update("id = 1", {"st": "CASE WHEN id = 1 THEN NULL ELSE st END"})
+    assert _rows(t) == {1: None, 2: 30}
+
+
+def test_generated_columns_over_struct_parts_never_go_stale(tmp_path):
+    """Where deltatx cannot derive a generated column's new value it refuses the statement
+    instead of keeping the old value: g reads a struct whose fields change in part."""
+    from deltatx.errors import PredicateError
+
+    inner = pa.struct([("x", pa.int64()), ("y", pa.int64())])
+    st = pa.struct([("a", pa.int64()), ("inner", inner)])
+    schema = pa.schema([("id", pa.int64()), ("st", st), ("g", pa.int64()), ("n", pa.bool_())])
+    t = deltatx.create_table(str(tmp_path / "t"), schema, generated_columns={"g": "st.inner.y", "n": "st IS NULL"})
+    t.append(pa.table({"id": [1], "st": pa.array([{"a": 1, "inner": {"x": 1, "y": 2}}], st)}))
+    for assignment in ({"st.a": "5"}, {"st.inner.x": "5"}):
+        with pytest.raises(PredicateError):
+            t.update("id = 1", assignment)
+    t.update("id = 1", {"st": "CASE WHEN id = 1 THEN NULL ELSE st END"})
+    assert t.to_arrow(columns=["g", "n"]).to_pylist() == [{"g": None, "n": True}]
+    assert t.version == 2
 
 
 def _rows(t: deltatx.Table) -> dict[int, int]:

@@ -180,6 +180,19 @@ def test_update_and_merge_values_convert_with_spark_ansi_cast(tmp_path):
         t.update(where="id = 1", set={"i": "'x'"})  # text that is no number still fails
 
 
+def test_maps_with_struct_or_list_keys_refuse_a_key_twice(tmp_path):
+    key = pa.struct([("a", pa.int32()), ("b", pa.string())])
+    t = deltatx.create_table(str(tmp_path / "s"), pa.schema([("m", pa.map_(key, pa.int64()))]))
+    distinct = [[({"a": 1, "b": "x"}, 1), ({"a": 1, "b": None}, 2), ({"a": 2, "b": "x"}, 3)]]
+    t.append(pa.table({"m": pa.array(distinct, pa.map_(key, pa.int64()))}))
+    with pytest.raises(SchemaMismatchError, match="twice"):
+        t.append(pa.table({"m": pa.array([[({"a": 1, "b": "x"}, 1), ({"a": 1, "b": "x"}, 2)]], pa.map_(key, pa.int64()))}))
+    listed = deltatx.create_table(str(tmp_path / "l"), pa.schema([("m", pa.map_(pa.list_(pa.int32()), pa.int64()))]))
+    with pytest.raises(SchemaMismatchError, match="twice"):
+        listed.append(pa.table({"m": pa.array([[([1, 2], 1), ([1, 2], 2)]], pa.map_(pa.list_(pa.int32()), pa.int64()))}))
+    assert t.to_arrow().num_rows == 1 and listed.version == 0
+
+
 def test_bad_values_are_typed_errors_and_commit_nothing(tmp_path):
     uri = str(tmp_path / "t")
     schema = pa.schema([("l", pa.list_(pa.field("element", pa.int64(), nullable=False))),

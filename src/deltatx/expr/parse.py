@@ -380,7 +380,7 @@ def _convert_cast(node: exp.Cast) -> Expr:
     target = arrow_type_from_sql(node.args["to"])
     operand = _convert(node.this)
     if isinstance(operand, Literal):  # folded by the row-level CAST itself (a string: parsed)
-        if operand.value is None or isinstance(operand.value, str):
+        if operand.value is None or isinstance(operand.value, str) and not pa.types.is_decimal(target):
             return convert_literal(operand, target, context=_fragment(node))
         return cast_constant(operand, target, context=_fragment(node))
     return Cast(operand, target)

@@ -459,10 +459,9 @@ def _spark_cast(b: _Backend, operand: Any, source: pa.DataType | None, to: pa.Da
     elif pa.types.is_floating(to) and pa.types.is_integer(source):
         return b.call("cast", [operand], pc.CastOptions.unsafe(to))
     elif pa.types.is_decimal(to) and pa.types.is_floating(source):
-        # half up at the target scale first (0.125 -> 0.13, as Spark's cast); Arrow's own cast
-        # would round 0.125 down. (Spark rounds the float's shortest text: 1.005 gives 1.01 there,
-        # 1.00 here, whose binary value is below 1.005.)
-        operand = b.call("round", [operand], pc.RoundOptions(to.scale, "half_towards_infinity"))
+        return _float_to_decimal(b, operand, source, to)
+    elif pa.types.is_decimal(to) and pa.types.is_string(source):
+        operand = _decimal_text_half_up(b, operand, to)
     elif pa.types.is_decimal(to) and pa.types.is_decimal(source) and to.scale < source.scale:
         operand = b.call("round", [_with_carry_digit(b, operand, source)],
                          pc.RoundOptions(to.scale, "half_towards_infinity"))
@@ -472,6 +471,43 @@ def _spark_cast(b: _Backend, operand: Any, source: pa.DataType | None, to: pa.Da
         room = (pa.decimal128 if 20 + to.scale <= 38 else pa.decimal256)(min(20 + to.scale, 76), to.scale)
         operand = b.call("cast", [operand], pc.CastOptions(room))
     return b.call("cast", [operand], pc.CastOptions(to, allow_time_truncate=True))
+
+
+def _decimal_text_half_up(b: _Backend, text: Any, to: pa.DecimalType) -> Any:
+    """Decimal text at ``to``'s scale, rounded half up, as Spark's CAST of a STRING does
+    (Java's BigDecimal, then HALF_UP: '1.005' -> 1.01 in DECIMAL(5,2)), where Arrow's cast
+    refuses any digit beyond the scale. Half up looks only at the first dropped digit, so the
+    text is cut one digit past the scale, read exactly, and rounded; the caller's cast to ``to``
+    then checks that it fits. (Text in exponent form is read as it is: beyond one extra digit
+    it is refused.)"""
+    keep = to.scale + 1
+    text = b.call("replace_substring_regex", [text], pc.ReplaceSubstringOptions(
+        rf"^(-?[0-9]*\.[0-9]{{{keep}}})[0-9]+$", r"\1", max_replacements=1))
+    finer = (pa.decimal128 if to.precision < 38 else pa.decimal256)(min(to.precision + 1, 76), keep)
+    value = b.call("cast", [text], pc.CastOptions(finer))
+    return b.call("round", [_with_carry_digit(b, value, finer)], pc.RoundOptions(to.scale, "half_towards_infinity"))
+
+
+def _float_to_decimal(b: _Backend, operand: Any, source: pa.DataType, to: pa.DecimalType) -> Any:
+    """Spark's CAST of a float to DECIMAL: the double's shortest text (Java's Double.toString,
+    a FLOAT widened to double first) rounded half up, so 1.005 gives 1.01 and 1e23 gives
+    100000000000000000000000, not the binary values just below them.
+
+    Columnar: Arrow's cast to text finds the shortest digits. Rounding that text and rounding
+    the binary value half up can differ only where the text ends within one digit past the
+    scale (a shorter text between the value and a longer one would be the shortest), or where
+    it is a whole number in exponent form: those rows are read from their text, every other
+    row keeps the binary rounding (NaN and infinities fail the cast there)."""
+    if not pa.types.is_float64(source):
+        operand = b.call("cast", [operand], pc.CastOptions(pa.float64()))
+    text = b.call("cast", [operand], pc.CastOptions(pa.string()))
+    short = b.call("match_substring_regex", [text], pc.MatchSubstringOptions(
+        rf"^-?(?:[0-9]+(?:\.[0-9]{{0,{to.scale + 1}}})?|[0-9](?:\.[0-9]+)?e\+[0-9]+)$"))
+    from_text = b.call("cast", [_decimal_text_half_up(
+        b, b.call("if_else", [short, text, b.scalar(pa.scalar("0"))]), to)], pc.CastOptions(to))
+    rounded = b.call("round", [b.call("if_else", [short, b.scalar(pa.scalar(0.0)), operand])],
+                     pc.RoundOptions(to.scale, "half_towards_infinity"))
+    return b.call("if_else", [short, from_text, b.call("cast", [rounded], pc.CastOptions(to))])
 
 
 #: Spark's DATE text (as expr.values.parse_date_text reads a literal): yyyy[-m[-d]], then ' ' or

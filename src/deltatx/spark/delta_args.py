@@ -18,7 +18,7 @@ Columns are rendered in the session time zone, which deltatx reads as UTC: keep
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -82,30 +82,42 @@ class ColumnScope:
     """
 
     def __init__(self, spark: Any, target_schema: pa.Schema, target_alias: str | None = None,
-                 source: Any = None, source_alias: str | None = None):
+                 source: Any = None, source_alias: str | None = None, table_frames: Sequence[Any] = ()):
         self.spark = spark
         self.target_schema = target_schema
         self.target_alias = target_alias
         self.source = source
         self.source_alias = source_alias
+        #: DataFrames the table's ``toDF()`` returned lately, oldest first (a live view: a MERGE
+        #: builder's clauses may call toDF() after the scope was made); a Column bound to one
+        #: (``dt.toDF().id``) resolves against it when the schema alone cannot resolve it
+        self.table_frames = table_frames
         self._frame: Any = None
 
-    def frame(self) -> Any:
-        if self._frame is None:
-            from pyspark.sql import DataFrame
+    def frame(self, target: Any = None) -> Any:
+        """The scope: the target (an empty relation of its schema, or ``target``) aliased, with the
+        MERGE source cross-joined. Only the default one is kept."""
+        if target is None and self._frame is not None:
+            return self._frame
+        from pyspark.sql import DataFrame
 
-            from .options import arrow_schema_to_spark
+        from .options import arrow_schema_to_spark
 
+        if target is None:
             jsession = self.spark._jsparkSession
             jschema = jsession.parseDataType(arrow_schema_to_spark(self.target_schema).json())
             target = DataFrame(jsession.createDataFrame(self.spark._jvm.java.util.ArrayList(), jschema), self.spark)
-            if self.target_alias:
-                target = target.alias(self.target_alias)
-            if self.source is not None:
-                source = self.source.alias(self.source_alias) if self.source_alias else self.source
-                target = target.crossJoin(source)
+            keep = True
+        else:
+            keep = False
+        if self.target_alias:
+            target = target.alias(self.target_alias)
+        if self.source is not None:
+            source = self.source.alias(self.source_alias) if self.source_alias else self.source
+            target = target.crossJoin(source)
+        if keep:
             self._frame = target
-        return self._frame
+        return target
 
     def sql(self, value: str | Any) -> str:
         """SQL text for a string (unchanged) or a Column (analyzed in this scope)."""
@@ -114,13 +126,73 @@ class ColumnScope:
         try:
             analyzed = self.frame().select(value)._jdf.queryExecution().analyzed()
         except Exception as exc:  # AnalysisException: a name the scope does not have, a bad call
-            raise PredicateError(f"cannot resolve the Column {value} against the table"
-                                 f"{' and the MERGE source' if self.source is not None else ''}: "
-                                 f"{_first_line(exc)}") from None
+            analyzed = self._analyzed_over_table_frames(value)
+            if analyzed is None:
+                raise PredicateError(f"cannot resolve the Column {value} against the table"
+                                     f"{' and the MERGE source' if self.source is not None else ''}: "
+                                     f"{_first_line(exc)}") from None
         expression = analyzed.projectList().head()
         if expression.nodeName() == "Alias":
             expression = expression.child()
-        return str(expression.sql())
+        return str(self._qualified(expression, analyzed.child()).sql())
+
+    def _analyzed_over_table_frames(self, value: Any) -> Any:
+        """``value`` analyzed with one of :attr:`table_frames` as the target, or None."""
+        for frame in reversed(list(self.table_frames)):  # the newest first
+            try:
+                return self.frame(frame).select(value)._jdf.queryExecution().analyzed()
+            except Exception:  # bound to another frame, or not resolvable at all
+                continue
+        return None
+
+    def _qualified(self, expression: Any, scope_plan: Any) -> Any:
+        """``expression`` with every attribute of the scope named as deltatx binds it.
+
+        Why: a Column bound to a DataFrame (``updates.value``, ``updates["value"]``) is resolved
+        by its expression id, and prints without a qualifier (``value``), which deltatx would
+        read as the target's column or as ambiguous. Each attribute of the target side is
+        qualified with the target alias (or none), each of the source with the source alias."""
+        sides = [scope_plan.left(), scope_plan.right()] if self.source is not None else [scope_plan]
+        aliases = [self.target_alias, self.source_alias] if self.source is not None else [self.target_alias]
+        owner: dict[int, str | None] = {}
+        for side, alias in zip(sides, aliases):
+            output = side.output()
+            for i in range(output.size()):
+                owner[output.apply(i).exprId().id()] = alias
+        references = expression.references().toSeq()
+        if not any(_needs_qualifier(references.apply(i), owner) for i in range(references.size())):
+            return expression
+        return self._requalify(expression, owner)
+
+    def _requalify(self, expression: Any, owner: dict[int, str | None]) -> Any:
+        if expression.nodeName() == "AttributeReference":
+            key = expression.exprId().id()
+            if key not in owner:
+                return expression
+            return expression.withQualifier(self._scala_seq([owner[key]] if owner[key] else []))
+        children = expression.children()
+        if children.size() == 0:
+            return expression
+        return expression.withNewChildren(self._scala_seq(
+            [self._requalify(children.apply(i), owner) for i in range(children.size())]))
+
+    def _scala_seq(self, items: list[Any]) -> Any:
+        jlist = self.spark._jvm.java.util.ArrayList()
+        for item in items:
+            jlist.add(item)
+        return self.spark._jvm.scala.jdk.javaapi.CollectionConverters.asScala(jlist).toList()
+
+
+def _needs_qualifier(attribute: Any, owner: dict[int, str | None]) -> bool:
+    """Does this scope attribute print with another qualifier than deltatx binds it under?"""
+    key = attribute.exprId().id()
+    if key not in owner:
+        return False
+    qualifier = attribute.qualifier()
+    wanted = owner[key]
+    if not wanted:
+        return qualifier.size() > 0
+    return not (qualifier.size() == 1 and str(qualifier.head()) == wanted)
 
 
 def unaliased_sql(sql: str, alias: str | None) -> str:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections import deque
 from typing import Any
 
 from ..errors import (
@@ -65,6 +66,8 @@ RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 VACUUM_LOGGING_CONF = "spark.databricks.delta.vacuum.logging.enabled"
 
 #: MERGE aliases for a side the user did not alias (its columns are then named unqualified)
+#: toDF() results kept per table for resolving Columns bound to them
+_KEPT_FRAMES = 8
 _DEFAULT_SOURCE_ALIASES, _DEFAULT_TARGET_ALIASES = ("source", "src"), ("target", "tgt")
 
 
@@ -96,10 +99,14 @@ class DeltaTable:
     of one driver each open their own (``DeltaTable.forPath``).
     """
 
-    def __init__(self, spark: Any, spark_table: SparkTable, alias: str | None = None):
+    def __init__(self, spark: Any, spark_table: SparkTable, alias: str | None = None,
+                 frames: "deque[Any] | None" = None):
         self._spark = spark
         self._spark_table = spark_table
         self._alias = alias
+        #: the DataFrames toDF() returned lately (shared with this table's aliases): Columns bound
+        #: to them (``dt.toDF().id == updates.id``) are resolved against them, as in delta-spark
+        self._frames: deque[Any] = deque(maxlen=_KEPT_FRAMES) if frames is None else frames
 
     def __repr__(self) -> str:
         return f"deltatx.spark.DeltaTable({self._spark_table.uri!r})"
@@ -209,11 +216,13 @@ class DeltaTable:
 
         options = {f"storage.{k}": v for k, v in self._spark_table.storage_options.items()}
         df = read(self._spark, self._spark_table.uri, **options)
-        return df.alias(self._alias) if self._alias else df
+        df = df.alias(self._alias) if self._alias else df
+        self._frames.append(df)
+        return df
 
     def alias(self, aliasName: str) -> "DeltaTable":  # noqa: N803
         """This table under an alias (for ``toDF()`` and the conditions of DELETE/UPDATE/MERGE)."""
-        return DeltaTable(self._spark, self._spark_table, check_str(aliasName, "Alias"))
+        return DeltaTable(self._spark, self._spark_table, check_str(aliasName, "Alias"), self._frames)
 
     def history(self, limit: int | None = None) -> Any:
         """DESCRIBE HISTORY, newest first: delta-spark's columns, null where deltatx has no value."""
@@ -227,7 +236,7 @@ class DeltaTable:
 
     # ------------------------------------------------------------------ DML (Spark jobs)
     def _scope(self) -> ColumnScope:
-        return ColumnScope(self._spark, self._latest().schema, self._alias)
+        return ColumnScope(self._spark, self._latest().schema, self._alias, table_frames=self._frames)
 
     def _condition_sql(self, condition: Any, scope: ColumnScope) -> str | None:
         if condition is None:
@@ -273,7 +282,8 @@ class DeltaTable:
             raise InvalidArgumentError("'condition' in merge cannot be None")
         condition = check_condition(condition)
         source_alias, target_alias = _merge_aliases(dataframe_alias(source), self._alias)
-        scope = ColumnScope(self._spark, self._latest().schema, target_alias, source, source_alias)
+        scope = ColumnScope(self._spark, self._latest().schema, target_alias, source, source_alias,
+                            table_frames=self._frames)
         builder = self._spark_table.merge(source, scope.sql(condition), source_alias=source_alias,
                                           target_alias=target_alias)
         return DeltaMergeBuilder(self._spark, builder, scope)

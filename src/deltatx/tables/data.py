@@ -234,9 +234,9 @@ def _check_map_keys(values: pa.Array | pa.ChunkedArray, name: str) -> None:
             offsets = arr.offsets.to_numpy()
             start, end = int(offsets[0]), int(offsets[-1])
             keys = arr.keys.slice(start, end - start)
-            if not pa.types.is_nested(t.key_type) and len(keys):
+            if len(keys):
                 # one hash pass: (row, key code) pairs must all differ
-                codes = pc.dictionary_encode(keys).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+                codes = _key_codes(keys)
                 parents = np.repeat(np.arange(len(arr), dtype=np.int64), np.diff(offsets))
                 distinct = int(codes.max()) + 1
                 pairs = parents * distinct + codes
@@ -252,6 +252,25 @@ def _check_map_keys(values: pa.Array | pa.ChunkedArray, name: str) -> None:
             items = arr.items.slice(start, end - start)
             if _holds_map(t.item_type):
                 _check_map_keys(items, f"{name}.value")
+
+
+def _key_codes(keys: pa.Array) -> "np.ndarray":
+    """One int64 per key, equal exactly for equal keys, dense from 0: a hash pass per column.
+    A struct key combines its fields' codes (a NULL field is a value of its own); a list or map
+    key, which no engine writes in practice, is compared by its Python value."""
+    import numpy as np
+
+    t = keys.type
+    if pa.types.is_struct(t):
+        codes = np.zeros(len(keys), dtype=np.int64)
+        for i in range(t.num_fields):
+            field = _key_codes(keys.field(i))
+            codes = np.unique(codes * (int(field.max(initial=0)) + 1) + field, return_inverse=True)[1].astype(np.int64)
+        return codes
+    if pa.types.is_nested(t):
+        keys = pa.array([repr(v) for v in keys.to_pylist()], pa.string())
+    encoded = pc.dictionary_encode(keys).indices
+    return pc.fill_null(encoded, -1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
 
 
 def _from_list_view(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:

@@ -20,7 +20,7 @@ import orjson
 import pyarrow as pa
 
 from ..errors import InvalidConstraintError, PredicateError
-from ..expr import Cast, Column, Expr, Literal, bind, map_columns, parse_expression, result_type
+from ..expr import Case, Cast, Column, Expr, Func, IsNull, Literal, bind, map_columns, parse_expression, result_type
 from ..txnlog.clustering import resolve_field
 from .constraints import GENERATION_EXPRESSION, WriteRules
 
@@ -112,9 +112,24 @@ def _field_of(value: Any, read: Column, field_type: pa.DataType) -> Expr | None:
     that field as it was (the caller keeps it)."""
     if isinstance(value, Column):
         return Cast(Column(value.name, value.qualifier, value.path + read.path), field_type)
+    if isinstance(value, Literal) and value.value is None:
+        return Literal(None, field_type)
+    if isinstance(value, Case) or isinstance(value, Func) and value.name == "if" and len(value.args) == 3:
+        # the field of a choice between structs is the choice between their fields
+        whens = value.whens if isinstance(value, Case) else ((value.args[0], value.args[1]),)
+        default = value.default if isinstance(value, Case) else value.args[2]
+        return Case(tuple((cond, _field_of(v, read, field_type)) for cond, v in whens),
+                    Literal(None, field_type) if default is None else _field_of(default, read, field_type))
+    if isinstance(value, Func) and value.name == "coalesce":  # the first struct that is not NULL
+        return Case(tuple((IsNull(arg, negated=True), _field_of(arg, read, field_type)) for arg in value.args),
+                    Literal(None, field_type))
     fields = getattr(value, "fields", None)  # SET st.a = … (ops.struct_fields.FieldAssignments)
     if fields is None:
-        return None
+        # Never keep the old field: the stored generated value would no longer follow its input
+        raise PredicateError(
+            f"a generated column reads {read}, and the statement sets {read.name!r} to {value}, "
+            f"whose field deltatx cannot derive; set {read.name!r} from a struct column, a CASE/if of "
+            f"them, or field by field")
     wanted = tuple(p.lower() for p in read.path)
     for path, assigned in fields.items():
         key = tuple(p.lower() for p in path)
@@ -122,6 +137,11 @@ def _field_of(value: Any, read: Column, field_type: pa.DataType) -> Expr | None:
             return Cast(assigned, field_type)
         if wanted[:len(key)] == key and isinstance(assigned, Column):  # reads inside a struct field set whole
             return Cast(Column(assigned.name, assigned.qualifier, assigned.path + read.path[len(key):]), field_type)
+        if wanted[:len(key)] == key or key[:len(wanted)] == wanted:
+            # it reads a struct some of whose fields change, or inside a field set from an expression
+            raise PredicateError(
+                f"a generated column reads {read}, which the statement changes in part "
+                f"({read.name}.{'.'.join(path)}); set {read.name!r} whole instead")
     return None
 
 

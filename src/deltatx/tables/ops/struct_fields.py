@@ -94,11 +94,12 @@ def with_fields(struct: pa.Array, type_: pa.StructType, values: dict[tuple[str, 
 
 
 def refuse_generated_inputs(rules: Any, assignments: dict[str, Any], where: str) -> None:
-    """A generated column computed from a struct whose fields are set one by one would need its
-    expression re-derived field by field: refused rather than left stale."""
+    """A generated column that reads a whole struct whose fields are set one by one would need
+    the struct rebuilt in its expression: refused rather than left stale. (One that reads
+    fields follows them: tables/generated.py.)"""
     partial = {name for name, a in assignments.items() if isinstance(a, FieldAssignments)}
     for g in (rules.generated if rules is not None and partial else ()):
-        read = {c.name for c in g.expr.walk() if isinstance(c, Column)} & partial
+        read = {c.name for c in g.expr.walk() if isinstance(c, Column) and not c.path} & partial
         if read:
             raise PredicateError(
                 f"{where} sets fields of {sorted(read)[0]!r}, which generated column {g.column!r} reads; "

@@ -30,7 +30,7 @@ from deltatx.expr import (
     matches,
     parse_predicate,
 )
-from deltatx.io.reader import parse_partition_values, partition_values_table
+from deltatx.txnlog.partition_values import parse_partition_values, partition_values_table
 from deltatx.txnlog.actions import FILE_SCHEMA
 from deltatx.txnlog.stats import MAX_STRING_TIE_BREAKER, compute_stats
 

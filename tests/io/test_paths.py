@@ -18,10 +18,9 @@ from deltatx.io.paths import (
     encode_path,
     escape_partition_value,
     partition_dir,
-    serialize_partition_value,
     unescape_partition_value,
 )
-from deltatx.io.reader import parse_partition_value, parse_partition_values
+from deltatx.txnlog.partition_values import parse_partition_value, parse_partition_values, serialize_partition_value
 from deltatx.txnlog.store import open_store
 
 WEIRD_VALUES = [

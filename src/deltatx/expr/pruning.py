@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import PredicateError
-from ..io.reader import partition_column
+from ..txnlog.partition_values import partition_column
 from ..txnlog.stats import _physical_name, parse_stats
 from .bind import bind, is_bound
 from .pruning_few import MAX_FILES as MAX_FEW_FILES, files_matching_few

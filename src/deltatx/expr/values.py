@@ -2,7 +2,7 @@
 
 Owns where predicate text becomes typed values: a literal in a predicate (``d = '2024-01-01'``
 against a date column, ``part = 3`` against int32). The ``partitionValues`` strings of ``add``
-actions are parsed by :func:`deltatx.io.reader.parse_partition_values` (the one inverse of
+actions are parsed by :func:`deltatx.txnlog.partition_values.parse_partition_values` (the one inverse of
 ``serialize_partition_value``), re-exported here.
 """
 

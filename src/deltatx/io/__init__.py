@@ -12,10 +12,15 @@ from .paths import (
     encode_path,
     escape_partition_value,
     partition_dir,
-    serialize_partition_value,
     unescape_partition_value,
 )
-from .reader import iter_batches, parse_partition_value, parse_partition_values, partition_values_table, read_files
+from ..txnlog.partition_values import (
+    parse_partition_value,
+    parse_partition_values,
+    partition_values_table,
+    serialize_partition_value,
+)
+from .reader import iter_batches, read_files
 from .writer import WriteOptions, write_data_files
 
 __all__ = [

@@ -28,7 +28,8 @@ from ..errors import SchemaMismatchError
 from ..txnlog.change_feed import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, ChangePlan
 from .deletion_vector_writer import load_bitmap
 from .paths import data_file_path, decode_path
-from .reader import checked_dataset, partition_values_table, read_files, split_deletion_vectors
+from ..txnlog.partition_values import partition_values_table
+from .reader import checked_dataset, read_files, split_deletion_vectors
 from .row_metadata import ROW_INDEX
 
 if TYPE_CHECKING:

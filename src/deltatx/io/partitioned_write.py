@@ -26,7 +26,8 @@ import pyarrow.compute as pc
 
 from .file_sink import DataFileSink
 from .grouping import group_codes
-from .paths import partition_dir, serialize_partition_value
+from ..txnlog.partition_values import serialize_partition_value
+from .paths import partition_dir
 
 #: at most this many partitions in one chunk are split by filtering (one pass over the data each);
 #: more are split by one sort of the group codes

@@ -23,7 +23,6 @@ as SchemaMismatchError naming the file.
 
 from __future__ import annotations
 
-import decimal
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Iterator, NoReturn, Sequence, TypeVar
 
@@ -37,24 +36,15 @@ import pyarrow.parquet as pq
 from ..errors import (
     CorruptDataFileError,
     DataFileNotFoundError,
-    InvalidTableError,
     PredicateError,
     SchemaMismatchError,
 )
 from ..txnlog import column_mapping
-from ..txnlog.stats import _physical_name
 from ..txnlog.schema import is_list_type, is_text_type, type_holds
 from .grouping import group_codes
 from .deletion_vectors import deleted_rows, keep_mask
-from .paths import (
-    absent,
-    data_file_path,
-    decode_path,
-    first_and_more,
-    parse_binary_string,
-    parse_date_string,
-    parse_timestamp_string,
-)
+from ..txnlog.partition_values import partition_values_table
+from .paths import absent, data_file_path, decode_path, first_and_more
 from .row_group_cache import ROW_GROUPS, FileKey, local_key, logged_key
 from .row_metadata import MaterializedColumns, is_metadata_column, metadata_columns, metadata_field
 
@@ -68,102 +58,6 @@ _PARQUET = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(coerce_int96_
 _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
 
 _Data = TypeVar("_Data", pa.Table, pa.RecordBatch)
-
-
-# --------------------------------------------------------------------------------------------
-# Partition values: strings -> typed values
-# --------------------------------------------------------------------------------------------
-
-
-def parse_partition_value(s: str | None, arrow_type: pa.DataType, column: str | None = None) -> Any:
-    """The typed value of one ``partitionValues`` string (inverse of ``serialize_partition_value``)."""
-    if s is None or s == "":
-        return None
-    t = arrow_type.value_type if pa.types.is_dictionary(arrow_type) else arrow_type
-    try:
-        if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-            return s
-        if pa.types.is_boolean(t):
-            low = s.strip().lower()
-            if low not in ("true", "false"):
-                raise ValueError("not true/false")
-            return low == "true"
-        if pa.types.is_integer(t):
-            return int(s)
-        if pa.types.is_floating(t):
-            return float(s)
-        if pa.types.is_decimal(t):
-            return decimal.Decimal(s)
-        if pa.types.is_date(t):
-            return parse_date_string(s)
-        if pa.types.is_timestamp(t):
-            return parse_timestamp_string(s, aware=t.tz is not None)
-        if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t) or pa.types.is_binary_view(t):
-            return parse_binary_string(s)
-    except (ValueError, ArithmeticError) as exc:
-        where = f"partition column {column!r}: value" if column is not None else "partition value"
-        raise InvalidTableError(
-            f"{where} {s!r} is not a valid {t} ({exc}); the log's partitionValues do not "
-            f"match the table schema"
-        ) from None
-    raise InvalidTableError(f"partition column type {t} is not supported")
-
-
-def parse_partition_values(
-    strings: pa.Array | pa.ChunkedArray, arrow_type: pa.DataType, column: str | None = None
-) -> pa.Array:
-    """A column of ``partitionValues`` strings as ``arrow_type`` (``""`` and null -> NULL).
-
-    Each distinct string is parsed once (:func:`parse_partition_value`); a bad one raises
-    :class:`InvalidTableError` naming ``column`` and the value.
-    """
-    if isinstance(strings, pa.ChunkedArray):
-        strings = strings.combine_chunks() if strings.num_chunks else pa.array([], pa.string())
-    strings = pc.if_else(pc.equal(strings, ""), pa.scalar(None, pa.string()), strings)
-    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
-        return strings.cast(arrow_type)
-    encoded = pc.dictionary_encode(strings)
-    distinct = encoded.dictionary
-    typed = None
-    if pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type) or pa.types.is_boolean(arrow_type) \
-            or pa.types.is_decimal(arrow_type) or pa.types.is_date(arrow_type):
-        try:
-            typed = pc.cast(distinct, arrow_type)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            typed = None
-    if typed is None:
-        typed = pa.array(
-            [parse_partition_value(s, arrow_type, column) for s in distinct.to_pylist()], type=arrow_type
-        )
-    return typed.take(encoded.indices)
-
-
-def partition_column(files: pa.Table, field: pa.Field) -> pa.Array:
-    """The typed values of partition column ``field``, one per file (row of ``files``).
-
-    Values are looked up under the column-mapping physical name, then (logs written without
-    column mapping) under the name; a missing ``partitionValues`` column means all null.
-    """
-    if "partitionValues" not in files.column_names:
-        return pa.nulls(files.num_rows, field.type)
-    pv = files.column("partitionValues")
-    physical = _physical_name(field)
-    strings = pc.map_lookup(pv, pa.scalar(physical), "first")
-    if physical != field.name:
-        strings = pc.coalesce(strings, pc.map_lookup(pv, pa.scalar(field.name), "first"))
-    return parse_partition_values(strings, field.type, field.name)
-
-
-def partition_values_table(files: pa.Table, schema: pa.Schema, partition_columns: Sequence[str]) -> pa.Table:
-    """One typed column per partition column, one row per file (columnar, no per-file objects).
-
-    Partition columns are matched to ``schema`` case-insensitively (ones it lacks are left out);
-    the output uses the schema's fields.
-    """
-    by_lower = {f.name.lower(): f for f in reversed(schema)}
-    fields = [schema.field(c) if c in schema.names else by_lower[c.lower()]
-              for c in partition_columns if c in schema.names or c.lower() in by_lower]
-    return pa.table([partition_column(files, f) for f in fields], schema=pa.schema(fields))
 
 
 # --------------------------------------------------------------------------------------------

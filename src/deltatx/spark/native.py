@@ -42,7 +42,8 @@ import pyarrow as pa
 from ..errors import NativeUnavailableError
 from ..io.grouping import group_codes
 from ..io.paths import data_file_path, decode_path
-from ..io.reader import partition_values_table, split_deletion_vectors
+from ..io.reader import split_deletion_vectors
+from ..txnlog.partition_values import partition_values_table
 from ..tables.table import Table
 from ..txnlog import column_mapping
 from ..txnlog.store import LocalLogStore

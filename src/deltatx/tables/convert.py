@@ -29,7 +29,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import SchemaMismatchError, TableAlreadyExistsError, TableNotFoundError
-from ..io.paths import encode_path, serialize_partition_value, unescape_partition_value
+from ..io.paths import encode_path, unescape_partition_value
+from ..txnlog.partition_values import serialize_partition_value
 from ..isolation import table_isolation_level
 from ..txnlog.actions import FILE_SCHEMA, Metadata, encode_commit
 from ..txnlog.features import check_writable, required_protocol

@@ -254,7 +254,7 @@ def _check_map_keys(values: pa.Array | pa.ChunkedArray, name: str) -> None:
                 _check_map_keys(items, f"{name}.value")
 
 
-def _key_codes(keys: pa.Array) -> "np.ndarray":
+def _key_codes(keys: pa.Array) -> Any:
     """One int64 per key, equal exactly for equal keys, dense from 0: a hash pass per column.
     A struct key combines its fields' codes (a NULL field is a value of its own); a list or map
     key, which no engine writes in practice, is compared by its Python value."""

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from . import column_mapping
+from .partition_values import partition_column
 from .stats import parse_stats
 
 if TYPE_CHECKING:
@@ -50,7 +51,6 @@ def add_columns(snapshot: "Snapshot", files: pa.Table) -> tuple[list[pa.Field], 
     fields: list[pa.Field] = []
     columns: list[pa.ChunkedArray] = []
     if partitioned:
-        from ..io.reader import partition_column  # io builds on txnlog: imported when used
 
         values = [(physical.field(i).name, partition_column(files, f))
                   for i, f in enumerate(schema) if f.name in partitioned]

@@ -42,7 +42,8 @@ from ...expr import (
 from ...expr.values import plain_type
 from ...io.grouping import group_codes
 from ...txnlog import column_mapping
-from ...io.reader import parse_partition_values, read_files
+from ...io.reader import read_files
+from ...txnlog.partition_values import parse_partition_values
 from ...io.writer import WriteOptions, write_data_files
 from .. import properties as props
 from ...io.deletion_vector_writer import load_bitmap

@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from ...expr import FALSE, Column, Comparison, Expr, In, IsNull, Literal, Or, and_all
 from ...expr.values import plain_type
-from ...io.reader import partition_values_table
+from ...txnlog.partition_values import partition_values_table
 
 if TYPE_CHECKING:
     from ..transaction import Transaction

@@ -249,8 +249,8 @@ def test_concat_ws_to_date_and_negative_are_spark_functions():
     assert values(table, "negative(id)") == [-1, -2, -3]
     with pytest.raises(PredicateError, match="format"):
         parse_expression("to_date(s, 'yyyy-MM-dd')")
-    with pytest.raises(PredicateError, match="constant separator"):
-        values(table, "concat_ws(s, s)")
+    assert values(table, "concat_ws(s, id, s)") == ["1aa", None, "3cc"]  # a column separator
+    assert values(table, "concat_ws(s, s)") == ["a", None, "c"]
 
 
 def test_text_columns_cast_to_date_in_spark_forms():

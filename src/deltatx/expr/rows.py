@@ -195,24 +195,22 @@ def _concat(b: _Backend, low: list[Any], raw: tuple[Expr, ...]) -> Any:
 
 
 def _concat_ws(b: _Backend, low: list[Any], raw: tuple[Expr, ...]) -> Any:
-    """Spark's concat_ws(sep, ...): the values (cast to STRING) joined by ``sep``, NULL values
-    skipped (all NULL: ''); NULL when the separator is. The separator must be a constant.
+    """Spark's concat_ws(sep, ...): the values (cast to STRING) joined by ``sep`` (a constant or a
+    column), NULL values skipped (all NULL: ''); NULL where the separator is.
 
-    Arrow's join with ``null_handling="skip"`` drops a row whose values are all NULL (Arrow 26),
-    so an empty string goes last (never NULL) and its separator is cut off after."""
-    if not isinstance(raw[0], Literal):
-        raise PredicateError("concat_ws takes a constant separator")
-    if raw[0].value is None:
-        return b.scalar(pa.scalar(None, pa.string()))
-    separator = str(raw[0].value)
+    Arrow's join with ``null_handling="skip"`` drops a row whose values are all NULL from its
+    output (Arrow 26: the result is shorter than the input), so such a row's first value is
+    made '' first: it joins to '' and keeps its place."""
+    separator = _spark_cast(b, low[0], _known_type(b, raw[0], low[0]), pa.string())
     strings = [_spark_cast(b, a, _known_type(b, e, a), pa.string()) for a, e in zip(low[1:], raw[1:])]
     if not strings:
-        return b.scalar(pa.scalar(""))
-    joined = b.call("binary_join_element_wise", [*strings, b.scalar(pa.scalar("")), b.scalar(pa.scalar(separator))],
-                    pc.JoinOptions(null_handling="skip"))
-    if not separator:
-        return joined
-    return b.call("utf8_slice_codeunits", [joined], pc.SliceOptions(0, -len(separator)))
+        return b.call("if_else", [b.call("is_null", [separator]), b.scalar(pa.scalar(None, pa.string())),
+                                  b.scalar(pa.scalar(""))])
+    all_null = b.call("is_null", [strings[0]])
+    for value in strings[1:]:
+        all_null = b.call("and", [all_null, b.call("is_null", [value])])
+    strings[0] = b.call("if_else", [all_null, b.scalar(pa.scalar("")), strings[0]])
+    return b.call("binary_join_element_wise", [*strings, separator], pc.JoinOptions(null_handling="skip"))
 
 
 def _isnan(b: _Backend, low: list[Any], raw: tuple[Expr, ...]) -> Any:

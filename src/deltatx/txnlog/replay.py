@@ -58,6 +58,12 @@ _REMOTE_READ_THREADS = 16
 _KEY_SEPARATOR = "\x00"
 #: Up to this many rows, logical-file keys are built in Python: a commit's handful of actions.
 _SMALL = 32
+#: beyond this many rows sharing a touched path, they are narrowed by DV location (one kernel)
+#: before their exact keys are built in Python (a struct's as_py per row costs more)
+_FEW_SAME_PATH = 4
+
+
+
 
 
 # --------------------------------------------------------------------------------------------
@@ -341,7 +347,7 @@ def _drop_keys(table: pa.Table, touched: pa.Array) -> pa.Table:
         return table
     rows = pc.indices_nonzero(same_path)
     has_dvs = "deletionVector" in table.schema.names
-    if touched_keys is not None and has_dvs and len(rows) > _SMALL:
+    if touched_keys is not None and has_dvs and len(rows) > _FEW_SAME_PATH:
         # many rows share a touched path (a hot file's tombstones): narrow them by DV location
         maybe = _maybe_same_dv(table.column("deletionVector").take(rows), touched_keys)
         rows = rows.filter(maybe)

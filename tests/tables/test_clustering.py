@@ -534,3 +534,49 @@ def test_auto_compaction_of_a_clustered_table_clusters_it(table_uri):
     assert last["operation"] == "OPTIMIZE" and last["operationParameters"]["clusterBy"] == '["x"]'
     assert set(t.files()["clusteringProvider"].to_pylist()) == {"liquid"}
     assert t.to_arrow().num_rows == 300
+
+
+def test_a_clustering_column_cannot_be_dropped(table_uri):
+    """delta-spark refuses it (DELTA_UNSUPPORTED_DROP_CLUSTERING_COLUMN): the clustering domain
+    would name a column the schema no longer has, and OPTIMIZE / CLUSTER BY would fail after."""
+    schema = pa.schema([("x", pa.int64()), ("st", pa.struct([("a", pa.int64()), ("b", pa.int64())])),
+                        ("name", pa.string())])
+    t = deltatx.create_table(table_uri, schema, cluster_by=["x", "st.a"],
+                             properties={"delta.columnMapping.mode": "name"})
+    for column in ("x", "st", "st.a"):
+        with pytest.raises(errors.SchemaMismatchError, match="clustered by"):
+            t.drop_column(column)
+    t.drop_column("st.b")
+    t.cluster_by(["st.a"])
+    t.drop_column("x")
+    assert deltatx.Table(table_uri).clustering_columns == ["st.a"]
+
+
+def test_the_clustering_feature_is_no_property(table_uri):
+    """PROTOCOL.md: a clustered table tracks its columns in the delta.clustering domain and is
+    never partitioned; the feature set as a property would give neither (delta-spark refuses it)."""
+    with pytest.raises(errors.ClusteringError, match="cluster_by"):
+        deltatx.create_table(table_uri, SCHEMA, properties={"delta.feature.clustering": "supported"})
+    assert not os.path.exists(os.path.join(table_uri, "_delta_log"))
+    t = deltatx.create_table(table_uri, SCHEMA, partition_by=["name"])
+    with pytest.raises(errors.ClusteringError, match="cluster_by"):
+        t.set_properties({"delta.feature.clustering": "supported"})
+    assert deltatx.Table(table_uri).version == 0
+
+
+def test_replacing_a_clustered_table_clusters_by_nothing_and_never_partitions(table_uri):
+    from deltatx.tables.ops.replace_table import stage_replace_table
+
+    t = deltatx.create_table(table_uri, SCHEMA, cluster_by=["x"])
+    t.append(rows([1, 2], [3, 4]))
+    with t.transaction() as tx, pytest.raises(errors.ClusteringError, match="partition"):
+        stage_replace_table(tx, SCHEMA, partition_by=["name"])
+    assert deltatx.Table(table_uri).version == 1
+    with t.transaction() as tx:
+        stage_replace_table(tx, pa.schema([("id", pa.int64())]))
+    replaced = deltatx.Table(table_uri)
+    assert replaced.clustering_columns == [] and replaced.to_arrow().num_rows == 0
+    replaced.append(pa.table({"id": [1, 2]}))
+    replaced.optimize()
+    replaced.cluster_by(["id"])
+    assert deltatx.Table(table_uri).clustering_columns == ["id"]

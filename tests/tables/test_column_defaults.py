@@ -141,3 +141,39 @@ def test_the_default_keyword_in_update_and_merge(tmp_path):
         {"id": 1, "d": "y", "n": None}, {"id": 2, "d": "dflt", "n": None}]
     t.merge(source, on="t.id = s.id").when_matched_update(set={"t.d": "DEFAULT"}).execute()
     assert {r["d"] for r in t.to_arrow().to_pylist()} == {"dflt"}
+
+
+def test_defaults_never_sit_on_generated_identity_or_nested_columns(tmp_path):
+    """Spark refuses a DEFAULT on a generated or identity column (their values come from their
+    definition) and on nested fields (no write fills one); deltatx did take them and ignore them."""
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("g", pa.int64(), metadata={"CURRENT_DEFAULT": "1"})])
+    with pytest.raises(SchemaMismatchError, match="generated"):
+        deltatx.create_table(str(tmp_path / "g"), schema, generated_columns={"g": "id * 2"})
+    identity = pa.schema([pa.field("id", pa.int64(), metadata={"CURRENT_DEFAULT": "5"}), pa.field("v", pa.int64())])
+    with pytest.raises(SchemaMismatchError, match="identity"):
+        deltatx.create_table(str(tmp_path / "i"), identity, identity_columns={"id": {}})
+    nested = pa.schema([pa.field("s", pa.struct([pa.field("x", pa.int32(), metadata={"CURRENT_DEFAULT": "1"})]))])
+    with pytest.raises(SchemaMismatchError, match="top-level"):
+        deltatx.create_table(str(tmp_path / "n"), nested)
+    assert not any((tmp_path / n / "_delta_log").exists() for n in ("g", "i", "n"))
+    t = deltatx.create_table(str(tmp_path / "later"), pa.schema([("id", pa.int64()), ("g", pa.int64())]),
+                             generated_columns={"g": "id * 2"})
+    with pytest.raises(SchemaMismatchError, match="generated"):
+        t.set_column_default("g", "1")
+    assert t.version == 0
+
+
+def test_schema_evolution_adds_columns_without_their_defaults(tmp_path):
+    """PROTOCOL.md "Default Columns": a command that adds a column must not give it a default
+    (add_columns refuses one); schema evolution takes the column from the data, not its default."""
+    source_schema = pa.schema([pa.field("id", pa.int64()), pa.field("q", pa.int64(), metadata={"CURRENT_DEFAULT": "3"})])
+    source = pa.table({"id": [1], "q": [1]}, schema=source_schema)
+    appended = deltatx.create_table(str(tmp_path / "a"), pa.schema([("id", pa.int64())]))
+    appended.append(source, schema_mode="merge")
+    merged = deltatx.create_table(str(tmp_path / "m"), pa.schema([("id", pa.int64())]))
+    merged.merge(source, on="t.id = s.id").with_schema_evolution().when_not_matched_insert_all().execute()
+    for t in (appended, merged):
+        t = deltatx.Table(t.uri)
+        assert not t.schema.field("q").metadata and "allowColumnDefaults" not in (t.protocol.writer_features or [])
+        t.append(pa.table({"id": [2]}))
+        assert sorted(t.to_arrow().to_pylist(), key=lambda r: r["id"]) == [{"id": 1, "q": 1}, {"id": 2, "q": None}]

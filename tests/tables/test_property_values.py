@@ -50,6 +50,9 @@ def _listing(uri: str) -> list[str]:
     ("delta.checkpoint.writeStatsAsJson", "x"),
     ("delta.checkpoint.writeStatsAsStruct", "x"),
     ("delta.checkpoint.partSize", "-1"),
+    ("delta.inCommitTimestampEnablementVersion", "x"),  # every later open would fail on it
+    ("delta.inCommitTimestampEnablementVersion", "-7"),
+    ("delta.inCommitTimestampEnablementTimestamp", "abc"),
 ])
 def test_set_properties_refuses_a_value_delta_refuses_and_commits_nothing(tmp_path, key, value):
     uri = str(tmp_path / "t")
@@ -64,6 +67,30 @@ def test_set_properties_refuses_a_value_delta_refuses_and_commits_nothing(tmp_pa
     assert not os.path.exists(tmp_path / "new" / "_delta_log")
     SNAPSHOTS.clear()
     assert deltatx.Table(uri).version == 1 and _listing(uri) == before
+
+
+@pytest.mark.parametrize("ict", [True, False])
+def test_in_commit_timestamp_enablement_keys_are_kept_by_the_writer(tmp_path, ict):
+    """The writer that turns in-commit timestamps on records where they start; a user value,
+    even a well-formed one, would move that point (or the history's timestamps with it)."""
+    uri = str(tmp_path / "t")
+    t = deltatx.create_table(uri, SCHEMA)
+    t.append(pa.table({"id": [1]}, schema=SCHEMA))
+    if ict:
+        t.set_properties({"delta.enableInCommitTimestamps": "true"})
+    version, stored = t.version, dict(t.properties)
+    for key, value in [("delta.inCommitTimestampEnablementVersion", "1"),
+                       ("delta.inCommitTimestampEnablementTimestamp", "1700000000000")]:
+        if stored.get(key) == value:
+            continue
+        with pytest.raises(InvalidPropertyError, match="enableInCommitTimestamps"):
+            t.set_properties({key: value})
+    SNAPSHOTS.clear()
+    reopened = deltatx.Table(uri)
+    assert reopened.version == version and dict(reopened.properties) == stored
+    if ict:  # the same values set again change nothing
+        t.set_properties({k: v for k, v in stored.items() if "EnablementV" in k})
+        assert deltatx.Table(uri).version == version
 
 
 def test_known_keys_are_matched_case_insensitively_and_stored_canonically(tmp_path):

@@ -167,3 +167,20 @@ def test_a_plain_struct_of_two_binaries_is_not_taken_for_a_variant(table_uri):
     t.append(junk)
     t.merge(junk.set_column(0, "id", pa.array([2])), on="t.id = s.id").when_not_matched_insert_all().execute()
     assert deltatx.Table(table_uri).to_arrow().num_rows == 2
+
+
+def test_the_default_of_a_variant_is_null_and_no_generated_column_is_a_variant(table_uri, tmp_path):
+    """PROTOCOL.md "Default Columns": variant columns default to NULL (SET v = DEFAULT failed);
+    "Variant Data Type": a variant is never the result of a generation expression."""
+    from deltatx.errors import InvalidConstraintError
+
+    t = deltatx.create_table(table_uri, SCHEMA)
+    t.append(pa.table({"id": [1, 2], "v": deltatx.variant.parse_json(["1", "2"])}, schema=SCHEMA))
+    t.update("id = 1", {"v": "DEFAULT"})
+    t.merge(pa.table({"id": [2, 3]}), on="t.id = s.id").when_matched_update({"v": "DEFAULT"}) \
+        .when_not_matched_insert({"id": "s.id", "v": "DEFAULT"}).execute()
+    assert deltatx.variant.to_json(deltatx.Table(table_uri).to_arrow().sort_by("id")["v"]).to_pylist() == [None] * 3
+    with pytest.raises(InvalidConstraintError, match="variant"):
+        deltatx.create_table(str(tmp_path / "g"), pa.schema([("id", pa.int64()), ("src", VARIANT), ("g", VARIANT)]),
+                             generated_columns={"g": "src"})
+    assert not (tmp_path / "g" / "_delta_log").exists()

@@ -41,7 +41,7 @@ from ..expr import bind, parse_predicate
 from ..io.paths import decode_path
 from ..isolation import table_isolation_level
 from ..tables.ops.partition_overwrite import stage_partition_overwrite
-from ..tables.ops.replace_table import check_table_schema
+from ..tables.ops.replace_table import check_table_schema, refuse_partitioning_a_clustered_table
 from ..tables.ops.rewrite import num_records, remove_matching_rows
 from ..tables import properties as props
 from ..tables.constraints import rules_signature
@@ -216,6 +216,8 @@ def _stage_schema(tx: Transaction, request: CommitRequest) -> None:
                     f"and restart the query")
             tx.stage_metadata(tx.metadata.replace(schema_string=schema_to_json(target)))
     elif request.schema_changed:
+        if tuple(request.partition_columns) != tuple(tx.partition_columns):
+            refuse_partitioning_a_clustered_table(tx.protocol, list(request.partition_columns), tx.table.uri)
         tx.stage_metadata(tx.metadata.replace(schema_string=request.schema_string,
                                               partition_columns=tuple(request.partition_columns)))
 

@@ -137,7 +137,11 @@ def resolve_write_schema(table_schema: pa.Schema, incoming: pa.Schema, schema_mo
         )
     merged = table_schema
     if extra or nested:
-        merged = merge_schemas(table_schema, incoming)
+        from .defaults import without_new_defaults
+
+        # a column added by evolution takes no DEFAULT from the data's schema: PROTOCOL.md
+        # ("Default Columns") forbids adding a column and its default in one command
+        merged = without_new_defaults(merge_schemas(table_schema, incoming), table_schema)
         check_field_names(merged, column_mapped, before=table_schema)
     if schema_mode == "merge" and widening is not None:
         merged = widening.apply(merged, incoming)
@@ -181,6 +185,10 @@ def cast_value(values: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Ar
     if dropped:
         raise pa.ArrowInvalid(f"nested field(s) {dropped} are not in the table's type {target}; schema "
                               f"evolution (schema_mode='merge', MERGE with_schema_evolution()) adds them")
+    if values.type.equals(target):
+        # nothing to convert; Arrow's cast of a type to itself still fails on a NULL struct whose
+        # NOT NULL fields hold NULLs beneath it (a typed NULL variant), which writers fill later
+        return values
     if pa.types.is_list_view(values.type) or pa.types.is_large_list_view(values.type):
         values = _from_list_view(values)  # Arrow's own cast of a list view can build an invalid list
         if values.type.equals(target):

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from ..errors import DeltaTxError, SchemaMismatchError
 from ..expr import Expr, Literal, evaluate, parse_expression
-from ..txnlog.schema import field_index
+from ..txnlog.schema import child_fields, field_index
 
 CURRENT_DEFAULT = "CURRENT_DEFAULT"
 _KEY = CURRENT_DEFAULT.encode()
@@ -69,8 +69,61 @@ def default_keyword(sql: object, schema: pa.Schema, column: str) -> Expr | None:
 
 
 def validate_defaults(schema: pa.Schema) -> None:
-    """Raise SchemaMismatchError for a default that names a column, does not parse, or does not fit."""
+    """Raise SchemaMismatchError for a default that names a column, does not parse, or does not
+    fit; that sits on a nested field (Spark defines defaults for top-level columns only, and no
+    write would ever fill one); or that sits on a generated or identity column, whose values come
+    from elsewhere (Spark: GENERATED_COLUMN_WITH_DEFAULT_VALUE, IDENTITY_COLUMN_WITH_DEFAULT_VALUE)."""
+    from .constraints import GENERATION_EXPRESSION
+    from ..txnlog.identity import START as IDENTITY_START
+
+    for f in schema:
+        nested = _nested_default(f.type, f.name)
+        if nested is not None:
+            raise SchemaMismatchError(f"field {nested!r} has a DEFAULT; defaults are for top-level columns only")
+        if default_sql(f) is None:
+            continue
+        meta = f.metadata or {}
+        if GENERATION_EXPRESSION.encode() in meta or IDENTITY_START.encode() in meta:
+            kind = "a generated" if GENERATION_EXPRESSION.encode() in meta else "an identity"
+            raise SchemaMismatchError(
+                f"column {f.name!r} is {kind} column and has a DEFAULT; its values come from its definition, so it "
+                f"cannot have a default as well")
     default_values(schema)
+
+
+def _nested_default(t: pa.DataType, prefix: str) -> str | None:
+    """The dotted name of a field below ``t`` that carries a DEFAULT, if one does."""
+    for f in child_fields(t):
+        if f.metadata and _KEY in f.metadata:
+            return f"{prefix}.{f.name}"
+        found = _nested_default(f.type, f"{prefix}.{f.name}")
+        if found is not None:
+            return found
+    return None
+
+
+def _stripped(f: pa.Field, top: bool) -> pa.Field:
+    """``f`` without DEFAULTs: its own (``top``) and every nested field's."""
+    meta = f.metadata
+    if top and meta and _KEY in meta:
+        f = f.remove_metadata() if len(meta) == 1 else f.with_metadata({k: v for k, v in meta.items() if k != _KEY})
+    t = f.type
+    if pa.types.is_struct(t) and _nested_default(t, f.name) is not None:
+        return f.with_type(pa.struct([_stripped(c, True) for c in t]))
+    if (pa.types.is_list(t) or pa.types.is_large_list(t)) and _nested_default(t, f.name) is not None:
+        value = _stripped(t.value_field, True)
+        return f.with_type(pa.list_(value) if pa.types.is_list(t) else pa.large_list(value))
+    if pa.types.is_map(t) and _nested_default(t, f.name) is not None:
+        return f.with_type(pa.map_(_stripped(t.key_field, True), _stripped(t.item_field, True)))
+    return f
+
+
+def without_new_defaults(merged: pa.Schema, before: pa.Schema) -> pa.Schema:
+    """``merged`` (a schema evolved from ``before``) with no DEFAULT on a column ``before`` lacks,
+    nor on any nested field: schema evolution adds columns, never their defaults."""
+    if not has_defaults(merged) and not any(_nested_default(f.type, f.name) for f in merged):
+        return merged
+    return pa.schema([_stripped(f, f.name not in before.names) for f in merged], metadata=merged.metadata)
 
 
 @lru_cache(maxsize=256)

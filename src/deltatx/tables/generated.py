@@ -22,6 +22,7 @@ import pyarrow as pa
 from ..errors import InvalidConstraintError, PredicateError
 from ..expr import Case, Cast, Column, Expr, Func, IsNull, Literal, bind, map_columns, parse_expression, result_type
 from ..txnlog.clustering import resolve_field
+from ..txnlog.schema import is_variant_storage, type_holds
 from .constraints import GENERATION_EXPRESSION, WriteRules
 
 
@@ -57,6 +58,10 @@ def with_generated_columns(schema: pa.Schema, generated: dict[str, str] | None) 
         if not inputs:
             raise InvalidConstraintError(f"generated column {name!r} ({sql}) reads no column; use a default instead")
         target = schema.field(name).type
+        if type_holds(target, is_variant_storage):
+            raise InvalidConstraintError(
+                f"generated column {name!r} is of the variant type, which PROTOCOL.md does not allow as the "
+                f"result of a generation expression")
         if not _widens_to(value_type, target):
             raise InvalidConstraintError(
                 f"generated column {name!r} is {target} but {sql} gives {value_type}; cast the "

@@ -117,6 +117,11 @@ _VALIDATORS = {
     "delta.enableDeletionVectors": _bool,
     "delta.enableRowTracking": _bool,
     "delta.enableInCommitTimestamps": _bool,
+    # set by the writer that turns in-commit timestamps on (txnlog/in_commit_timestamps.py);
+    # a value that is no version / timestamp would make every later open of the table fail
+    "delta.inCommitTimestampEnablementVersion": _int_between(0, _LONG_MAX, "a table version (an integer ≥ 0)"),
+    "delta.inCommitTimestampEnablementTimestamp": _int_between(
+        -_LONG_MAX - 1, _LONG_MAX, "a timestamp in milliseconds since the epoch (an integer)"),
     "delta.enableTypeWidening": _bool,
     "delta.enableIcebergCompatV1": _bool,
     "delta.enableIcebergCompatV2": _bool,

@@ -486,7 +486,6 @@ def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | No
     schema = normalize_schema(schema)
     config = row_tracking.with_materialized_names(props.validate_properties(properties or {}))
     check_table_schema(schema, partition_by, config)  # before anything is written
-    validate_defaults(schema)
     if store.table_exists():
         if exist_ok:
             return Table(str(uri), storage_options=storage_options, _store=store)
@@ -501,8 +500,13 @@ def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | No
         from .constraints import rules_for
 
         rules_for(schema, config)
+    validate_defaults(schema)  # with the generated and identity columns just defined
     domains: tuple = ()
     clustered_by: list[str] | None = None
+    if cluster_by is None:
+        from .ops.clustering import refuse_feature_property
+
+        refuse_feature_property(requested)
     if cluster_by is not None:
         from .ops.clustering import creation_clustering
 

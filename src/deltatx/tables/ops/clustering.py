@@ -162,6 +162,29 @@ def clustering_columns(snapshot: "Snapshot") -> list[str] | None:
     return [join_path(p) for p in _logical_paths(snapshot.schema, snapshot.properties, physical)]
 
 
+def refuse_feature_property(configuration: Mapping[str, str]) -> None:
+    """``delta.feature.clustering`` set as a property would make a table clustered without the
+    ``delta.clustering`` domain PROTOCOL.md requires (and on a partitioned table, both at once):
+    refused as delta-spark refuses it; CLUSTER BY is how a table becomes clustered."""
+    if any(k.lower() == _FEATURE_KEY.lower() for k in configuration):
+        raise ClusteringError(
+            f"{_FEATURE_KEY} cannot be set as a property: a clustered table needs its clustering "
+            f"columns; use create_table(cluster_by=[...]) or table.cluster_by([...])")
+
+
+def clustering_columns_of(tx: "Transaction") -> list[Path]:
+    """The logical paths a transaction's table is clustered by ([] when it is not clustered);
+    a column the record names that is no longer in the schema is left out."""
+    if not is_clustered(tx.protocol):
+        return []
+    out = []
+    for p in clustering_paths(tx.domains) or []:
+        name = logical_name(tx.schema, tx.properties, p)
+        if name is not None:
+            out.append(split_name(name))
+    return out
+
+
 def is_clustered_table(tx: "Transaction") -> bool:
     return is_clustered(tx.protocol)
 
@@ -225,7 +248,9 @@ def stage_cluster_by(tx: "Transaction", columns: Any) -> dict[str, Any]:
     _check_files_have_stats(tx.current_files(), schema, paths)
     new = [join_path(p) for p in paths]
     clustered = is_clustered(tx.protocol)
-    old = [join_path(p) for p in _logical_paths(schema, configuration, clustering_paths(tx.domains) or [])] \
+    # the old columns as recorded: one no longer in the schema (a record another writer left
+    # stale) is named by its physical path, so that CLUSTER BY can still replace the record
+    old = [logical_name(schema, configuration, p) or join_path(p) for p in clustering_paths(tx.domains) or []] \
         if clustered else []
     if not clustered and paths:
         tx.stage_protocol(required_protocol({**configuration, _FEATURE_KEY: "supported"}, schema, tx.protocol))

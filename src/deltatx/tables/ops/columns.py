@@ -232,6 +232,22 @@ def stage_set_column_default(tx: "Transaction", column: str, sql: str | None) ->
     return {}
 
 
+def _check_not_clustering(tx: "Transaction", paths: Sequence[tuple[str, ...]]) -> None:
+    """Refuse to drop a clustering column or a struct holding one (delta-spark:
+    DELTA_UNSUPPORTED_DROP_CLUSTERING_COLUMN): the ``delta.clustering`` domain must name columns
+    of the schema, or OPTIMIZE and every later CLUSTER BY of the table fail."""
+    from .clustering import clustering_columns_of
+
+    clustering = clustering_columns_of(tx)
+    for path in paths:
+        lowered = tuple(p.lower() for p in path)
+        for column in clustering:
+            if tuple(p.lower() for p in column)[:len(lowered)] == lowered:
+                raise SchemaMismatchError(
+                    f"cannot drop {_dotted(path)!r}: the table is clustered by {_dotted(column)!r}; change the "
+                    f"clustering first (cluster_by([...]) without it, or cluster_by(None))")
+
+
 def _check_no_dependents(tx: "Transaction", paths: Sequence[tuple[str, ...]], action: str) -> None:
     """Refuse to rename or drop columns a CHECK constraint or a generated column reads (Delta's
     ``checkDependentExpressions``): their SQL names the column, so afterwards every write that
@@ -301,6 +317,7 @@ def stage_drop_columns(tx: "Transaction", names: str | Sequence[str]) -> dict[st
         raise SchemaMismatchError(f"drop_column takes a column name or a non-empty list of names, got {names!r}")
     paths = list(dict.fromkeys(_resolve(tx.schema, n) for n in wanted))
     _check_no_dependents(tx, paths, "drop")
+    _check_not_clustering(tx, paths)
     partition = [_dotted(p) for p in paths if len(p) == 1 and p[0] in tx.partition_columns]
     if partition:
         raise SchemaMismatchError(

@@ -40,7 +40,7 @@ from ...expr import (
 from ...txnlog.schema import check_field_names, field_index, merge_schemas, pair_fields, schema_to_json
 from ..constraints import WriteRules, rules_for
 from ..data import Widening, check_unique_names, to_reader
-from ..defaults import default_keyword
+from ..defaults import default_keyword, without_new_defaults
 from ..generated import with_update_assignments
 from ..identity import check_no_update, refuse_explicit_values
 from ..variant import check_variant_columns, has_variant
@@ -338,7 +338,7 @@ def evolve_schema(tx: "Transaction", source: pa.Table, clauses: list[MergeClause
         return []
     target = tx.schema
     try:  # the same merge as append(schema_mode="merge"): names match case-insensitively
-        widened = merge_schemas(target, source.schema)
+        widened = without_new_defaults(merge_schemas(target, source.schema), target)
     except SchemaMismatchError as exc:
         raise SchemaMismatchError(f"MERGE schema evolution cannot add the source's columns: {exc}") from None
     widening = Widening.of(tx.properties, tx.protocol)

@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 from ...txnlog import row_tracking
 from ...txnlog.features import required_protocol
+from ...txnlog.in_commit_timestamps import ENABLEMENT_TIMESTAMP, ENABLEMENT_VERSION
 from .. import properties as props
 from ..stats_columns import check_stats_columns
-from .clustering import check_stats_cover_clustering
+from .clustering import check_stats_cover_clustering, is_clustered_table, refuse_feature_property
 
 if TYPE_CHECKING:
     from ..transaction import Transaction
@@ -24,7 +25,16 @@ def stage_set_properties(tx: "Transaction", properties: dict[str, Any]) -> None:
             "CHECK constraints are not set as properties (existing rows would go unchecked); use "
             "add_constraint(name, sql) / drop_constraint(name)"
         )
+    if not is_clustered_table(tx):
+        refuse_feature_property(new)
     config = dict(tx.metadata.configuration)
+    for key in (ENABLEMENT_VERSION, ENABLEMENT_TIMESTAMP):
+        if key in new and new[key] != config.get(key):
+            from ...errors import InvalidPropertyError
+
+            raise InvalidPropertyError(
+                f"{key} is kept by the writer that turns in-commit timestamps on (it records where "
+                f"they start) and cannot be set: set delta.enableInCommitTimestamps=true instead")
     config.update(new)
     config = row_tracking.with_materialized_names(config)
     protocol = required_protocol(config, tx.schema, props.requested_protocol(new, tx.protocol))

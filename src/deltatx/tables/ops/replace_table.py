@@ -2,7 +2,8 @@
 
 One commit, as Delta's ``CREATE OR REPLACE TABLE`` / ``DeltaTable.replace()``: every live file is
 removed (``dataChange=true``), a new ``metaData`` (a new table id, like Delta) replaces the old,
-and the protocol is raised if the new definition needs more, never lowered. The whole table is
+and the protocol is raised if the new definition needs more, never lowered. A clustered table
+stays one (the feature is not dropped) clustered by no column, so it cannot become partitioned. The whole table is
 the read, and the metadata changes, so a concurrent commit of any file (a blind append included)
 fails one of the two instead of leaving an old-schema file in the replaced table.
 """
@@ -14,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ...errors import SchemaMismatchError
+from ...errors import ClusteringError, SchemaMismatchError
 from ...txnlog import column_mapping, row_tracking
 from ...txnlog.actions import Metadata
+from ...txnlog.clustering import clustering_domain, is_clustered
 from ...txnlog.features import check_writable, required_protocol
 from ...txnlog.schema import check_field_names, normalize_schema, schema_to_json
 from .. import properties as props
@@ -57,6 +59,16 @@ def check_partitioning(schema: pa.Schema, partition_by: list[str]) -> None:
         raise SchemaMismatchError(f"partition column(s) {nested} have nested types; partition by primitive columns")
 
 
+def refuse_partitioning_a_clustered_table(protocol: Any, partition_by: list[str], uri: str) -> None:
+    """A new definition (REPLACE, an overwrite with a new schema) may not partition a clustered
+    table: the clustering feature stays in the protocol, and PROTOCOL.md forbids a table that is
+    clustered and partitioned at once."""
+    if partition_by and is_clustered(protocol):
+        raise ClusteringError(
+            f"cannot partition the clustered table {uri!r} by {list(partition_by)}: a table cannot be clustered "
+            f"and partitioned at once, and the clustering feature is never dropped")
+
+
 def stage_replace_table(tx: "Transaction", schema: pa.Schema, partition_by: list[str] | None = None,
                         properties: dict[str, Any] | None = None, description: str | None = None,
                         operation: str = "CREATE OR REPLACE TABLE") -> dict[str, Any]:
@@ -71,10 +83,14 @@ def stage_replace_table(tx: "Transaction", schema: pa.Schema, partition_by: list
                         description=description, created_time=int(time.time() * 1000))
     protocol = required_protocol(config, schema, props.requested_protocol(config, tx.protocol))
     check_writable(protocol, metadata)
+    clustered = is_clustered(protocol)
+    refuse_partitioning_a_clustered_table(protocol, partition_by, tx.table.uri)
     _, files = tx.scan(None)  # the replaced rows: all of them
     tx.stage_removes(files, data_change=True)
     tx.stage_metadata(metadata)
     tx.stage_protocol(protocol)
+    if clustered:  # the new definition clusters by nothing (CLUSTER BY NONE): the old columns may be gone
+        tx.stage_domain(clustering_domain([]), system=True)
     metrics = {"numRemovedFiles": files.num_rows}
     tx.note_operation(operation, {
         "isManaged": "false",

@@ -258,6 +258,10 @@ def test_columns_bound_to_dataframes_resolve_as_in_delta_spark(spark, tmp_path):
     assert content(path) == [("a", 1), ("b", 20), ("d", 4), ("e", 0)]
     refused(path, PredicateError, lambda: table.update(updates.key == "b", {"value": lit(0)}),
             match="cannot resolve the Column")
+    frame = table.toDF()
+    derived = frame.where("key = 'a'")  # carries the frame's ids: its columns name both sides
+    refused(path, PredicateError, lambda: table.merge(derived, frame.key == derived.key)
+            .whenMatchedUpdate(set={"value": derived.value + 100}).execute(), match="ambiguous")
 
 
 def test_merge_not_matched_by_source_clauses_in_order(merge_case):

@@ -51,6 +51,9 @@ def test_floats_and_text_round_half_up_from_their_digits_as_spark_does(table, tm
     wide = deltatx.create_table(str(tmp_path / "wide"), pa.schema([("d", pa.decimal128(38, 0)), ("e", pa.decimal128(6, 2))]))
     wide.append(pa.table({"d": [1e23], "e": [1.005]}))  # an append converts as Spark's INSERT does
     assert wide.to_arrow().to_pylist() == [{"d": Decimal("100000000000000000000000"), "e": Decimal("1.01")}]
+    big = deltatx.create_table(str(tmp_path / "big"), pa.schema([("d", pa.decimal128(18, 2))]))
+    big.append(pa.table({"d": [12345678901.2345, 10000000000.1 + 0.2]}))  # printed as 1.23...e+10
+    assert big.to_arrow()["d"].to_pylist() == [Decimal("12345678901.23"), Decimal("10000000000.30")]
 
 
 @pytest.mark.parametrize("assignment", [{"i": "1e20"}, {"d": "12345.6"}, {"i": "'abc'"}])

@@ -185,6 +185,11 @@ def test_maps_with_struct_or_list_keys_refuse_a_key_twice(tmp_path):
     t = deltatx.create_table(str(tmp_path / "s"), pa.schema([("m", pa.map_(key, pa.int64()))]))
     distinct = [[({"a": 1, "b": "x"}, 1), ({"a": 1, "b": None}, 2), ({"a": 2, "b": "x"}, 3)]]
     t.append(pa.table({"m": pa.array(distinct, pa.map_(key, pa.int64()))}))
+    inner = pa.struct([("l", pa.int32()), ("s", pa.struct([("x", pa.int32())]))])
+    nested = deltatx.create_table(str(tmp_path / "n"), pa.schema([("m", pa.map_(inner, pa.int64()))]))
+    nested.append(pa.table({"m": pa.array([[({"l": 1, "s": None}, 1), ({"l": 1, "s": {"x": 0}}, 2)]],
+                                          pa.map_(inner, pa.int64()))}))  # a NULL struct is no {x: 0}
+    assert nested.to_arrow().num_rows == 1
     with pytest.raises(SchemaMismatchError, match="twice"):
         t.append(pa.table({"m": pa.array([[({"a": 1, "b": "x"}, 1), ({"a": 1, "b": "x"}, 2)]], pa.map_(key, pa.int64()))}))
     listed = deltatx.create_table(str(tmp_path / "l"), pa.schema([("m", pa.map_(pa.list_(pa.int32()), pa.int64()))]))

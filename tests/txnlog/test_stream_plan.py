@@ -316,6 +316,26 @@ def test_added_column_fails_the_stream_naming_the_version(table_uri):
     assert drain(projected, commits_from(table, 1), None)[0] == [[(1, 0), (2, 0)]]
 
 
+@pytest.mark.parametrize("change", ["drop_and_add", "rename"])
+def test_column_mapping_renames_and_re_added_columns_fail_the_stream(table_uri, change):
+    """Names alone cannot tell a column dropped and added again (the stream would read the new
+    column's files under the old physical name: NULLs), nor a rename a projection hides;
+    delta-spark fails the stream on both."""
+    table = make_table(table_uri, batches=1, **{"delta.columnMapping.mode": "name"})
+    planners = [planner_for(table), StreamPlanner(table.store, table.metadata.id, pa.schema([table.schema.field("part")]),
+                                                  table.metadata, projected=True)]
+    if change == "rename":
+        table.rename_column("part", "p2")
+        table.append(pa.table({"id": pa.array([5], pa.int64()), "p2": ["x"]}))
+    else:
+        table.drop_column("part")
+        table.add_columns(pa.field("part", pa.string()))
+        table.append(pa.table({"id": pa.array([5], pa.int64()), "part": ["x"]}))
+    for planner in planners:
+        with pytest.raises(StreamSchemaChangedError, match="column mapping"):
+            planner.latest_offset(commits_from(table, 1), None)
+
+
 def test_read_compatibility_rules():
     read = pa.schema([pa.field("id", pa.int64(), False), pa.field("name", pa.string())])
     assert readable_as(read, read)

@@ -495,12 +495,14 @@ def _float_to_decimal(b: _Backend, operand: Any, source: pa.DataType, to: pa.Dec
     the binary value half up can differ only where the text ends within one digit past the
     scale (a shorter text between the value and a longer one would be the shortest), or where
     it is a whole number in exponent form: those rows are read from their text, every other
-    row keeps the binary rounding (NaN and infinities fail the cast there)."""
+    row keeps the binary rounding (NaN and infinities fail the cast there). Exponent text is read
+    only from 1e16 on, where every double is a whole number (Arrow prints 1e10 and up that way,
+    with fraction digits below 1e16)."""
     if not pa.types.is_float64(source):
         operand = b.call("cast", [operand], pc.CastOptions(pa.float64()))
     text = b.call("cast", [operand], pc.CastOptions(pa.string()))
     short = b.call("match_substring_regex", [text], pc.MatchSubstringOptions(
-        rf"^-?(?:[0-9]+(?:\.[0-9]{{0,{to.scale + 1}}})?|[0-9](?:\.[0-9]+)?e\+[0-9]+)$"))
+        rf"^-?(?:[0-9]+(?:\.[0-9]{{0,{to.scale + 1}}})?|[0-9](?:\.[0-9]+)?e\+(?:1[6-9]|[2-9][0-9]|[0-9]{{3}}))$"))
     from_text = b.call("cast", [_decimal_text_half_up(
         b, b.call("if_else", [short, text, b.scalar(pa.scalar("0"))]), to)], pc.CastOptions(to))
     rounded = b.call("round", [b.call("if_else", [short, b.scalar(pa.scalar(0.0)), operand])],

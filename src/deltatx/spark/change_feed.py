@@ -114,9 +114,12 @@ def resolve_and_pin(options: dict[str, str]) -> Any:
     """``DataSource.schema()`` of a change-feed read: resolve the bounds to versions, pin them in
     ``options``, and return the Spark schema (the table's at the ending version)."""
     o = lower_keys(options)
-    if not any((o.get(k) or "").strip() for k in ("startingversion", "startingtimestamp", PINNED_START_OPTION)):
-        # no bound: a stream (its initial snapshot, then every commit) — a batch read's reader()
-        # refuses it with ChangeDataFeedError
+    latest_only = (o.get("startingversion") or "").strip().lower() == "latest"
+    if latest_only or not any((o.get(k) or "").strip()
+                              for k in ("startingversion", "startingtimestamp", PINNED_START_OPTION)):
+        # no bound, or startingVersion=latest: a stream (its initial snapshot, or only the commits
+        # after the latest, then every commit) — a batch read's reader() refuses it with
+        # ChangeDataFeedError
         spec = ChangeFeedSpec(read_spec(o))
         _, latest = open_latest(spec.read.uri, spec.read.storage_options)
         return spark_change_schema(latest.schema, spec.read.columns)

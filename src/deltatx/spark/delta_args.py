@@ -160,9 +160,28 @@ class ColumnScope:
             for i in range(output.size()):
                 owner[output.apply(i).exprId().id()] = alias
         references = expression.references().toSeq()
+        if self.source is not None and self.table_frames:
+            self._refuse_shared_ids([references.apply(i) for i in range(references.size())], sides[1])
         if not any(_needs_qualifier(references.apply(i), owner) for i in range(references.size())):
             return expression
         return self._requalify(expression, owner)
+
+    def _refuse_shared_ids(self, references: list[Any], source_plan: Any) -> None:
+        """A source derived from the table's own ``toDF()`` frame carries that frame's ids: a
+        Column of the frame then names both sides of the MERGE (delta-spark reports it as
+        ambiguous too), never silently the source."""
+        source_ids = {source_plan.output().apply(i).exprId().id() for i in range(source_plan.output().size())}
+        frame_ids: set[int] = set()
+        for frame in list(self.table_frames):
+            output = frame._jdf.queryExecution().analyzed().output()
+            frame_ids.update(output.apply(i).exprId().id() for i in range(output.size()))
+        for attribute in references:
+            key = attribute.exprId().id()
+            if key in source_ids and key in frame_ids:
+                raise PredicateError(
+                    f"the Column {attribute.name()!r} is ambiguous: the MERGE source was derived from the table's "
+                    f"own toDF(), so it names both the target and the source; alias the source "
+                    f"(source.alias('s')) and name columns as strings or col('s.{attribute.name()}')")
 
     def _requalify(self, expression: Any, owner: dict[int, str | None]) -> Any:
         if expression.nodeName() == "AttributeReference":

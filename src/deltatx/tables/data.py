@@ -274,6 +274,8 @@ def _key_codes(keys: pa.Array) -> Any:
         for i in range(t.num_fields):
             field = _key_codes(keys.field(i))
             codes = np.unique(codes * (int(field.max(initial=0)) + 1) + field, return_inverse=True)[1].astype(np.int64)
+        if keys.null_count:  # a NULL struct is one value, whatever its fields hold beneath it
+            codes = np.where(keys.is_valid().to_numpy(zero_copy_only=False), codes + 1, 0)
         return codes
     if pa.types.is_nested(t):
         keys = pa.array([repr(v) for v in keys.to_pylist()], pa.string())

@@ -45,6 +45,7 @@ from ..errors import StreamDataChangedError, StreamingSourceError, StreamSchemaC
 from .actions import CommitActions, Metadata, parse_commit
 from .features import check_readable
 from .history import CommitTimeline, ict_enablement_version, retained_commits
+from .column_mapping import PHYSICAL_NAME
 from .schema import schema_from_json
 from .snapshot import load_snapshot
 from .store import LogStore
@@ -240,6 +241,29 @@ def _fields_readable(data: list[pa.Field], read: list[pa.Field]) -> bool:
     return True
 
 
+def _physical_name(f: pa.Field) -> str | None:
+    raw = (f.metadata or {}).get(PHYSICAL_NAME.encode())
+    return raw.decode() if raw is not None else None
+
+
+def column_mapping_changed(data_schema: pa.Schema, read_schema: pa.Schema) -> bool:
+    """Whether a column the stream reads was renamed, or dropped and added again, on a table with
+    column mapping: its physical name now carries another name, or its name another physical
+    name. Names alone cannot tell (a re-added column reads as the old one, with NULLs; a
+    projection hides a rename), so delta-spark fails the stream on such changes, as here."""
+    by_physical = {p: f.name.lower() for f in data_schema if (p := _physical_name(f)) is not None}
+    by_name = {f.name.lower(): _physical_name(f) for f in data_schema}
+    for f in read_schema:
+        physical = _physical_name(f)
+        if physical is None:
+            continue
+        if by_physical.get(physical, f.name.lower()) != f.name.lower():
+            return True  # renamed
+        if f.name.lower() in by_name and by_name[f.name.lower()] not in (None, physical):
+            return True  # dropped, and a new column of the same name added
+    return False
+
+
 def readable_as(data_schema: pa.Schema, read_schema: pa.Schema) -> bool:
     """Whether files written with ``data_schema`` can be read by a stream analysed with
     ``read_schema``: no column the stream lacks, same names and types, and no nulls into a
@@ -375,14 +399,16 @@ class StreamPlanner:
 
     def _check_schema(self, metadata: Metadata, version: int) -> None:
         data_schema = schema_from_json(metadata.schema_string)
+        remapped = column_mapping_changed(data_schema, self.read_schema)
         if self.projected:
             wanted = {f.name.lower() for f in self.read_schema}
             data_schema = pa.schema([f for f in data_schema if f.name.lower() in wanted])
-        if not readable_as(data_schema, self.read_schema):
+        if remapped or not readable_as(data_schema, self.read_schema):
             raise StreamSchemaChangedError(
                 f"[DELTA_SCHEMA_CHANGED_WITH_VERSION] the schema of {self.store.uri!r} changed at version "
                 f"{version}: the stream reads {_describe(self.read_schema)} but the data from version {version} "
-                f"has {_describe(data_schema)}. Restart the query to read with the new schema; if it fails "
+                f"has {_describe(data_schema)}"
+                f"{' (a column was renamed, or dropped and added again: column mapping)' if remapped else ''}. Restart the query to read with the new schema; if it fails "
                 f"again at the same version the change is incompatible and the query needs a new checkpoint "
                 f"location (or startingVersion after {version}).", version=version)
 

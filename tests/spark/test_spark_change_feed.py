@@ -182,3 +182,20 @@ def test_stream_fails_typed_where_the_feed_was_off(spark, tmp_path):
     query = run_stream(spark, uri, checkpoint, Batches(), startingVersion=0)
     error = typed_error(query.exception())
     assert isinstance(error, ChangeDataFeedError) and error.version == 0
+
+
+def test_stream_from_latest_delivers_only_later_commits(spark, tmp_path):
+    """startingVersion=latest is a streaming start of delta-spark's for the change feed too."""
+    uri = str(tmp_path / "t")
+    t = deltatx.create_table(uri, pa.schema([("id", pa.int64())]), properties={"delta.enableChangeDataFeed": "true"})
+    t.append(pa.table({"id": [1]}))
+    df = spark.readStream.format("deltatx").option("readChangeFeed", "true").option("startingVersion", "latest").load(uri)
+    query = df.writeStream.format("memory").queryName("cdf_from_latest").start()
+    try:
+        query.processAllAvailable()
+        t.append(pa.table({"id": [2]}))
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    rows = spark.sql("SELECT id, _change_type, _commit_version FROM cdf_from_latest").collect()
+    assert [tuple(r) for r in rows] == [(2, "insert", 2)]

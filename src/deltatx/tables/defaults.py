@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from ..errors import DeltaTxError, SchemaMismatchError
 from ..expr import Expr, Literal, evaluate, parse_expression
-from ..txnlog.schema import child_fields, field_index
+from ..txnlog.schema import child_fields, each_field, field_index, map_struct_fields
 
 CURRENT_DEFAULT = "CURRENT_DEFAULT"
 _KEY = CURRENT_DEFAULT.encode()
@@ -102,20 +102,11 @@ def _nested_default(t: pa.DataType, prefix: str) -> str | None:
     return None
 
 
-def _stripped(f: pa.Field, top: bool) -> pa.Field:
-    """``f`` without DEFAULTs: its own (``top``) and every nested field's."""
+def _without_default(f: pa.Field) -> pa.Field:
     meta = f.metadata
-    if top and meta and _KEY in meta:
-        f = f.remove_metadata() if len(meta) == 1 else f.with_metadata({k: v for k, v in meta.items() if k != _KEY})
-    t = f.type
-    if pa.types.is_struct(t) and _nested_default(t, f.name) is not None:
-        return f.with_type(pa.struct([_stripped(c, True) for c in t]))
-    if (pa.types.is_list(t) or pa.types.is_large_list(t)) and _nested_default(t, f.name) is not None:
-        value = _stripped(t.value_field, True)
-        return f.with_type(pa.list_(value) if pa.types.is_list(t) else pa.large_list(value))
-    if pa.types.is_map(t) and _nested_default(t, f.name) is not None:
-        return f.with_type(pa.map_(_stripped(t.key_field, True), _stripped(t.item_field, True)))
-    return f
+    if not meta or _KEY not in meta:
+        return f
+    return f.with_metadata({k: v for k, v in meta.items() if k != _KEY} or None)
 
 
 def without_new_defaults(merged: pa.Schema, before: pa.Schema) -> pa.Schema:
@@ -123,7 +114,10 @@ def without_new_defaults(merged: pa.Schema, before: pa.Schema) -> pa.Schema:
     nor on any nested field: schema evolution adds columns, never their defaults."""
     if not has_defaults(merged) and not any(_nested_default(f.type, f.name) for f in merged):
         return merged
-    return pa.schema([_stripped(f, f.name not in before.names) for f in merged], metadata=merged.metadata)
+    nested = each_field(_without_default)
+    fields = [f.with_type(map_struct_fields(f.type, nested)) for f in merged]
+    return pa.schema([_without_default(f) if f.name not in before.names else f for f in fields],
+                     metadata=merged.metadata)
 
 
 @lru_cache(maxsize=256)

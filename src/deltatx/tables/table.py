@@ -507,7 +507,7 @@ def create_table(uri: str, schema: pa.Schema, partition_by: list[str] | str | No
         from .ops.clustering import refuse_feature_property
 
         refuse_feature_property(requested)
-    if cluster_by is not None:
+    else:
         from .ops.clustering import creation_clustering
 
         config, domain, clustered_by = creation_clustering(schema, partition_by, config, cluster_by)

@@ -22,13 +22,13 @@ from __future__ import annotations
 import functools
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Iterable, Sequence, TypeVar
 
 import orjson
 import pyarrow as pa
 
 from ..errors import ColumnMappingError, InvalidPropertyError, SchemaMismatchError
-from .schema import is_variant_storage
+from .schema import each_field, map_struct_fields
 
 if TYPE_CHECKING:
     from .actions import Metadata
@@ -103,50 +103,18 @@ def _without_keys(md: dict[bytes, bytes] | None) -> dict[bytes, bytes] | None:
     return kept or None
 
 
-Level = Callable[[list[pa.Field]], list[pa.Field]]
-
-
-def _map_structs(t: pa.DataType, level: Level) -> pa.DataType:
-    """``t`` with the fields of each struct in it replaced by ``level(fields)``; lists and maps
-    are walked through. ``level`` sees one struct's fields together (to keep sibling names
-    apart) and recurses into their types itself, so it chooses the order. A variant is a leaf:
-    its ``value`` and ``metadata`` fields keep their names and get no ids."""
-    if is_variant_storage(t):
-        return t
-    if pa.types.is_struct(t):
-        return pa.struct(level(list(t)))
-    if pa.types.is_large_list(t):
-        return pa.large_list(t.value_field.with_type(_map_structs(t.value_type, level)))
-    if pa.types.is_fixed_size_list(t):
-        return pa.list_(t.value_field.with_type(_map_structs(t.value_type, level)), t.list_size)
-    if pa.types.is_list(t):
-        return pa.list_(t.value_field.with_type(_map_structs(t.value_type, level)))
-    if pa.types.is_map(t):
-        return pa.map_(t.key_field.with_type(_map_structs(t.key_type, level)),
-                       t.item_field.with_type(_map_structs(t.item_type, level)), t.keys_sorted)
-    return t
-
-
-def _each_field(change: Callable[[pa.Field], pa.Field]) -> Level:
-    """A level function applying ``change`` to every field at every depth."""
-    def level(fields: list[pa.Field]) -> list[pa.Field]:
-        return [change(f.with_type(_map_structs(f.type, level))) for f in fields]
-
-    return level
-
-
 def _strip_one(f: pa.Field) -> pa.Field:
     return pa.field(f.name, f.type, f.nullable, metadata=_without_keys(f.metadata))
 
 
 def strip_field(f: pa.Field) -> pa.Field:
     """``f`` without column-mapping metadata (its own and its nested fields')."""
-    return _each_field(_strip_one)([f])[0]
+    return each_field(_strip_one)([f])[0]
 
 
 def strip_schema(schema: pa.Schema) -> pa.Schema:
     """The schema users see: column-mapping metadata is the table's bookkeeping, not theirs."""
-    return pa.schema(_each_field(_strip_one)(list(schema)), metadata=schema.metadata)
+    return pa.schema(each_field(_strip_one)(list(schema)), metadata=schema.metadata)
 
 
 def _physical_one(f: pa.Field) -> pa.Field:
@@ -157,7 +125,7 @@ def _physical_one(f: pa.Field) -> pa.Field:
 
 def physical_field(f: pa.Field) -> pa.Field:
     """``f`` as stored in data files: physical names at every level, ids as Parquet field ids."""
-    return _each_field(_physical_one)([f])[0]
+    return each_field(_physical_one)([f])[0]
 
 
 # --------------------------------------------------------------------------------------------
@@ -421,7 +389,7 @@ def _pairs(schema: pa.Schema) -> set[tuple[int, str]]:
             found.add((fid, physical_name(f)))
         return f
 
-    _each_field(note)(list(schema))
+    each_field(note)(list(schema))
     return found
 
 
@@ -497,7 +465,7 @@ def prepare_metadata(previous: "Metadata | None", metadata: "Metadata", *, keep_
                 changed = True
             used_ids.add(fid)
             names.add(name)
-            out.append(f.with_type(_map_structs(f.type, annotate)))
+            out.append(f.with_type(map_struct_fields(f.type, annotate)))
         return out
 
     fields = annotate(list(schema))

@@ -458,3 +458,40 @@ def with_added_fields(table: pa.DataType, data: pa.DataType, path: str = "") -> 
         item = with_added_fields(table.item_type, data.item_type, f"{path}value.")
         return table if item.equals(table.item_type) else pa.map_(table.key_field, table.item_field.with_type(item))
     return table
+
+
+# --------------------------------------------------------------------------------------------
+# Walking nested fields
+# --------------------------------------------------------------------------------------------
+
+
+Level = Callable[[list[pa.Field]], list[pa.Field]]
+
+
+def map_struct_fields(t: pa.DataType, level: Level) -> pa.DataType:
+    """``t`` with the fields of each struct in it replaced by ``level(fields)``; lists and maps
+    are walked through. ``level`` sees one struct's fields together (to keep sibling names
+    apart) and recurses into their types itself, so it chooses the order. A variant is a leaf:
+    its ``value`` and ``metadata`` fields keep their names and get no ids."""
+    if is_variant_storage(t):
+        return t
+    if pa.types.is_struct(t):
+        return pa.struct(level(list(t)))
+    if pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(map_struct_fields(t.value_type, level)))
+    if pa.types.is_fixed_size_list(t):
+        return pa.list_(t.value_field.with_type(map_struct_fields(t.value_type, level)), t.list_size)
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(map_struct_fields(t.value_type, level)))
+    if pa.types.is_map(t):
+        return pa.map_(t.key_field.with_type(map_struct_fields(t.key_type, level)),
+                       t.item_field.with_type(map_struct_fields(t.item_type, level)), t.keys_sorted)
+    return t
+
+
+def each_field(change: Callable[[pa.Field], pa.Field]) -> Level:
+    """A level function applying ``change`` to every field at every depth."""
+    def level(fields: list[pa.Field]) -> list[pa.Field]:
+        return [change(f.with_type(map_struct_fields(f.type, level))) for f in fields]
+
+    return level

@@ -45,7 +45,7 @@ from ..errors import StreamDataChangedError, StreamingSourceError, StreamSchemaC
 from .actions import CommitActions, Metadata, parse_commit
 from .features import check_readable
 from .history import CommitTimeline, ict_enablement_version, retained_commits
-from .column_mapping import PHYSICAL_NAME
+from .column_mapping import column_id
 from .schema import schema_from_json
 from .snapshot import load_snapshot
 from .store import LogStore
@@ -241,25 +241,20 @@ def _fields_readable(data: list[pa.Field], read: list[pa.Field]) -> bool:
     return True
 
 
-def _physical_name(f: pa.Field) -> str | None:
-    raw = (f.metadata or {}).get(PHYSICAL_NAME.encode())
-    return raw.decode() if raw is not None else None
-
-
 def column_mapping_changed(data_schema: pa.Schema, read_schema: pa.Schema) -> bool:
     """Whether a column the stream reads was renamed, or dropped and added again, on a table with
-    column mapping: its physical name now carries another name, or its name another physical
-    name. Names alone cannot tell (a re-added column reads as the old one, with NULLs; a
-    projection hides a rename), so delta-spark fails the stream on such changes, as here."""
-    by_physical = {p: f.name.lower() for f in data_schema if (p := _physical_name(f)) is not None}
-    by_name = {f.name.lower(): _physical_name(f) for f in data_schema}
+    column mapping: its column id now carries another name, or its name another id (ids are
+    never reused). Names alone cannot tell (a re-added column reads as the old one, with NULLs;
+    a projection hides a rename), so delta-spark fails the stream on such changes, as here."""
+    by_id = {i: f.name.lower() for f in data_schema if (i := column_id(f)) is not None}
+    id_of = {f.name.lower(): column_id(f) for f in data_schema}
     for f in read_schema:
-        physical = _physical_name(f)
-        if physical is None:
+        read_id = column_id(f)
+        if read_id is None:
             continue
-        if by_physical.get(physical, f.name.lower()) != f.name.lower():
+        if by_id.get(read_id, f.name.lower()) != f.name.lower():
             return True  # renamed
-        if f.name.lower() in by_name and by_name[f.name.lower()] not in (None, physical):
+        if id_of.get(f.name.lower()) not in (None, read_id):
             return True  # dropped, and a new column of the same name added
     return False
 

@@ -143,10 +143,16 @@ def clustering_spec(schema: pa.Schema, properties: Mapping[str, str], partition_
 # --------------------------------------------------------------------------------------------
 
 
+def _recorded_names(schema: pa.Schema, configuration: Mapping[str, str], physical: list[Path]
+                    ) -> list[tuple[Path, str | None]]:
+    """Each recorded clustering column's physical path with its logical name (None: no longer
+    in the schema, a record another writer left stale)."""
+    return [(p, logical_name(schema, configuration, p)) for p in physical]
+
+
 def _logical_paths(schema: pa.Schema, configuration: Mapping[str, str], physical: list[Path]) -> list[Path]:
     out = []
-    for p in physical:
-        name = logical_name(schema, configuration, p)
+    for p, name in _recorded_names(schema, configuration, physical):
         if name is None:
             raise ClusteringError(f"clustering column {join_path(p)!r} is no longer in the schema {schema.names}")
         out.append(split_name(name))
@@ -177,12 +183,8 @@ def clustering_columns_of(tx: "Transaction") -> list[Path]:
     a column the record names that is no longer in the schema is left out."""
     if not is_clustered(tx.protocol):
         return []
-    out = []
-    for p in clustering_paths(tx.domains) or []:
-        name = logical_name(tx.schema, tx.properties, p)
-        if name is not None:
-            out.append(split_name(name))
-    return out
+    recorded = _recorded_names(tx.schema, tx.properties, clustering_paths(tx.domains) or [])
+    return [split_name(name) for _, name in recorded if name is not None]
 
 
 def is_clustered_table(tx: "Transaction") -> bool:
@@ -250,7 +252,7 @@ def stage_cluster_by(tx: "Transaction", columns: Any) -> dict[str, Any]:
     clustered = is_clustered(tx.protocol)
     # the old columns as recorded: one no longer in the schema (a record another writer left
     # stale) is named by its physical path, so that CLUSTER BY can still replace the record
-    old = [logical_name(schema, configuration, p) or join_path(p) for p in clustering_paths(tx.domains) or []] \
+    old = [name or join_path(p) for p, name in _recorded_names(schema, configuration, clustering_paths(tx.domains) or [])] \
         if clustered else []
     if not clustered and paths:
         tx.stage_protocol(required_protocol({**configuration, _FEATURE_KEY: "supported"}, schema, tx.protocol))

@@ -3,8 +3,8 @@
 One commit, as Delta's ``CREATE OR REPLACE TABLE`` / ``DeltaTable.replace()``: every live file is
 removed (``dataChange=true``), a new ``metaData`` (a new table id, like Delta) replaces the old,
 and the protocol is raised if the new definition needs more, never lowered. A clustered table
-stays one (the feature is not dropped) clustered by no column, so it cannot become partitioned. The whole table is
-the read, and the metadata changes, so a concurrent commit of any file (a blind append included)
+stays one (the feature is not dropped), clustered by no column, so it cannot become partitioned.
+The whole table is the read, and the metadata changes, so a concurrent commit of any file (a blind append included)
 fails one of the two instead of leaving an old-schema file in the replaced table.
 """
 

@@ -873,3 +873,15 @@ def test_builder_generated_column_is_computed_on_write(spark, tmp_path):
     assert "generatedColumns" in (table.protocol.writer_features or ())
     table.append(pa.table({"a": [1, 2]}))
     assert sorted(table.to_arrow().to_pylist(), key=lambda r: r["a"]) == [{"a": 1, "b": 11}, {"a": 2, "b": 12}]
+
+
+def test_an_overwrite_may_not_partition_a_clustered_table(spark, tmp_path):
+    """PROTOCOL.md: a clustered table is never partitioned; the clustering feature stays."""
+    import deltatx.spark as dspark
+    from deltatx.errors import ClusteringError
+
+    path = tmp_path / "t"
+    deltatx.create_table(str(path), pa.schema([("key", pa.string()), ("value", pa.int64())]), cluster_by=["value"])
+    df = spark.createDataFrame([("a", 1)], ["key", "value"])
+    refused(path, ClusteringError, lambda: dspark.write(df, str(path), mode="overwrite", overwriteSchema="true",
+                                                        partitionBy=["key"]), match="partition")

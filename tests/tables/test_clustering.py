@@ -546,6 +546,7 @@ def test_a_clustering_column_cannot_be_dropped(table_uri):
     for column in ("x", "st", "st.a"):
         with pytest.raises(errors.SchemaMismatchError, match="clustered by"):
             t.drop_column(column)
+    assert deltatx.Table(table_uri).version == 0
     t.drop_column("st.b")
     t.cluster_by(["st.a"])
     t.drop_column("x")

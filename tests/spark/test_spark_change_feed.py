@@ -199,3 +199,67 @@ def test_stream_from_latest_delivers_only_later_commits(spark, tmp_path):
         query.stop()
     rows = spark.sql("SELECT id, _change_type, _commit_version FROM cdf_from_latest").collect()
     assert [tuple(r) for r in rows] == [(2, "insert", 2)]
+
+
+# --------------------------------------------------------------------------------------------
+# Schema changes under a running change-feed stream (checked as in the plain stream)
+# --------------------------------------------------------------------------------------------
+
+
+def _widen(t: deltatx.Table) -> None:
+    t.alter_column_type("value", pa.int64())
+    t.append(pa.table({"id": pa.array([30], pa.int64()), "value": pa.array([2**40], pa.int64())}))
+
+
+def _rename(t: deltatx.Table) -> None:
+    t.rename_column("value", "amount")
+    t.append(pa.table({"id": pa.array([30], pa.int64()), "amount": pa.array([300], pa.int32())}))
+
+
+def _add_column(t: deltatx.Table) -> None:
+    t.append(pa.table({"id": pa.array([30], pa.int64()), "value": pa.array([300], pa.int32()), "note": ["n"]}),
+             schema_mode="merge")
+
+
+@pytest.mark.parametrize("change, expected", [
+    (_widen, {"id": 30, "value": 2**40}),
+    (_rename, {"id": 30, "amount": 300}),
+    (_add_column, {"id": 30, "value": 300, "note": "n"}),
+])
+def test_a_schema_change_fails_the_running_change_stream_and_a_restart_reads_on(spark, tmp_path, change, expected):
+    """Before, a widened INT read on as INT (a raw ArrowInvalid past its range), a renamed column
+    was delivered as NULLs and an added one not at all. Now the stream delivers every commit
+    before the change, fails typed at it, and a restart reads on with the new schema."""
+    from deltatx.errors import StreamSchemaChangedError
+
+    uri, checkpoint = str(tmp_path / "t"), str(tmp_path / "ckpt")
+    schema = pa.schema([("id", pa.int64()), ("value", pa.int32())])
+    t = deltatx.create_table(uri, schema, properties={**CDF, "delta.enableTypeWidening": "true",
+                                                       "delta.columnMapping.mode": "name"})
+    t.append(pa.table({"id": pa.array([1], pa.int64()), "value": pa.array([10], pa.int32())}))
+    seen: list[dict] = []
+
+    def collect(df, _):
+        seen.extend(r.asDict() for r in df.drop("_commit_timestamp").collect())
+
+    df = spark.readStream.format("deltatx").option("readChangeFeed", "true").option("startingVersion", "1").load(uri)
+    running = df.writeStream.foreachBatch(collect).option("checkpointLocation", checkpoint).start()
+    try:
+        running.processAllAvailable()
+        t.append(pa.table({"id": pa.array([2], pa.int64()), "value": pa.array([20], pa.int32())}))  # v2
+        change(t)  # v3 changes the schema (v4 appends after it, when the change is its own commit)
+        with pytest.raises(Exception):
+            running.processAllAvailable()
+    finally:
+        running.stop()
+    error = typed_error(running.exception())
+    assert isinstance(error, StreamSchemaChangedError) and error.version == 3
+    assert [(r["id"], r["value"], r["_commit_version"]) for r in seen] == [(1, 10, 1), (2, 20, 2)]
+
+    seen.clear()
+    reader = spark.readStream.format("deltatx").option("readChangeFeed", "true").option("startingVersion", "1")
+    restarted = (reader.load(uri).writeStream.foreachBatch(collect).option("checkpointLocation", checkpoint)
+                 .trigger(availableNow=True).start())
+    restarted.awaitTermination()
+    assert [{k: v for k, v in r.items() if k not in ("_change_type", "_commit_version")} for r in seen] == [expected]
+    assert {r["_change_type"] for r in seen} == {"insert"}

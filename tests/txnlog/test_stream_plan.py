@@ -341,7 +341,10 @@ def test_read_compatibility_rules():
     assert readable_as(read, read)
     assert readable_as(pa.schema([pa.field("id", pa.int64(), False)]), read)  # missing column: nulls
     assert not readable_as(read.append(pa.field("new", pa.int32())), read)  # new column: restart
-    assert not readable_as(pa.schema([pa.field("id", pa.int32(), False), read.field("name")]), read)  # type
+    narrower = pa.schema([pa.field("id", pa.int32(), False), read.field("name")])
+    assert readable_as(narrower, read)  # older data of a widened column: read with the wider type
+    assert not readable_as(read, narrower)  # a running stream meeting the widened type: restart
+    assert not readable_as(pa.schema([pa.field("id", pa.string(), False), read.field("name")]), read)  # type
     assert not readable_as(pa.schema([pa.field("id", pa.int64(), True), read.field("name")]), read)  # nulls
     assert readable_as(read, pa.schema([pa.field("id", pa.int64(), True), read.field("name")]))
     assert not readable_as(pa.schema([pa.field("ID", pa.int64(), False), read.field("name")]), read)  # case
@@ -385,3 +388,28 @@ def test_resolve_start_from_timestamp(table_uri):
     assert resolve_start(table.store, *latest, starting_timestamp_ms=5) == StreamStart(0, False)  # earliest
     with pytest.raises(TimeTravelError, match="after the latest commit"):
         resolve_start(table.store, *latest, starting_timestamp_ms=4_000_001)
+
+
+def test_a_stream_restarted_after_a_widening_reads_the_older_versions_with_the_wider_type(table_uri):
+    """A widened column's older files are read with the wider type, as every reader does, so a
+    stream restarted after ``ALTER COLUMN … TYPE BIGINT`` goes on from where it stopped (here,
+    within its initial snapshot) instead of failing at the snapshot's version; a stream still
+    reading the narrower type fails at the widening."""
+    schema = pa.schema([("id", pa.int32())])
+    table = deltatx.create_table(table_uri, schema, properties={"delta.enableTypeWidening": "true"})
+    table.append(pa.table({"id": pa.array([1], pa.int32())}))
+    table.append(pa.table({"id": pa.array([2], pa.int32())}))
+    before = deltatx.Table(table_uri)
+    narrow = StreamPlanner(before.store, before.metadata.id, before.schema, before.metadata)
+    first = narrow.latest_offset(snapshot_start(before), Admission(max_files=1))
+    assert first == StreamOffset(before.metadata.id, 2, 0, True)
+    table.alter_column_type("id", pa.int64())  # version 3
+    table.append(pa.table({"id": pa.array([2**40], pa.int64())}))  # version 4
+    with pytest.raises(StreamSchemaChangedError) as failed:
+        drain(narrow, first, None)
+    assert failed.value.version == 3
+
+    wide = deltatx.Table(table_uri)
+    restarted = StreamPlanner(wide.store, wide.metadata.id, wide.schema, wide.metadata)
+    batches, _ = drain(restarted, first, None)
+    assert batches == [[(2, 1), (4, 0)]]

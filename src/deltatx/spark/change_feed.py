@@ -159,7 +159,8 @@ def sub_plan(plan: ChangePlan, first: int, last: int) -> ChangePlan:
     return replace(
         plan, start=first, end=last, timestamps_ms=plan.timestamps_ms[first - plan.start:last - plan.start + 1],
         cdc_files=_versions(plan.cdc_files, first, last), inserted_files=_versions(plan.inserted_files, first, last),
-        deleted_files=_versions(plan.deleted_files, first, last), dv_pairs=_versions(plan.dv_pairs, first, last))
+        deleted_files=_versions(plan.deleted_files, first, last), dv_pairs=_versions(plan.dv_pairs, first, last),
+        metadata_changes=[(v, m) for v, m in plan.metadata_changes if first <= v <= last])
 
 
 def split_plan(plan: ChangePlan, partitions: int) -> list[ChangePlan]:

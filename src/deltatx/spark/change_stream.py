@@ -12,6 +12,11 @@ end offset records where it started (``startingFrom``), so a replay after a cras
 versions. Exactly once therefore holds as for the plain source: the log is immutable and the
 plan of a version range deterministic.
 
+Schema changes are checked as in the plain stream (:func:`~deltatx.txnlog.stream_plan.check_stream_schema`):
+a batch stops before the first commit whose ``metaData`` the stream's read schema cannot read
+(a widened type, a new, renamed or re-added column), and the next batch fails at that version
+with :class:`~deltatx.errors.StreamSchemaChangedError`; a restart reads on with the new schema.
+
 Admission: ``maxFilesPerTrigger`` / ``maxBytesPerTrigger`` count the files a commit's changes are
 read from (its change data files, or its added and removed files) and admit whole commits, at
 least one per batch; the initial snapshot is one batch. Delta's change-commit options
@@ -29,12 +34,16 @@ import numpy as np
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit
 
-from ..txnlog.change_feed import (COMMIT_VERSION, ChangePlan, plan_changes, resolve_range,
-                                  snapshot_as_inserts)
+import pyarrow as pa
+
+from ..errors import StreamSchemaChangedError
+from ..txnlog.change_feed import (CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, ChangePlan, plan_changes,
+                                  resolve_range, snapshot_as_inserts)
+from ..txnlog.schema import schema_from_json
 from ..txnlog.snapshot import Snapshot, load_snapshot
 from ..txnlog.store import LogStore, open_store
-from ..txnlog.stream_plan import (BASE_INDEX, UNRESOLVED_VERSION, Admission,
-                                  StreamOffset, StreamStart, first_batch_start, resolve_start)
+from ..txnlog.stream_plan import (BASE_INDEX, UNRESOLVED_VERSION, Admission, StreamOffset, StreamStart,
+                                  check_stream_schema, first_batch_start, resolve_start)
 from .change_feed import ChangesPartition, read_partition, spark_arrow_schema, split_plan
 from .stream_source import DriverPlannedStream, StreamReadSpec
 from .reader import open_latest
@@ -47,6 +56,7 @@ class _State:
     store: LogStore
     table_id: str
     start: StreamStart
+    read_schema: pa.Schema  # the table columns the query was analysed with (change columns left out)
 
 
 def _file_sizes_per_version(plan: ChangePlan) -> tuple[np.ndarray, np.ndarray]:
@@ -90,8 +100,29 @@ class ChangeFeedStreamReader(DriverPlannedStream):
             store, latest = open_latest(self.spec.read.uri, self.spec.read.storage_options)
             start = resolve_start(store, latest.version, latest.properties, self.spec.starting_version,
                                   self.spec.starting_timestamp_ms)
-            self._state = _State(store, latest.metadata.id, start)
+            read_schema = schema_from_json(self.spark_schema_json)
+            change_columns = {CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP}
+            self._state = _State(store, latest.metadata.id, start,
+                                 pa.schema([f for f in read_schema if f.name not in change_columns]))
         return self._state
+
+    def _check_schema(self, version: int, metadata: Any) -> None:
+        source = self._source()
+        check_stream_schema(self.spec.read.uri, source.read_schema, metadata, version,
+                            projected=bool(self.spec.read.columns))
+
+    def _plan(self, latest: Snapshot, first: int, last: int) -> ChangePlan:
+        """The changes of ``first..last``, cut before the first commit whose schema the stream
+        cannot read — or that commit's error when it is ``first`` (the stream reached it)."""
+        plan = plan_changes(self._source().store, latest, first, last)
+        for version, metadata in plan.metadata_changes:
+            try:
+                self._check_schema(version, metadata)
+            except StreamSchemaChangedError:
+                if version == first:
+                    raise
+                return plan_changes(self._source().store, latest, first, version - 1)
+        return plan
 
     def _latest(self) -> Snapshot:
         return load_snapshot(self._source().store)
@@ -129,7 +160,7 @@ class ChangeFeedStreamReader(DriverPlannedStream):
             first = begin.version
         if first > last:
             return start
-        plan = plan_changes(source.store, latest, first, last)
+        plan = self._plan(latest, first, last)
         end = admitted_end(plan, self._admission(limit))
         return StreamOffset(source.table_id, end + 1, BASE_INDEX, False, started_at=started_at).to_json()
 
@@ -147,14 +178,16 @@ class ChangeFeedStreamReader(DriverPlannedStream):
             plan = self._snapshot_plan(source.store, latest, begin.version)
         else:
             plan = plan_changes(source.store, latest, begin.version, finish.version - 1)
+            for version, metadata in plan.metadata_changes:  # a batch planned before a restart
+                self._check_schema(version, metadata)
         return [ChangesPartition(p) for p in split_plan(plan, self.spec.read.min_partitions)]
 
-    @staticmethod
-    def _snapshot_plan(store: LogStore, latest: Snapshot, version: int) -> ChangePlan:
+    def _snapshot_plan(self, store: LogStore, latest: Snapshot, version: int) -> ChangePlan:
         """Every row at ``version`` as an insert, stamped with that commit's timestamp."""
         _, _, timeline = resolve_range(store, latest, version, version)
         timestamp = timeline[bisect.bisect_left(timeline.versions, version)]
         snapshot = latest if latest.version == version else load_snapshot(store, version=version)
+        self._check_schema(version, snapshot.metadata)  # changed between analysis and the first batch
         return snapshot_as_inserts(snapshot, timestamp)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:

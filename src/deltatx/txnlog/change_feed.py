@@ -25,7 +25,7 @@ them.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -66,6 +66,9 @@ class ChangePlan:
     #: the column mapping at ``end``: data and change files hold physical columns, resolved by it
     #: (a renamed column keeps its physical name; one dropped and added again gets a new one)
     column_mapping: "ColumnMapping | None" = None
+    #: (version, metaData) of every commit in the range that changed the metadata, in order: what
+    #: a stream checks its read schema against (:func:`deltatx.txnlog.stream_plan.check_stream_schema`)
+    metadata_changes: list[tuple[int, Metadata]] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
@@ -253,6 +256,7 @@ def _plan(start: int, end: int, metadata: Metadata, commits: list[CommitActions]
         partition_columns=list(metadata.partition_columns), timestamps_ms=list(timestamps),
         cdc_files=cdc.table(), inserted_files=inserted.table(), deleted_files=deleted.table(), dv_pairs=pairs.table(),
         column_mapping=column_mapping.of(metadata),
+        metadata_changes=[(c.version, c.metadata) for c in commits if c.metadata is not None],
     )
 
 

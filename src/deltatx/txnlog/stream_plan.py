@@ -46,7 +46,8 @@ from .actions import CommitActions, Metadata, parse_commit
 from .features import check_readable
 from .history import CommitTimeline, ict_enablement_version, retained_commits
 from .column_mapping import column_id
-from .schema import schema_from_json
+from .schema import schema_from_json, type_to_delta
+from .type_widening import is_supported_change
 from .snapshot import load_snapshot
 from .store import LogStore
 
@@ -224,7 +225,16 @@ def _type_readable(data: pa.DataType, read: pa.DataType) -> bool:
     if pa.types.is_map(data) and pa.types.is_map(read):
         return ((read.item_field.nullable or not data.item_field.nullable)
                 and _type_readable(data.key_type, read.key_type) and _type_readable(data.item_type, read.item_type))
-    return data.equals(read)
+    return data.equals(read) or _widened_since(data, read)
+
+
+def _widened_since(data: pa.DataType, read: pa.DataType) -> bool:
+    """Whether ``read`` is a type widening of ``data`` (PROTOCOL.md's list): older files of a
+    widened column are read with the wider type, as every reader does. A stream restarted after
+    a widening reads the older versions it still has to deliver that way; the narrowing way
+    round (a running stream meeting the wider type) is a schema change."""
+    from_type, to_type = type_to_delta(data), type_to_delta(read)
+    return isinstance(from_type, str) and isinstance(to_type, str) and is_supported_change(from_type, to_type)
 
 
 def _fields_readable(data: list[pa.Field], read: list[pa.Field]) -> bool:
@@ -261,9 +271,34 @@ def column_mapping_changed(data_schema: pa.Schema, read_schema: pa.Schema) -> bo
 
 def readable_as(data_schema: pa.Schema, read_schema: pa.Schema) -> bool:
     """Whether files written with ``data_schema`` can be read by a stream analysed with
-    ``read_schema``: no column the stream lacks, same names and types, and no nulls into a
-    non-nullable read column. (Delta's rule; a new column fails too, a restart picks it up.)"""
+    ``read_schema``: no column the stream lacks, same names, same types or types the stream's
+    widen them to, and no nulls into a non-nullable read column. (Delta's rule; a new column fails too, a restart picks it up.)"""
     return _fields_readable(list(data_schema), list(read_schema))
+
+
+_REMAPPED = " (a column was renamed, or dropped and added again: column mapping)"
+
+
+def check_stream_schema(uri: str, read_schema: pa.Schema, metadata: Metadata, version: int, *,
+                        projected: bool = False) -> None:
+    """Fail a stream analysed with ``read_schema`` at the ``metaData`` action of ``version`` when
+    the stream cannot read the data written under it (:func:`readable_as`, or a column-mapping
+    rename / drop-and-re-add). ``projected``: the stream reads only the columns of
+    ``read_schema``, so other data columns are no change for it. Shared by the plain and the
+    change-feed stream, which Delta checks alike."""
+    data_schema = schema_from_json(metadata.schema_string)
+    remapped = column_mapping_changed(data_schema, read_schema)
+    if projected:
+        wanted = {f.name.lower() for f in read_schema}
+        data_schema = pa.schema([f for f in data_schema if f.name.lower() in wanted])
+    if remapped or not readable_as(data_schema, read_schema):
+        raise StreamSchemaChangedError(
+            f"[DELTA_SCHEMA_CHANGED_WITH_VERSION] the schema of {uri!r} changed at version "
+            f"{version}: the stream reads {_describe(read_schema)} but the data from version {version} "
+            f"has {_describe(data_schema)}{_REMAPPED if remapped else ''}. Restart the query to read with the new "
+            f"schema; if it fails "
+            f"again at the same version the change is incompatible and the query needs a new checkpoint "
+            f"location (or startingVersion after {version}).", version=version)
 
 
 # --------------------------------------------------------------------------------------------
@@ -393,19 +428,7 @@ class StreamPlanner:
         return adds.select(UNIT_FILE_COLUMNS).combine_chunks()
 
     def _check_schema(self, metadata: Metadata, version: int) -> None:
-        data_schema = schema_from_json(metadata.schema_string)
-        remapped = column_mapping_changed(data_schema, self.read_schema)
-        if self.projected:
-            wanted = {f.name.lower() for f in self.read_schema}
-            data_schema = pa.schema([f for f in data_schema if f.name.lower() in wanted])
-        if remapped or not readable_as(data_schema, self.read_schema):
-            raise StreamSchemaChangedError(
-                f"[DELTA_SCHEMA_CHANGED_WITH_VERSION] the schema of {self.store.uri!r} changed at version "
-                f"{version}: the stream reads {_describe(self.read_schema)} but the data from version {version} "
-                f"has {_describe(data_schema)}"
-                f"{' (a column was renamed, or dropped and added again: column mapping)' if remapped else ''}. Restart the query to read with the new schema; if it fails "
-                f"again at the same version the change is incompatible and the query needs a new checkpoint "
-                f"location (or startingVersion after {version}).", version=version)
+        check_stream_schema(self.store.uri, self.read_schema, metadata, version, projected=self.projected)
 
     # ------------------------------------------------------------------ the unit sequence
     def check_offset(self, offset: StreamOffset) -> None:

@@ -266,3 +266,18 @@ def test_text_casts_to_boolean_with_sparks_words():
     assert values(table, "CAST(s AS BOOLEAN)") == [True, True, False, False, True, None]
     with pytest.raises(PredicateError):
         values(pa.table({"s": ["maybe"]}), "CAST(s AS BOOLEAN)")
+
+
+def test_a_string_compared_with_a_decimal_reads_as_a_double_unless_it_is_a_value_of_the_column():
+    """Checked against Spark 4.3: ``CAST(1.01 AS DECIMAL(5,2)) = '1.005'`` is FALSE, ``> '1.005'``
+    TRUE and ``= '1.01000000000000000000001'`` TRUE (both sides as DOUBLE); malformed text fails
+    as Spark's cast does. Before, any text with more digits than the scale raised."""
+    t = pa.table({"id": [1, 2], "d": pa.array([Decimal("1.00"), Decimal("1.01")], pa.decimal128(5, 2))})
+    assert where(t, "d = '1.005'") == []
+    assert where(t, "d > '1.005'") == [2]
+    assert where(t, "'1.005' < d") == [2]
+    assert where(t, "d = '1.01000000000000000000001'") == [2]
+    assert where(t, "d IN ('1.005', '1.00')") == [1]
+    assert where(t, "d = ' 1.01 '") == [2]
+    with pytest.raises(PredicateError, match="1.01x"):
+        where(t, "d = '1.01x'")

@@ -222,6 +222,8 @@ def _compared_literals(literals: list[Literal], t: pa.DataType, context: str) ->
     4.00000000001`` as decimal(38,10) (bounded, the constant rounded as Spark rounds it), and a
     STRING with numbers as BIGINT or DOUBLE (``s = 5`` reads ``s`` as a number)."""
     t = plain_type(t)
+    if pa.types.is_decimal(t):
+        literals = [_text_against_decimal(v, t, context) for v in literals]
     numbers = [v for v in literals if v.value is not None and is_number(v.arrow_type)]
     if not (numbers and pa.types.is_string(t)):
         exact = [convert_literal(v, t, context=context) for v in literals]
@@ -239,6 +241,22 @@ def _compared_literals(literals: list[Literal], t: pa.DataType, context: str) ->
         return [convert_literal(v, t, context=context) for v in literals]
     return [convert_literal(v, target, context=context) if isinstance(v.value, str) or v.value is None
             else cast_constant(v, target, context) for v in literals]
+
+
+def _text_against_decimal(lit: Literal, t: pa.DataType, context: str) -> Literal:
+    """A string compared with a DECIMAL of type ``t``: as ``t`` when it is exactly a value of
+    ``t``, otherwise as a DOUBLE, the type Spark compares a DECIMAL and a STRING in
+    (``d = '1.005'`` on DECIMAL(5,2) is FALSE, ``d > '1.005'`` compares as numbers); text that is
+    no number raises as Spark's cast does."""
+    if not isinstance(lit.value, str):
+        return lit
+    try:
+        return convert_literal(lit, t, context=context)
+    except PredicateError:
+        try:
+            return Literal(float(lit.value.strip()), pa.float64())
+        except ValueError:
+            raise PredicateError(f"cannot read {lit.value!r} as a number to compare with {t} in {context}") from None
 
 
 def _is_int(lit: Literal) -> bool:

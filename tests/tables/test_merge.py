@@ -414,3 +414,18 @@ def test_a_clause_condition_is_evaluated_on_the_rows_left_to_it(tmp_path, dv):
         .when_not_matched_insert(values={"id": "s.id", "i": "s.s"}, condition="CAST(s.s AS INT) > 0").execute()
     assert sorted(deltatx.Table(t.uri).to_arrow().to_pylist(), key=lambda r: r["id"]) == [
         {"id": 1, "i": -1}, {"id": 2, "i": 5}, {"id": 8, "i": -1}, {"id": 9, "i": 6}]
+
+
+def test_insert_and_update_keys_may_be_backquoted(tmp_path):
+    """delta-spark's ``whenNotMatchedInsert(values={"`my col`": ...})``: a backquoted key names
+    the column (with column mapping, names may hold spaces); before, INSERT refused it."""
+    schema = pa.schema([("id", pa.int64()), ("my col", pa.int64()), ("x", pa.int64())])
+    t = deltatx.create_table(str(tmp_path / "t"), schema, properties={"delta.columnMapping.mode": "name"})
+    t.append(pa.table({"id": [1], "my col": [10], "x": [0]}, schema=schema))
+    source = pa.table({"id": [1, 2], "v": [11, 22]})
+    (t.merge(source, "t.id = s.id").when_matched_update(set={"`my col`": "s.v"})
+     .when_not_matched_insert(values={"`id`": "s.id", "`my col`": "s.v", "t.`x`": "s.v + 1"}).execute())
+    assert t.to_arrow().sort_by("id").to_pylist() == [{"id": 1, "my col": 11, "x": 0}, {"id": 2, "my col": 22, "x": 23}]
+    with pytest.raises(errors.PredicateError, match="unknown column .`nope`."):
+        t.merge(source, "t.id = s.id").when_not_matched_insert(values={"id": "s.id", "`nope`": "s.v"}).execute()
+    assert t.version == 2

@@ -233,3 +233,69 @@ def test_drop_of_a_table_whose_files_are_gone_forgets_it_without_writing(cat, tm
     cat.create_table("t2", uri, SCHEMA).append(pa.table({"id": [2], "balance": [2]}))
     cat.drop_table("t2", purge=True)
     assert not os.path.exists(uri)
+
+
+def test_creating_a_table_where_a_file_is_registers_nothing(cat, tmp_path):
+    """Before, the name and version 0 were ratified, then publishing failed with a raw
+    NotADirectoryError and the name stayed taken by a table nobody could open."""
+    from deltatx.errors import LocationNotEmptyError
+
+    (tmp_path / "afile").write_bytes(b"x")
+    with pytest.raises(LocationNotEmptyError, match="is a file"):
+        cat.create_table("y", str(tmp_path / "afile"), SCHEMA)
+    assert cat.list_tables() == [] and cat.snapshot().versions == {}
+    assert cat.create_table("y", str(tmp_path / "y"), SCHEMA).version == 0
+    with pytest.raises(LocationNotEmptyError, match="is a file"):
+        deltatx.create_table(str(tmp_path / "afile"), SCHEMA)
+    assert (tmp_path / "afile").read_bytes() == b"x"
+
+
+def test_a_drop_another_client_finished_meanwhile_is_no_error(cat, catalog_url, tmp_path, monkeypatch):
+    """Two clients dropping one table: the second, having published, finds the table row gone.
+    Before, it said a ratified version "could not be published" (nothing was at risk)."""
+    from deltatx.catalog import store as catalog_store
+
+    cat.create_table("t", str(tmp_path / "t"), SCHEMA).append(pa.table({"id": [1], "balance": [1]}))
+    other = deltatx.Catalog(catalog_url)
+    publish = catalog_store.CatalogLogStore.publish_pending
+
+    def publish_then_lose_the_race(self):
+        out = publish(self)
+        if self.catalog is other:
+            monkeypatch.setattr(catalog_store.CatalogLogStore, "publish_pending", publish)
+            cat.drop_table("t")
+        return out
+
+    monkeypatch.setattr(catalog_store.CatalogLogStore, "publish_pending", publish_then_lose_the_race)
+    other.drop_table("t")
+    assert cat.list_tables() == [] and other.list_tables() == []
+    other.close()
+
+
+def test_a_transaction_refuses_a_table_dropped_and_created_again_after_its_cut(cat, tmp_path):
+    """The cut holds the old table at version 3; the name now holds a new table. Before, the
+    new table was read at the old table's version number."""
+    cat.create_table("a", str(tmp_path / "a"), SCHEMA)
+    old = cat.create_table("b", str(tmp_path / "b_old"), SCHEMA)
+    for i in range(3):
+        old.append(pa.table({"id": [i], "balance": [i]}))
+    tx = cat.transaction()
+    tx.table("a").append(pa.table({"id": [9], "balance": [9]}))
+    cat.drop_table("b", purge=True)
+    new = cat.create_table("b", str(tmp_path / "b_new"), SCHEMA)
+    for i in range(4):
+        new.append(pa.table({"id": [100 + i], "balance": [0]}))
+    with pytest.raises(CatalogTableNotFoundError, match="dropped after this transaction's cut"):
+        tx.table("b")
+    tx.abort()
+    assert cat.snapshot().versions["a"] == 0
+
+
+def test_a_closed_catalog_raises_a_typed_error(cat, tmp_path):
+    from deltatx.errors import CatalogError
+
+    t = cat.create_table("t", str(tmp_path / "t"), SCHEMA)
+    cat.close()
+    for call in (lambda: t.append(pa.table({"id": [1], "balance": [1]})), lambda: cat.table("t"), cat.list_tables):
+        with pytest.raises(CatalogError, match="was closed"):
+            call()

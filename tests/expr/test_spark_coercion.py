@@ -281,3 +281,37 @@ def test_a_string_compared_with_a_decimal_reads_as_a_double_unless_it_is_a_value
     assert where(t, "d = ' 1.01 '") == [2]
     with pytest.raises(PredicateError, match="1.01x"):
         where(t, "d = '1.01x'")
+
+
+@pytest.mark.parametrize("text, as_int, as_double", [
+    (" 7 ", 7, 7.0), ("\t8\n", 8, 8.0), ("\x0b9", 9, 9.0), ("\x1c9", 9, 9.0), ("+4", 4, 4.0),
+    ("\u00a05", None, None),  # a no-break space is no ASCII space: Spark does not trim it
+    ("1\u2003", None, None),  # nor an em space
+    ("0x10", None, None),  # Arrow reads hexadecimal integers; Spark does not
+    ("-0X1", None, None),
+    ("5.", None, 5.0), ("1e3", None, 1000.0),
+])
+def test_text_read_as_a_number_is_trimmed_and_parsed_as_spark_does(text, as_int, as_double):
+    """Checked against Spark 4.3's CAST (None: Spark's CAST_INVALID_INPUT)."""
+    t = pa.table({"s": [text]})
+    for sql_type, expected in (("INT", as_int), ("DOUBLE", as_double)):
+        if expected is None:
+            with pytest.raises(PredicateError):
+                values(t, f"CAST(s AS {sql_type})")
+        else:
+            assert values(t, f"CAST(s AS {sql_type})") == [expected]
+    with pytest.raises(PredicateError):
+        values(pa.table({"s": ["1\u2003"]}), "CAST(s AS BOOLEAN)")
+
+
+@pytest.mark.parametrize("sql", ["i = '\u00a05'", "i = '0x10'", "i = '1_6'", "i = '\u0663'", "d = '1_6'",
+                                 "d = '\u0663'", "e = '1_6'", "e = '\u0663'"])
+def test_a_compared_string_is_read_as_spark_reads_numbers(sql):
+    """Python's int/float/Decimal read underscores, Unicode digits and spaces, and Arrow reads
+    hexadecimal integers; Spark (checked on 4.3) reads none of them, so neither do comparisons.
+    Before, ``i = '0x10'`` matched 16 and ``e = '1_6'`` matched 16."""
+    t = pa.table({"id": [1, 2, 3], "i": pa.array([3, 5, 16], pa.int32()), "d": [3.0, 5.0, 16.0],
+                  "e": pa.array([Decimal(3), Decimal(5), Decimal(16)], pa.decimal128(5, 1))})
+    with pytest.raises(PredicateError):
+        where(t, sql)
+    assert where(t, "i = ' 5 '") == where(t, "e = '\x0b5'") == [2]

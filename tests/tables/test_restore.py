@@ -270,3 +270,17 @@ def test_a_restore_whose_files_a_concurrent_vacuum_deleted_commits_nothing(table
     latest = deltatx.Table(table_uri)
     assert latest.version == before
     assert ids(latest) == [3]
+
+
+def test_a_restore_to_a_state_equal_to_the_current_one_still_commits(table_uri):
+    """v3 restores v1 (metadata differs); restoring v1 again changes no file and no metadata, yet
+    Delta's RESTORE writes its commit all the same. Before, nothing was committed and the
+    result named version 3, another call's commit."""
+    t = deltatx.create_table(table_uri, pa.schema([("id", pa.int64())]))
+    t.append(pa.table({"id": [1, 2]}))
+    t.set_properties({"delta.appendOnly": "false"})
+    assert t.restore(version=1).version == 3
+    again = t.restore(version=1)
+    assert again.version == 4 and again.attempts == 1
+    assert [h["operation"] for h in t.history()][:2] == ["RESTORE", "RESTORE"]
+    assert t.to_arrow().sort_by("id")["id"].to_pylist() == [1, 2]

@@ -244,11 +244,13 @@ class Catalog:
                         continue  # a commit landed while publishing: publish it too, then forget
                     through = cur.execute("SELECT published_through FROM deltatx_tables WHERE id = ?",
                                           (entry.table_id,)).fetchall()
-                    if latest >= 0 and (not through or through[0][0] < latest):
+                    if not through:
+                        return  # another client finished this drop or release meanwhile: forgotten
+                    if latest >= 0 and through[0][0] < latest:
                         # the catalog could not verify some ratified version in _delta_log: its
                         # rows are the only copy of a committed version
                         raise CatalogError(
-                            f"table {entry.name!r}: version {through[0][0] + 1 if through else 0} is ratified but "
+                            f"table {entry.name!r}: version {through[0][0] + 1} is ratified but "
                             f"could not be published to {entry.uri!r}; the catalog keeps it (nothing was dropped)")
                 cur.execute("DELETE FROM deltatx_commits WHERE table_id = ?", (entry.table_id,))
                 cur.execute("DELETE FROM deltatx_tables WHERE id = ?", (entry.table_id,))

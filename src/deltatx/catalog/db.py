@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 from urllib.parse import urlparse
 
-from ..errors import CatalogURLError
+from ..errors import CatalogError, CatalogURLError
 
 try:  # the SQLite writers' queue (POSIX); elsewhere SQLite's own busy handler alone
     import fcntl
@@ -124,6 +124,7 @@ class Database:
         self._deferred_marks: list[tuple[str, int, int]] = []  # mark_published inside that write
         self._in_then = False  # end_write's ``then`` is running (the write committed, the lock held)
         self._pid = os.getpid()
+        self._closed = False
         self._conn = self._connect()
         #: the open write transaction's cursor (None outside one): reads inside it see its view
         self._write_cur: Any = None
@@ -182,6 +183,9 @@ class Database:
 
     # ---- plumbing -----------------------------------------------------------------------------
     def _conn_for_process(self) -> Any:
+        if self._closed:
+            raise CatalogError(f"catalog {self.url!r} was closed (Catalog.close()); open it again with "
+                               f"deltatx.Catalog(url) to read or commit")
         if os.getpid() != self._pid:  # a forked child must not share the parent's socket/file
             self._pid = os.getpid()
             self._conn = self._connect()
@@ -335,6 +339,7 @@ class Database:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             try:
                 self._conn.close()
             except Exception:

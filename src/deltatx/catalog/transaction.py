@@ -63,6 +63,11 @@ class CatalogTransaction(CommitsOnExit):
                 self.catalog._entry(name)  # raises CatalogTableNotFoundError
                 self._cut = {**self._cut, **self.catalog.cut()}  # created after the cut
             table = self.catalog.table(name)
+            cut_entry = self._cut[name][0]
+            if table.store.table_id != cut_entry.table_id:
+                raise CatalogTableNotFoundError(
+                    f"table {name!r} of catalog {self.catalog.url!r} was dropped after this transaction's cut "
+                    f"(the name now holds another table); this transaction cannot read it — start a new one")
             tx = table.transaction(read_version=self._cut[name][1], max_attempts=self.max_attempts)
             tx._committed_by = f"catalog transaction {self.txn_id}"
             self._txs[name] = tx

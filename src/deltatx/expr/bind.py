@@ -20,7 +20,7 @@ from ..errors import PredicateError
 from ..txnlog.actions import empty_table
 from .model import Arithmetic, Case, Column, Comparison, Expr, Func, In, Literal
 from .rows import cast_constant, evaluate
-from .values import common_type, convert_literal, decimal_of, is_number, plain_type
+from .values import common_type, convert_literal, decimal_of, is_number, number_text, plain_type
 
 #: functions whose arguments (or, for ``if``, whose last two) share one type
 _SAME_TYPE_ARGS = {"coalesce": 0, "greatest": 0, "least": 0, "if": 1}
@@ -251,12 +251,13 @@ def _text_against_decimal(lit: Literal, t: pa.DataType, context: str) -> Literal
     if not isinstance(lit.value, str):
         return lit
     try:
+        as_double = float(number_text(lit.value, pa.float64()))
+    except ValueError:
+        raise PredicateError(f"cannot read {lit.value!r} as a number to compare with {t} in {context}") from None
+    try:
         return convert_literal(lit, t, context=context)
     except PredicateError:
-        try:
-            return Literal(float(lit.value.strip()), pa.float64())
-        except ValueError:
-            raise PredicateError(f"cannot read {lit.value!r} as a number to compare with {t} in {context}") from None
+        return Literal(as_double, pa.float64())
 
 
 def _is_int(lit: Literal) -> bool:

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import PredicateError
-from .values import _scalar_value, bounded_decimal, common_type, decimal_of, is_number, plain_type
+from .values import SPARK_NUMBER_TRIM, _scalar_value, bounded_decimal, common_type, decimal_of, is_number, plain_type
 from .model import (
     And,
     Arithmetic,
@@ -416,7 +416,9 @@ def _spark_cast(b: _Backend, operand: Any, source: pa.DataType | None, to: pa.Da
     fewer fraction digits rounds half away from zero, and fails when it does not fit. An
     integer or DECIMAL cast to a floating type rounds to the nearest value (Arrow's safe cast
     refuses a BIGINT above 2^53; its DECIMAL cast is not the nearest, so DECIMAL goes through
-    text). A STRING read as a number has its surrounding whitespace and a leading '+' dropped; text that is no number fails. To STRING, floats and timestamps print as Spark
+    text). A STRING read as a number (or a
+    boolean) has its surrounding ASCII spaces and control characters and a leading '+' dropped;
+    text that is no number fails, hexadecimal included. To STRING, floats and timestamps print as Spark
     prints them (:func:`_float_text`, :func:`_timestamp_text`). A timestamp cast to a date
     drops its time."""
     if source is not None and source.equals(to):
@@ -436,14 +438,19 @@ def _spark_cast(b: _Backend, operand: Any, source: pa.DataType | None, to: pa.Da
         return b.call("cast", [_iso_date_text(b, operand)], pc.CastOptions(to))
     if pa.types.is_string(source) and pa.types.is_boolean(to):
         # Spark's words, any case: t/true/y/yes/1 and f/false/n/no/0; other text fails the cast
-        operand = b.call("utf8_lower", [b.call("utf8_trim_whitespace", [operand])])
+        operand = b.call("utf8_lower", [b.call("utf8_trim", [operand], pc.TrimOptions(SPARK_NUMBER_TRIM))])
         operand = b.call("replace_substring_regex", [operand], pc.ReplaceSubstringOptions(r"^(t|y|yes)$", "true"))
         operand = b.call("replace_substring_regex", [operand], pc.ReplaceSubstringOptions(r"^(f|n|no)$", "false"))
     if pa.types.is_string(source) and is_number(to):
-        operand = b.call("utf8_trim_whitespace", [operand])
+        # Spark trims the ASCII spaces and control characters around a number, nothing else
+        # (a no-break space stays, and the text is no number)
+        operand = b.call("utf8_trim", [operand], pc.TrimOptions(SPARK_NUMBER_TRIM))
         if not pa.types.is_boolean(to):
             operand = b.call("replace_substring_regex", [operand],
                              pc.ReplaceSubstringOptions(r"^\+([0-9.])", r"\1", max_replacements=1))
+        if pa.types.is_integer(to):  # Arrow reads 0x10 as 16; Spark reads no hexadecimal
+            operand = b.call("replace_substring_regex", [operand],
+                             pc.ReplaceSubstringOptions(r"^([+-]?)0[xX]", r"\1x", max_replacements=1))
     if pa.types.is_integer(to):
         if pa.types.is_floating(source):
             operand = b.call("trunc", [operand])

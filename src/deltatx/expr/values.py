@@ -133,10 +133,26 @@ def _from_string(text: str, target: pa.DataType) -> pa.Scalar:
             raise pa.ArrowInvalid(f"{text!r} is not a boolean")
         return pa.scalar(lowered == "true")
     if pa.types.is_decimal(target):
-        return pa.scalar(Decimal(text.strip()), type=target)
+        return pa.scalar(Decimal(number_text(text, target)), type=target)
     if pa.types.is_binary(target):
         return pa.scalar(text.encode(), type=target)
-    return pa.array([text.strip() if not pa.types.is_string(target) else text]).cast(target)[0]
+    return pa.array([number_text(text, target) if is_number(target) else text]).cast(target)[0]
+
+
+#: what Spark trims around text read as a number: the ASCII bytes Java calls whitespace or control
+SPARK_NUMBER_TRIM = "".join(chr(c) for c in range(0x21)) + "\x7f"
+_HEXADECIMAL = re.compile(r"^[+-]?0[xX]")
+
+
+def number_text(text: str, target: pa.DataType) -> str:
+    """``text`` trimmed as Spark trims a number read as ``target``; ValueError for the forms
+    Python or Arrow read and Spark does not: ``1_000``, ``0x10`` as an integer, and digits other
+    than ASCII ones except into a DECIMAL (Java's BigDecimal reads them)."""
+    trimmed = text.strip(SPARK_NUMBER_TRIM)
+    if ("_" in trimmed or pa.types.is_integer(target) and _HEXADECIMAL.match(trimmed)
+            or not pa.types.is_decimal(target) and not trimmed.isascii()):
+        raise ValueError(f"{text!r} is no number Spark reads as {target}")
+    return trimmed
 
 
 #: Spark's DATE text: yyyy, yyyy-[m]m, yyyy-[m]m-[d]d, optionally followed by ' ' or 'T' and anything

@@ -562,6 +562,8 @@ def check_location_empty(store: LogStore, uri: str) -> None:
     ``convert_to_delta``, which adds them instead."""
     from .convert import is_hidden_path
 
+    if store.location_is_file():
+        raise LocationNotEmptyError(f"Cannot create table delta.`{uri}`: the location is a file, not a folder")
     present = [path for path, _, _ in store.list_files_recursive() if not is_hidden_path(path)]
     if present:
         raise LocationNotEmptyError(

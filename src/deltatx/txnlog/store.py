@@ -226,6 +226,10 @@ class LogStore:
         """Remove the folder if it is empty (never its content); whether it was removed."""
         return False
 
+    def location_is_file(self) -> bool:
+        """Is the table's location a file? (Object stores have no folders to be in the way.)"""
+        return False
+
     def makedirs(self, path: str) -> None:
         self.fs.makedirs(path, exist_ok=True)
 
@@ -245,6 +249,11 @@ class LogStore:
 
 class LocalLogStore(LogStore):
     """Local disk: os calls (not fsspec) on the hot paths, ``os.link`` for put-if-absent."""
+
+    def location_is_file(self) -> bool:
+        """Is the table's location a file? A table there could never be written (its
+        ``_delta_log`` folder cannot be made), so creating one is refused before anything is."""
+        return os.path.isfile(self.root)
 
     def __init__(self, uri: str, root: str, *, fsync: bool = True, single_writer: bool = False):
         super().__init__(uri, fsspec.filesystem("file"), os.path.abspath(root), single_writer=single_writer)

@@ -164,5 +164,7 @@ def stage_restore(tx: "Transaction", version: int | None = None, timestamp_ms: i
     params: dict[str, Any] = {"version": old.version} if version is not None else {"timestamp": timestamp_ms}
     if version is None:
         params["version"] = old.version
-    tx.note_operation("RESTORE", params, metrics)
+    # committed even when the two states already agree (files and metadata): Delta's RESTORE
+    # always writes its commit, so the history shows it and the result names a new version
+    tx.note_operation("RESTORE", params, metrics, recorded_alone=True)
     return metrics

@@ -299,3 +299,14 @@ def test_a_closed_catalog_raises_a_typed_error(cat, tmp_path):
     for call in (lambda: t.append(pa.table({"id": [1], "balance": [1]})), lambda: cat.table("t"), cat.list_tables):
         with pytest.raises(CatalogError, match="was closed"):
             call()
+
+
+def test_bad_locations_and_attempt_counts_are_refused(cat, tmp_path):
+    from deltatx.errors import ArgumentTypeError, InvalidArgumentError
+
+    with pytest.raises(ArgumentTypeError, match="location"):
+        cat.create_table("t", None, SCHEMA)  # before: a table at ./None
+    for bad in (0, -1, True):
+        with pytest.raises(InvalidArgumentError, match="max_attempts"):
+            cat.transaction(max_attempts=bad)
+    assert cat.list_tables() == []

@@ -26,7 +26,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..errors import (CatalogError, CatalogTableExistsError, CatalogTableNotFoundError,
+from ..errors import (ArgumentTypeError, CatalogError, CatalogTableExistsError, CatalogTableNotFoundError,
                       ConcurrentModificationException, InvalidArgumentError)
 from ..tables.table import Table, create_table
 from ..txnlog.actions import Protocol, parse_commit
@@ -273,7 +273,7 @@ class Catalog:
         """A transaction over any number of this catalog's tables: all commit or none."""
         from .transaction import CatalogTransaction
 
-        return CatalogTransaction(self, **({"max_attempts": max_attempts} if max_attempts else {}))
+        return CatalogTransaction(self, **({"max_attempts": max_attempts} if max_attempts is not None else {}))
 
     def cut(self) -> dict[str, tuple[CatalogEntry, int]]:
         """Latest ratified version of every table, read in ONE database query (one consistent cut)."""
@@ -409,7 +409,9 @@ def _normal_uri(uri: str) -> str:
     slashes."""
     from urllib.parse import unquote, urlparse
 
-    uri = str(uri)
+    if not isinstance(uri, (str, os.PathLike)):
+        raise ArgumentTypeError(f"a table location must be a path or URL string, got {uri!r}")
+    uri = os.fspath(uri)
     if "://" not in uri and not uri.startswith("file:"):
         return os.path.realpath(os.path.abspath(uri))
     parsed = urlparse(uri)

@@ -29,7 +29,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from .. import phases
-from ..errors import CatalogTableNotFoundError, CommitRetriesExceededError, DeltaTxError
+from ..errors import CatalogTableNotFoundError, CommitRetriesExceededError, DeltaTxError, InvalidArgumentError
 from ..isolation import table_isolation_level
 from ..tables.transaction import DEFAULT_MAX_ATTEMPTS, CommitResult, CommitsOnExit, Transaction
 from ..txnlog.actions import CommitActions
@@ -44,6 +44,8 @@ class CatalogTransaction(CommitsOnExit):
     """Transactions over several catalog tables, pinned at one consistent cut of the catalog."""
 
     def __init__(self, catalog: "Catalog", *, max_attempts: int = DEFAULT_MAX_ATTEMPTS):
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise InvalidArgumentError(f"max_attempts must be a positive integer, got {max_attempts!r}")
         self.catalog = catalog
         self.max_attempts = max_attempts
         self.txn_id = str(uuid.uuid4())

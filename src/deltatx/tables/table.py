@@ -246,7 +246,7 @@ class Table:
         if self._pinned:
             raise DeltaTxError(
                 f"this Table was opened at version {self.version} for time travel and is read-only; "
-                f"open deltatx.Table({self.uri!r}) without version/timestamp to write"
+                f"open {self._latest_handle_hint()} without version/timestamp to write"
             )
         kwargs: dict[str, Any] = {"user_metadata": user_metadata}
         if max_attempts is not None:
@@ -258,6 +258,12 @@ class Table:
             if read_version != snapshot.version:
                 snapshot = load_snapshot(self._store, version=read_version)
         return Transaction(self, snapshot, **kwargs)
+
+    def _latest_handle_hint(self) -> str:
+        """How to open this table at its latest version: a catalog table through its catalog."""
+        if getattr(self._store, "catalog_managed", False):
+            return "it through its catalog (cat.table(name))"
+        return f"deltatx.Table({self.uri!r})"
 
     def _latest_transaction(self, user_metadata: str | None) -> Transaction:
         """One operation = one transaction, started at the latest version like Delta's commands.
@@ -423,7 +429,7 @@ class Table:
         if self._pinned:
             raise DeltaTxError(
                 f"this Table was opened at version {self.version} for time travel; VACUUM needs the latest "
-                f"version: open deltatx.Table({self.uri!r}) without version/timestamp"
+                f"version: open {self._latest_handle_hint()} without version/timestamp"
             )
         plan = plan_vacuum(self._store, self.refresh().snapshot, retention_hours, enforce_retention_duration)
         if dry_run:

@@ -145,7 +145,9 @@ def test_initial_snapshot_in_modification_time_then_path_order(table_uri):
     planner = planner_for(table)
     start = snapshot_start(table)
     end = planner.latest_offset(start, None)
-    assert end == StreamOffset(table.metadata.id, 2, 5, True)  # the snapshot's last file, still "starting"
+    # the snapshot's last file taken: the next unit is commit 3's (a restart never reads the
+    # delivered snapshot again, nor checks its schema)
+    assert end == StreamOffset(table.metadata.id, 3, BASE_INDEX, False)
     listed = planner.files_between(start, end)
     assert listed["version"].to_pylist() == [2] * 6 and listed["index"].to_pylist() == list(range(6))
     files = table.snapshot.files
@@ -162,7 +164,7 @@ def test_snapshot_then_each_commit_once_with_max_files(table_uri):
     start = snapshot_start(table)
     batches, end = drain(planner, start, Admission(max_files=2))
     assert batches == [[(3, 0), (3, 1)], [(3, 2)]]
-    assert end == StreamOffset(table.metadata.id, 3, 2, True)
+    assert end == StreamOffset(table.metadata.id, 4, BASE_INDEX, False)
 
     table.append(rows([40]))  # version 4, one file
     table.append(pa.concat_tables([rows([50]), rows([51], "b")]))  # version 5
@@ -302,8 +304,12 @@ def test_added_column_fails_the_stream_naming_the_version(table_uri):
     planner = planner_for(table)  # analysed with (id, part)
     wider = pa.table({"id": pa.array([5], pa.int64()), "part": ["a"], "extra": ["x"]})
     table.append(wider, schema_mode="merge")  # version 2 adds a column
+    # the batch ends before the change: version 1 is delivered first
+    before = planner.latest_offset(commits_from(table, 1), None)
+    assert before == commits_from(table, 2)
+    assert planner.files_between(commits_from(table, 1), before)["version"].to_pylist() == [1]
     with pytest.raises(StreamSchemaChangedError, match=r"DELTA_SCHEMA_CHANGED_WITH_VERSION.*version 2") as info:
-        planner.latest_offset(commits_from(table, 1), None)
+        planner.latest_offset(before, None)
     assert info.value.version == 2 and "Restart the query" in str(info.value)
 
     # a stream restarted on the new schema reads old and new commits
@@ -332,8 +338,9 @@ def test_column_mapping_renames_and_re_added_columns_fail_the_stream(table_uri, 
         table.add_columns(pa.field("part", pa.string()))
         table.append(pa.table({"id": pa.array([5], pa.int64()), "part": ["x"]}))
     for planner in planners:
+        before = planner.latest_offset(commits_from(table, 1), None)  # version 1, before the change
         with pytest.raises(StreamSchemaChangedError, match="column mapping"):
-            planner.latest_offset(commits_from(table, 1), None)
+            planner.latest_offset(before, None)
 
 
 def test_read_compatibility_rules():
@@ -413,3 +420,46 @@ def test_a_stream_restarted_after_a_widening_reads_the_older_versions_with_the_w
     restarted = StreamPlanner(wide.store, wide.metadata.id, wide.schema, wide.metadata)
     batches, _ = drain(restarted, first, None)
     assert batches == [[(2, 1), (4, 0)]]
+
+
+@pytest.mark.parametrize("change", ["drop_and_add", "rename"])
+def test_column_mapping_turned_on_under_a_running_stream_then_a_column_replaced(table_uri, change):
+    """The stream was analysed before the table had column mapping (no ids to compare). Turning
+    it on gives each column its name as physical name; a column re-added since has another, a
+    renamed one keeps the old. Before, the re-added column's new values came as NULLs, and a
+    projection hid a rename (NULLs too)."""
+    table = make_table(table_uri, batches=1)
+    planners = [planner_for(table), StreamPlanner(table.store, table.metadata.id, pa.schema([table.schema.field("part")]),
+                                                  table.metadata, projected=True)]
+    table.set_properties({"delta.columnMapping.mode": "name"})  # version 2: names stay physical
+    if change == "rename":
+        table.rename_column("part", "p2")
+        table.append(pa.table({"id": pa.array([5], pa.int64()), "p2": ["x"]}))
+    else:
+        table.drop_column("part")
+        table.add_columns(pa.field("part", pa.string()))
+        table.append(pa.table({"id": pa.array([5], pa.int64()), "part": ["x"]}))
+    changed_at = 3 if change == "rename" else 4  # a drop alone reads as NULLs; the re-add fails
+    for planner in planners:
+        before = planner.latest_offset(commits_from(table, 1), None)
+        assert before == commits_from(table, changed_at)  # mapping turned on: readable as is
+        with pytest.raises(StreamSchemaChangedError, match="column mapping") as info:
+            planner.latest_offset(before, None)
+        assert info.value.version == changed_at
+
+
+def test_a_stream_restarted_after_its_snapshot_and_a_rename_reads_on(table_uri):
+    """The offset moves past a fully delivered snapshot, so a restart (analysed with the renamed
+    schema) never checks the snapshot's old schema again. Before, every restart failed at the
+    snapshot's version and the later commits were never delivered."""
+    table = make_table(table_uri, batches=1, **{"delta.columnMapping.mode": "name"})
+    first = planner_for(table)
+    end = first.latest_offset(snapshot_start(table), None)
+    assert end == commits_from(table, 2)
+    table.rename_column("part", "p2")  # version 2
+    table.append(pa.table({"id": pa.array([5], pa.int64()), "p2": ["x"]}))  # version 3
+    with pytest.raises(StreamSchemaChangedError):
+        first.latest_offset(end, None)
+    restarted = planner_for(deltatx.Table(table_uri))
+    batches, _ = drain(restarted, end, None)
+    assert batches == [[(3, 0)]]

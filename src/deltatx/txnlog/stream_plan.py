@@ -45,7 +45,7 @@ from ..errors import StreamDataChangedError, StreamingSourceError, StreamSchemaC
 from .actions import CommitActions, Metadata, parse_commit
 from .features import check_readable
 from .history import CommitTimeline, ict_enablement_version, retained_commits
-from .column_mapping import column_id
+from .column_mapping import column_id, physical_name
 from .schema import schema_from_json, type_to_delta
 from .type_widening import is_supported_change
 from .snapshot import load_snapshot
@@ -258,9 +258,17 @@ def column_mapping_changed(data_schema: pa.Schema, read_schema: pa.Schema) -> bo
     a projection hides a rename), so delta-spark fails the stream on such changes, as here."""
     by_id = {i: f.name.lower() for f in data_schema if (i := column_id(f)) is not None}
     id_of = {f.name.lower(): column_id(f) for f in data_schema}
+    physical_of = {f.name.lower(): physical_name(f) for f in data_schema}
+    by_physical = {physical_name(f): f.name.lower() for f in data_schema}
     for f in read_schema:
         read_id = column_id(f)
         if read_id is None:
+            # analysed before column mapping was turned on: the stream reads files by the column's
+            # name, which the mapping gave each existing column as its physical name; a column
+            # re-added since has another one, a renamed column keeps the old name as its physical one
+            name = f.name.lower()
+            if physical_of.get(name, f.name) != f.name or by_physical.get(f.name, name) != name:
+                return True
             continue
         if by_id.get(read_id, f.name.lower()) != f.name.lower():
             return True  # renamed
@@ -373,18 +381,20 @@ class StreamPlanner:
         self.projected = projected
         self._cached_versions = cached_versions
         self._commits: OrderedDict[int, pa.Table] = OrderedDict()
-        self._snapshot: tuple[int, pa.Table] | None = None
+        self._snapshot: tuple[int, Metadata, pa.Table] | None = None
 
     # ------------------------------------------------------------------ units of one version
     def snapshot_files(self, version: int) -> pa.Table:
         """The live files at ``version`` in stream order (modificationTime, path)."""
+        return self._snapshot_at(version)[1]
+
+    def _snapshot_at(self, version: int) -> tuple[Metadata, pa.Table]:
         if self._snapshot is None or self._snapshot[0] != version:
             snapshot = load_snapshot(self.store, version=version)
-            self._check_schema(snapshot.metadata, version)
             files = snapshot.files.select(UNIT_FILE_COLUMNS).sort_by(
                 [("modificationTime", "ascending"), ("path", "ascending")])
-            self._snapshot = (version, files.combine_chunks())
-        return self._snapshot[1]
+            self._snapshot = (version, snapshot.metadata, files.combine_chunks())
+        return self._snapshot[1], self._snapshot[2]
 
     def commit_files(self, version: int, name: str) -> pa.Table:
         """The files commit ``version`` (log file ``name``) delivers, after Delta's checks."""
@@ -441,8 +451,10 @@ class StreamPlanner:
     def _segments(self, start: StreamOffset, last_version: int | None) -> Iterator[_Segment]:
         """Every version's units after ``start``, in stream order, up to ``last_version``."""
         if start.initial_snapshot:
-            files = self.snapshot_files(start.version)
+            metadata, files = self._snapshot_at(start.version)
             after = start.index + 1
+            if after < files.num_rows:  # files left to deliver: read with the stream's schema
+                self._check_schema(metadata, start.version)
             yield _Segment(start.version, True, after, files.num_rows, files.slice(after))
             first_commit = start.version + 1
         else:
@@ -474,18 +486,26 @@ class StreamPlanner:
         """
         budget = _Budget(limit)
         last: tuple[int, int, bool, bool] | None = None  # version, index, snapshot, last of its version
-        for seg in self._segments(start, last_version):
-            if not seg.initial_snapshot and seg.version != start.version:
-                if not budget.open:  # the commit's base position is a unit too, taken while budget lasts
+        try:
+            for seg in self._segments(start, last_version):
+                if not seg.initial_snapshot and seg.version != start.version:
+                    if not budget.open:  # the commit's base position is a unit too, taken while budget lasts
+                        break
+                    last = (seg.version, BASE_INDEX, False, False)
+                sizes = pc.fill_null(seg.files["size"], 0).to_numpy()
+                taken = budget.admit(sizes)
+                if taken:
+                    index = seg.first_index + taken - 1
+                    last = (seg.version, index, seg.initial_snapshot, index == seg.total - 1)
+                if taken < seg.files.num_rows:
                     break
-                last = (seg.version, BASE_INDEX, False, False)
-            sizes = pc.fill_null(seg.files["size"], 0).to_numpy()
-            taken = budget.admit(sizes)
-            if taken:
-                index = seg.first_index + taken - 1
-                last = (seg.version, index, seg.initial_snapshot, not seg.initial_snapshot and index == seg.total - 1)
-            if taken < seg.files.num_rows:
-                break
+        except StreamSchemaChangedError as changed:
+            # The commit that changed the schema is checked only once every unit before it was
+            # taken (a spent budget stops the loop first): the batch ends before it, so everything
+            # before it is delivered, and the next batch, which starts there, fails.
+            if changed.version is None or changed.version <= start.version:
+                raise
+            return StreamOffset(self.table_id, changed.version, BASE_INDEX, False)
         if last is None:
             return start
         version, index, snapshot, last_of_version = last
@@ -503,7 +523,9 @@ class StreamPlanner:
         parts: list[pa.Table] = []
         if end.position == start.position:
             return _with_positions(_empty_units(), 0, 0)
-        for seg in self._segments(start, end.version):
+        # an end at a commit's base position takes nothing of that commit (not even its checks)
+        last_version = end.version - 1 if end.index == BASE_INDEX and not end.initial_snapshot else end.version
+        for seg in self._segments(start, last_version):
             files = seg.files
             if seg.version == end.version:
                 files = files.slice(0, max(0, end.index + 1 - seg.first_index))

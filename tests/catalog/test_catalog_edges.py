@@ -247,7 +247,9 @@ def test_creating_a_table_where_a_file_is_registers_nothing(cat, tmp_path):
     assert cat.create_table("y", str(tmp_path / "y"), SCHEMA).version == 0
     with pytest.raises(LocationNotEmptyError, match="is a file"):
         deltatx.create_table(str(tmp_path / "afile"), SCHEMA)
-    assert (tmp_path / "afile").read_bytes() == b"x"
+    with pytest.raises(LocationNotEmptyError, match="is a file"):  # a folder under the file
+        cat.create_table("z", str(tmp_path / "afile" / "sub"), SCHEMA)
+    assert (tmp_path / "afile").read_bytes() == b"x" and cat.list_tables() == ["y"]
 
 
 def test_a_drop_another_client_finished_meanwhile_is_no_error(cat, catalog_url, tmp_path, monkeypatch):
@@ -272,6 +274,26 @@ def test_a_drop_another_client_finished_meanwhile_is_no_error(cat, catalog_url, 
     other.close()
 
 
+def test_a_purging_drop_another_client_finished_meanwhile_is_no_error(cat, catalog_url, tmp_path, monkeypatch):
+    from deltatx.catalog import catalog as catalog_module
+
+    cat.create_table("t", str(tmp_path / "t"), SCHEMA).append(pa.table({"id": [1], "balance": [1]}))
+    other = deltatx.Catalog(catalog_url)
+    forget = catalog_module.Catalog._forget
+
+    def forget_then_lose_the_race(self, entry, publish=True):
+        forget(self, entry, publish)
+        if self is other:
+            import shutil
+
+            shutil.rmtree(tmp_path / "t")  # the other client, dropping it too, purged first
+
+    monkeypatch.setattr(catalog_module.Catalog, "_forget", forget_then_lose_the_race)
+    other.drop_table("t", purge=True)
+    assert not (tmp_path / "t").exists() and cat.list_tables() == []
+    other.close()
+
+
 def test_a_transaction_refuses_a_table_dropped_and_created_again_after_its_cut(cat, tmp_path):
     """The cut holds the old table at version 3; the name now holds a new table. Before, the
     new table was read at the old table's version number."""
@@ -285,6 +307,16 @@ def test_a_transaction_refuses_a_table_dropped_and_created_again_after_its_cut(c
     new = cat.create_table("b", str(tmp_path / "b_new"), SCHEMA)
     for i in range(4):
         new.append(pa.table({"id": [100 + i], "balance": [0]}))
+    with pytest.raises(CatalogTableNotFoundError, match="dropped after this transaction's cut"):
+        tx.table("b")
+    tx.abort()
+    # the same after a table created since the cut joined it: only that table's entry joins
+    tx = cat.transaction()
+    tx.table("a").read()
+    cat.drop_table("b", purge=True)
+    cat.create_table("b", str(tmp_path / "b_newer"), SCHEMA)
+    cat.create_table("c", str(tmp_path / "c"), SCHEMA)
+    tx.table("c")
     with pytest.raises(CatalogTableNotFoundError, match="dropped after this transaction's cut"):
         tx.table("b")
     tx.abort()

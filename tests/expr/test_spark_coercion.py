@@ -315,3 +315,29 @@ def test_a_compared_string_is_read_as_spark_reads_numbers(sql):
     with pytest.raises(PredicateError):
         where(t, sql)
     assert where(t, "i = ' 5 '") == where(t, "e = '\x0b5'") == [2]
+
+
+def test_text_compared_with_a_wide_decimal_compares_as_doubles_as_spark_does():
+    """Checked against Spark 4.3: the text is no value of DECIMAL(22,2), so both sides are
+    DOUBLEs, and 12345678901234567890.12 and .123 are the same double. Before, the double was
+    bound back into the DECIMAL and compared exactly (the opposite answers)."""
+    t = pa.table({"id": [1, 2], "big": pa.array([Decimal("12345678901234567890.12"), Decimal("1.00")],
+                                                 pa.decimal128(22, 2))})
+    assert where(t, "big = '12345678901234567890.123'") == [1]
+    assert where(t, "big > '12345678901234567890.121'") == []
+    assert where(t, "big <= '12345678901234567890.121'") == [1, 2]
+
+
+def test_del_is_trimmed_around_integers_and_booleans_only_and_booleans_read_spark_words():
+    """Spark's integer and boolean casts trim DEL (0x7f); its DOUBLE and DECIMAL casts use
+    Java's String.trim, which keeps it. Text read as BOOLEAN takes Spark's words; a leading
+    '+' is read on integers. All checked against Spark 4.3."""
+    t = pa.table({"id": [1], "s": ["\x7f5"], "b": [True], "i": pa.array([5], pa.int32())})
+    assert values(t, "CAST(s AS INT)") == [5]
+    for sql in ("CAST(s AS DOUBLE)", "CAST(s AS DECIMAL(5,1))"):
+        with pytest.raises(PredicateError):
+            values(t, sql)
+    assert where(t, "b = 'yes'") == where(t, "b = '\x7ftrue'") == where(t, "b = 'T'") == [1]
+    with pytest.raises(PredicateError):
+        where(t, "b = '\u00a0true'")
+    assert where(t, "i = '+5'") == [1] and values(t, "CAST('+5' AS INT)") == [5]

@@ -429,3 +429,12 @@ def test_insert_and_update_keys_may_be_backquoted(tmp_path):
     with pytest.raises(errors.PredicateError, match="unknown column .`nope`."):
         t.merge(source, "t.id = s.id").when_not_matched_insert(values={"id": "s.id", "`nope`": "s.v"}).execute()
     assert t.version == 2
+
+
+def test_an_insert_key_naming_a_column_with_a_backquote_in_its_name(tmp_path):
+    """A column named a`b (column mapping): the key as it is names it, as in UPDATE."""
+    schema = pa.schema([("id", pa.int64()), ("a`b", pa.int64())])
+    t = deltatx.create_table(str(tmp_path / "t"), schema, properties={"delta.columnMapping.mode": "name"})
+    t.merge(pa.table({"id": [2], "v": [20]}), "t.id = s.id").when_not_matched_insert(
+        values={"id": "s.id", "a`b": "s.v"}).execute()
+    assert t.to_arrow().to_pylist() == [{"id": 2, "a`b": 20}]

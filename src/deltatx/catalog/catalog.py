@@ -222,7 +222,13 @@ class Catalog:
         self._forget(entry, publish=not purge)
         if purge:
             path = self._open(entry.uri)
-            shutil.rmtree(path.root, ignore_errors=True) if os.path.isdir(path.root) else path.fs.rm(path.root, recursive=True)
+            if os.path.isdir(path.root):
+                shutil.rmtree(path.root, ignore_errors=True)
+            else:
+                try:
+                    path.fs.rm(path.root, recursive=True)
+                except FileNotFoundError:
+                    pass  # purged meanwhile by another client dropping the same table
 
     def _forget(self, entry: CatalogEntry, publish: bool = True) -> None:
         """Delete the name and its ratified commits, once every one of them is in ``_delta_log``

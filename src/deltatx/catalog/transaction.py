@@ -63,7 +63,11 @@ class CatalogTransaction(CommitsOnExit):
                 self._cut = self.catalog.cut()  # one instant for every table this txn reads
             if name not in self._cut:
                 self.catalog._entry(name)  # raises CatalogTableNotFoundError
-                self._cut = {**self._cut, **self.catalog.cut()}  # created after the cut
+                # created after the cut: only its entry joins (the others stay where the cut has them)
+                now = self.catalog.cut().get(name)
+                if now is None:
+                    raise CatalogTableNotFoundError(f"table {name!r} is not in catalog {self.catalog.url!r} (dropped?)")
+                self._cut = {**self._cut, name: now}
             table = self.catalog.table(name)
             cut_entry = self._cut[name][0]
             if table.store.table_id != cut_entry.table_id:

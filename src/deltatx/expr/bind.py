@@ -223,7 +223,13 @@ def _compared_literals(literals: list[Literal], t: pa.DataType, context: str) ->
     STRING with numbers as BIGINT or DOUBLE (``s = 5`` reads ``s`` as a number)."""
     t = plain_type(t)
     if pa.types.is_decimal(t):
-        literals = [_text_against_decimal(v, t, context) for v in literals]
+        typed = [_text_against_decimal(v, t, context) for v in literals]
+        if any(isinstance(v.value, str) and pa.types.is_float64(w.arrow_type) for v, w in zip(literals, typed)):
+            # text that is no value of the column: Spark compares the two as DOUBLE, every
+            # constant of the list too (never back in the DECIMAL: 20 digits are no double)
+            return [w if w.value is None or pa.types.is_float64(w.arrow_type) else cast_constant(w, pa.float64(), context)
+                    for w in typed]
+        literals = typed
     numbers = [v for v in literals if v.value is not None and is_number(v.arrow_type)]
     if not (numbers and pa.types.is_string(t)):
         exact = [convert_literal(v, t, context=context) for v in literals]

@@ -29,7 +29,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import PredicateError
-from .values import SPARK_NUMBER_TRIM, _scalar_value, bounded_decimal, common_type, decimal_of, is_number, plain_type
+from .values import (SPARK_INTEGER_TRIM, _scalar_value, bounded_decimal, common_type, decimal_of, is_number,
+                     plain_type, spark_trim_for)
 from .model import (
     And,
     Arithmetic,
@@ -438,13 +439,13 @@ def _spark_cast(b: _Backend, operand: Any, source: pa.DataType | None, to: pa.Da
         return b.call("cast", [_iso_date_text(b, operand)], pc.CastOptions(to))
     if pa.types.is_string(source) and pa.types.is_boolean(to):
         # Spark's words, any case: t/true/y/yes/1 and f/false/n/no/0; other text fails the cast
-        operand = b.call("utf8_lower", [b.call("utf8_trim", [operand], pc.TrimOptions(SPARK_NUMBER_TRIM))])
+        operand = b.call("utf8_lower", [b.call("utf8_trim", [operand], pc.TrimOptions(SPARK_INTEGER_TRIM))])
         operand = b.call("replace_substring_regex", [operand], pc.ReplaceSubstringOptions(r"^(t|y|yes)$", "true"))
         operand = b.call("replace_substring_regex", [operand], pc.ReplaceSubstringOptions(r"^(f|n|no)$", "false"))
     if pa.types.is_string(source) and is_number(to):
         # Spark trims the ASCII spaces and control characters around a number, nothing else
         # (a no-break space stays, and the text is no number)
-        operand = b.call("utf8_trim", [operand], pc.TrimOptions(SPARK_NUMBER_TRIM))
+        operand = b.call("utf8_trim", [operand], pc.TrimOptions(spark_trim_for(to)))
         if not pa.types.is_boolean(to):
             operand = b.call("replace_substring_regex", [operand],
                              pc.ReplaceSubstringOptions(r"^\+([0-9.])", r"\1", max_replacements=1))

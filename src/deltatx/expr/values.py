@@ -128,10 +128,10 @@ def _from_string(text: str, target: pa.DataType) -> pa.Scalar:
     if pa.types.is_date(target):
         return pa.scalar(parse_date_text(text), type=target)
     if pa.types.is_boolean(target):
-        lowered = text.strip().lower()
-        if lowered not in ("true", "false"):
+        lowered = text.strip(SPARK_INTEGER_TRIM).lower()
+        if lowered not in SPARK_TRUE and lowered not in SPARK_FALSE:
             raise pa.ArrowInvalid(f"{text!r} is not a boolean")
-        return pa.scalar(lowered == "true")
+        return pa.scalar(lowered in SPARK_TRUE)
     if pa.types.is_decimal(target):
         return pa.scalar(Decimal(number_text(text, target)), type=target)
     if pa.types.is_binary(target):
@@ -139,20 +139,31 @@ def _from_string(text: str, target: pa.DataType) -> pa.Scalar:
     return pa.array([number_text(text, target) if is_number(target) else text]).cast(target)[0]
 
 
-#: what Spark trims around text read as a number: the ASCII bytes Java calls whitespace or control
-SPARK_NUMBER_TRIM = "".join(chr(c) for c in range(0x21)) + "\x7f"
+#: what Spark trims around text read as a number: its integer and boolean casts drop the ASCII
+#: bytes Java calls whitespace or control (DEL included); its floating and DECIMAL casts use
+#: Java's ``String.trim``, which keeps DEL
+SPARK_INTEGER_TRIM = "".join(chr(c) for c in range(0x21)) + "\x7f"
+SPARK_FRACTION_TRIM = "".join(chr(c) for c in range(0x21))
 _HEXADECIMAL = re.compile(r"^[+-]?0[xX]")
+_PLUS = re.compile(r"^\+(?=[0-9.])")
+#: Spark's words for booleans read from text (any case)
+SPARK_TRUE, SPARK_FALSE = frozenset({"t", "true", "y", "yes", "1"}), frozenset({"f", "false", "n", "no", "0"})
+
+
+def spark_trim_for(target: pa.DataType) -> str:
+    """The characters Spark trims around text it reads as ``target`` (a number or boolean)."""
+    return SPARK_FRACTION_TRIM if pa.types.is_floating(target) or pa.types.is_decimal(target) else SPARK_INTEGER_TRIM
 
 
 def number_text(text: str, target: pa.DataType) -> str:
-    """``text`` trimmed as Spark trims a number read as ``target``; ValueError for the forms
-    Python or Arrow read and Spark does not: ``1_000``, ``0x10`` as an integer, and digits other
-    than ASCII ones except into a DECIMAL (Java's BigDecimal reads them)."""
-    trimmed = text.strip(SPARK_NUMBER_TRIM)
+    """``text`` trimmed as Spark trims a number read as ``target``, a leading '+' dropped;
+    ValueError for the forms Python or Arrow read and Spark does not: ``1_000``, ``0x10`` as an
+    integer, and digits other than ASCII ones except into a DECIMAL (Java's BigDecimal reads them)."""
+    trimmed = text.strip(spark_trim_for(target))
     if ("_" in trimmed or pa.types.is_integer(target) and _HEXADECIMAL.match(trimmed)
             or not pa.types.is_decimal(target) and not trimmed.isascii()):
         raise ValueError(f"{text!r} is no number Spark reads as {target}")
-    return trimmed
+    return _PLUS.sub("", trimmed, count=1)
 
 
 #: Spark's DATE text: yyyy, yyyy-[m]m, yyyy-[m]m-[d]d, optionally followed by ' ' or 'T' and anything

@@ -251,9 +251,16 @@ class LocalLogStore(LogStore):
     """Local disk: os calls (not fsspec) on the hot paths, ``os.link`` for put-if-absent."""
 
     def location_is_file(self) -> bool:
-        """Is the table's location a file? A table there could never be written (its
-        ``_delta_log`` folder cannot be made), so creating one is refused before anything is."""
-        return os.path.isfile(self.root)
+        """Is the table's location, or the nearest of its folders that exists, a file? A table
+        there could never be written (its ``_delta_log`` folder cannot be made), so creating one
+        is refused before anything is."""
+        path = self.root
+        while not os.path.exists(path):
+            parent = os.path.dirname(path)
+            if parent == path:
+                return False
+            path = parent
+        return not os.path.isdir(path)
 
     def __init__(self, uri: str, root: str, *, fsync: bool = True, single_writer: bool = False):
         super().__init__(uri, fsspec.filesystem("file"), os.path.abspath(root), single_writer=single_writer)

@@ -262,7 +262,7 @@ def _bind_assignments(c: MergeClause, target: pa.Schema, source: pa.Schema, ta: 
             name = name[len(prefix):]
         raw = (default_keyword(sql, target, name) or parse_expression(sql)) if isinstance(sql, str) else sql
         where = f"MERGE {c.action.upper()}"
-        if c.action != "update" and _find_column(target, _unquoted(name)) is None:
+        if c.action != "update" and _find_column(target, name) is None and _find_column(target, _unquoted(name)) is None:
             raise PredicateError(f"MERGE {c.action} sets unknown column {key!r}; target columns: {target.names}")
         if not assign(out, target, name, bind(raw, _NO_COLUMNS, aliases=scope), where):
             raise PredicateError(f"MERGE {c.action} sets unknown column {key!r}; target columns: {target.names}")

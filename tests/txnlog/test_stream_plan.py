@@ -322,14 +322,14 @@ def test_added_column_fails_the_stream_naming_the_version(table_uri):
     assert drain(projected, commits_from(table, 1), None)[0] == [[(1, 0), (2, 0)]]
 
 
-@pytest.mark.parametrize("change", ["drop_and_add", "rename"])
-def test_column_mapping_renames_and_re_added_columns_fail_the_stream(table_uri, change):
-    """Names alone cannot tell a column dropped and added again (the stream would read the new
-    column's files under the old physical name: NULLs), nor a rename a projection hides;
-    delta-spark fails the stream on both."""
-    table = make_table(table_uri, batches=1, **{"delta.columnMapping.mode": "name"})
-    planners = [planner_for(table), StreamPlanner(table.store, table.metadata.id, pa.schema([table.schema.field("part")]),
-                                                  table.metadata, projected=True)]
+def whole_and_projected_planners(table: deltatx.Table) -> list[StreamPlanner]:
+    """A stream of every column, and one reading ``part`` only (a projection hides other columns)."""
+    return [planner_for(table), StreamPlanner(table.store, table.metadata.id, pa.schema([table.schema.field("part")]),
+                                              table.metadata, projected=True)]
+
+
+def replace_part_column(table: deltatx.Table, change: str) -> None:
+    """Rename ``part`` (one commit), or drop it and add it again (two), then append a row."""
     if change == "rename":
         table.rename_column("part", "p2")
         table.append(pa.table({"id": pa.array([5], pa.int64()), "p2": ["x"]}))
@@ -337,6 +337,16 @@ def test_column_mapping_renames_and_re_added_columns_fail_the_stream(table_uri, 
         table.drop_column("part")
         table.add_columns(pa.field("part", pa.string()))
         table.append(pa.table({"id": pa.array([5], pa.int64()), "part": ["x"]}))
+
+
+@pytest.mark.parametrize("change", ["drop_and_add", "rename"])
+def test_column_mapping_renames_and_re_added_columns_fail_the_stream(table_uri, change):
+    """Names alone cannot tell a column dropped and added again (the stream would read the new
+    column's files under the old physical name: NULLs), nor a rename a projection hides;
+    delta-spark fails the stream on both."""
+    table = make_table(table_uri, batches=1, **{"delta.columnMapping.mode": "name"})
+    planners = whole_and_projected_planners(table)
+    replace_part_column(table, change)
     for planner in planners:
         before = planner.latest_offset(commits_from(table, 1), None)  # version 1, before the change
         with pytest.raises(StreamSchemaChangedError, match="column mapping"):
@@ -429,16 +439,9 @@ def test_column_mapping_turned_on_under_a_running_stream_then_a_column_replaced(
     renamed one keeps the old. Before, the re-added column's new values came as NULLs, and a
     projection hid a rename (NULLs too)."""
     table = make_table(table_uri, batches=1)
-    planners = [planner_for(table), StreamPlanner(table.store, table.metadata.id, pa.schema([table.schema.field("part")]),
-                                                  table.metadata, projected=True)]
+    planners = whole_and_projected_planners(table)
     table.set_properties({"delta.columnMapping.mode": "name"})  # version 2: names stay physical
-    if change == "rename":
-        table.rename_column("part", "p2")
-        table.append(pa.table({"id": pa.array([5], pa.int64()), "p2": ["x"]}))
-    else:
-        table.drop_column("part")
-        table.add_columns(pa.field("part", pa.string()))
-        table.append(pa.table({"id": pa.array([5], pa.int64()), "part": ["x"]}))
+    replace_part_column(table, change)
     changed_at = 3 if change == "rename" else 4  # a drop alone reads as NULLs; the re-add fails
     for planner in planners:
         before = planner.latest_offset(commits_from(table, 1), None)

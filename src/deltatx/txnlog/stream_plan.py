@@ -10,7 +10,8 @@ isStartingVersion)`` over a sequence of *units*, each a (version, index, add fil
 - then, for each later commit in log order, its added files with ``dataChange=true``, indexed
   0..n-1 in the order the commit lists them. Each commit also has a *base* position (index -1,
   before its files): an offset at ``(v, -1)`` means "commit v not started". When the last file of
-  a commit is taken the offset moves straight to ``(v + 1, -1)``.
+  a commit (or of the initial snapshot) is taken the offset moves straight to ``(v + 1, -1)``, so
+  a restart never reads a delivered snapshot again.
 - with ``startingVersion``/``startingTimestamp`` there is no snapshot: commits from that version.
 
 An offset names the last unit a micro-batch delivered; the next batch delivers the units after it.
@@ -22,7 +23,8 @@ have ``dataChange=true`` (DELETE, UPDATE, MERGE, overwrite) fails the stream
 (:class:`StreamDataChangedError`) unless ``skipChangeCommits`` (skip the whole commit),
 ``ignoreChanges`` (deliver its re-added files) or, for a commit that only removes,
 ``ignoreDeletes`` says otherwise; a ``metaData`` action whose schema the stream's read schema
-cannot read fails it with :class:`StreamSchemaChangedError`. OPTIMIZE and other
+cannot read ends the micro-batch before its commit, and the next fails with
+:class:`StreamSchemaChangedError`. OPTIMIZE and other
 ``dataChange=false`` rewrites deliver nothing.
 
 Everything here is columnar (the units of a version are one Arrow table) and free of Spark, so
@@ -279,8 +281,9 @@ def column_mapping_changed(data_schema: pa.Schema, read_schema: pa.Schema) -> bo
 
 def readable_as(data_schema: pa.Schema, read_schema: pa.Schema) -> bool:
     """Whether files written with ``data_schema`` can be read by a stream analysed with
-    ``read_schema``: no column the stream lacks, same names, same types or types the stream's
-    widen them to, and no nulls into a non-nullable read column. (Delta's rule; a new column fails too, a restart picks it up.)"""
+    ``read_schema``: no column the stream lacks, same names, the same types (or types the
+    stream's widen), and no nulls into a non-nullable read column. (Delta's rule; a new column
+    fails too, a restart picks it up.)"""
     return _fields_readable(list(data_schema), list(read_schema))
 
 
@@ -304,9 +307,8 @@ def check_stream_schema(uri: str, read_schema: pa.Schema, metadata: Metadata, ve
             f"[DELTA_SCHEMA_CHANGED_WITH_VERSION] the schema of {uri!r} changed at version "
             f"{version}: the stream reads {_describe(read_schema)} but the data from version {version} "
             f"has {_describe(data_schema)}{_REMAPPED if remapped else ''}. Restart the query to read with the new "
-            f"schema; if it fails "
-            f"again at the same version the change is incompatible and the query needs a new checkpoint "
-            f"location (or startingVersion after {version}).", version=version)
+            f"schema; if it fails again at the same version the change is incompatible and the query needs a new "
+            f"checkpoint location (or startingVersion after {version}).", version=version)
 
 
 # --------------------------------------------------------------------------------------------

@@ -442,7 +442,7 @@ def test_column_mapping_turned_on_under_a_running_stream_then_a_column_replaced(
     planners = whole_and_projected_planners(table)
     table.set_properties({"delta.columnMapping.mode": "name"})  # version 2: names stay physical
     replace_part_column(table, change)
-    changed_at = 3 if change == "rename" else 4  # a drop alone reads as NULLs; the re-add fails
+    changed_at = 3  # the rename, or the drop
     for planner in planners:
         before = planner.latest_offset(commits_from(table, 1), None)
         assert before == commits_from(table, changed_at)  # mapping turned on: readable as is
@@ -466,3 +466,29 @@ def test_a_stream_restarted_after_its_snapshot_and_a_rename_reads_on(table_uri):
     restarted = planner_for(deltatx.Table(table_uri))
     batches, _ = drain(restarted, end, None)
     assert batches == [[(3, 0)]]
+
+
+def test_a_dropped_column_fails_the_stream_and_a_later_added_one_does_not(table_uri):
+    """A stream reading a column dropped under it would deliver NULLs from then on; Delta fails
+    it (column mapping: the only tables that drop columns). A stream started from a version
+    before a column was added reads that column as NULLs in the older commits: no drop."""
+    table = make_table(table_uri, batches=1, **{"delta.columnMapping.mode": "name"})
+    planner = planner_for(table)
+    projected = StreamPlanner(table.store, table.metadata.id, pa.schema([table.schema.field("id")]),
+                              table.metadata, projected=True)
+    table.drop_column("part")  # version 2
+    table.append(pa.table({"id": pa.array([5], pa.int64())}))
+    before = planner.latest_offset(commits_from(table, 1), None)
+    assert before == commits_from(table, 2)
+    with pytest.raises(StreamSchemaChangedError, match="dropped") as info:
+        planner.latest_offset(before, None)
+    assert info.value.version == 2
+    assert drain(projected, commits_from(table, 1), None)[0] == [[(1, 0), (3, 0)]]  # reads id only
+
+    table.add_columns(pa.field("note", pa.string()))  # version 4
+    table.set_properties({"delta.appendOnly": "false"})  # version 5: a metaData action after it
+    table.append(pa.table({"id": pa.array([6], pa.int64()), "note": ["n"]}))
+    latest = deltatx.Table(table_uri)
+    from_start = StreamPlanner(latest.store, latest.metadata.id, latest.schema, latest.metadata)
+    # from version 2: its metaData lacks "note" (an id above its maxColumnId): not a drop
+    assert drain(from_start, commits_from(table, 2), None)[0] == [[(3, 0), (6, 0)]]

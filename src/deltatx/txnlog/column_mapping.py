@@ -371,6 +371,11 @@ def _has_keys(schema_string: str) -> bool:
     return _KEY_PREFIX in schema_string
 
 
+def max_column_id(configuration: dict[str, str]) -> int:
+    """The largest column id the table ever assigned (``delta.columnMapping.maxColumnId``)."""
+    return _max_id(configuration)
+
+
 def _max_id(configuration: dict[str, str]) -> int:
     raw = configuration.get(MAX_COLUMN_ID)
     try:

@@ -47,7 +47,7 @@ from ..errors import StreamDataChangedError, StreamingSourceError, StreamSchemaC
 from .actions import CommitActions, Metadata, parse_commit
 from .features import check_readable
 from .history import CommitTimeline, ict_enablement_version, retained_commits
-from .column_mapping import column_id, physical_name
+from .column_mapping import column_id, max_column_id, physical_name
 from .schema import schema_from_json, type_to_delta
 from .type_widening import is_supported_change
 from .snapshot import load_snapshot
@@ -279,6 +279,26 @@ def column_mapping_changed(data_schema: pa.Schema, read_schema: pa.Schema) -> bo
     return False
 
 
+def column_dropped(data_schema: pa.Schema, read_schema: pa.Schema, max_id: int) -> bool:
+    """Whether a column the stream reads was dropped (on a table with column mapping, the only
+    tables that drop columns). Its files still hold it, but the stream would deliver NULLs from
+    then on, so Delta fails the stream, as here. A column with an id above ``max_id`` was added
+    after this schema (a stream started from an older version), not dropped. A read column
+    without an id (analysed before the mapping was turned on) existed when it was turned on."""
+    ids = {i for f in data_schema if (i := column_id(f)) is not None}
+    if not ids:
+        return False  # no column mapping in this schema: no column was dropped under it
+    names = {f.name.lower() for f in data_schema} | {physical_name(f) for f in data_schema}
+    for f in read_schema:
+        read_id = column_id(f)
+        if read_id is None:
+            if f.name.lower() not in names and f.name not in names:
+                return True
+        elif read_id <= max_id and read_id not in ids:
+            return True
+    return False
+
+
 def readable_as(data_schema: pa.Schema, read_schema: pa.Schema) -> bool:
     """Whether files written with ``data_schema`` can be read by a stream analysed with
     ``read_schema``: no column the stream lacks, same names, the same types (or types the
@@ -287,7 +307,7 @@ def readable_as(data_schema: pa.Schema, read_schema: pa.Schema) -> bool:
     return _fields_readable(list(data_schema), list(read_schema))
 
 
-_REMAPPED = " (a column was renamed, or dropped and added again: column mapping)"
+_REMAPPED = " (a column was renamed or dropped: column mapping)"
 
 
 def check_stream_schema(uri: str, read_schema: pa.Schema, metadata: Metadata, version: int, *,
@@ -298,7 +318,8 @@ def check_stream_schema(uri: str, read_schema: pa.Schema, metadata: Metadata, ve
     ``read_schema``, so other data columns are no change for it. Shared by the plain and the
     change-feed stream, which Delta checks alike."""
     data_schema = schema_from_json(metadata.schema_string)
-    remapped = column_mapping_changed(data_schema, read_schema)
+    remapped = column_mapping_changed(data_schema, read_schema) or column_dropped(
+        data_schema, read_schema, max_column_id(metadata.configuration))
     if projected:
         wanted = {f.name.lower() for f in read_schema}
         data_schema = pa.schema([f for f in data_schema if f.name.lower() in wanted])

@@ -62,10 +62,10 @@ class CatalogTransaction(CommitsOnExit):
             if self._cut is None:
                 self._cut = self.catalog.cut()  # one instant for every table this txn reads
             if name not in self._cut:
-                self.catalog._entry(name)  # raises CatalogTableNotFoundError
                 # created after the cut: only its entry joins (the others stay where the cut has them)
                 now = self.catalog.cut().get(name)
                 if now is None:
+                    self.catalog._entry(name)  # its own CatalogTableNotFoundError (a name never ratified)
                     raise CatalogTableNotFoundError(f"table {name!r} is not in catalog {self.catalog.url!r} (dropped?)")
                 self._cut = {**self._cut, name: now}
             table = self.catalog.table(name)

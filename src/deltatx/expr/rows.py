@@ -417,9 +417,9 @@ def _spark_cast(b: _Backend, operand: Any, source: pa.DataType | None, to: pa.Da
     fewer fraction digits rounds half away from zero, and fails when it does not fit. An
     integer or DECIMAL cast to a floating type rounds to the nearest value (Arrow's safe cast
     refuses a BIGINT above 2^53; its DECIMAL cast is not the nearest, so DECIMAL goes through
-    text). A STRING read as a number (or a
-    boolean) has its surrounding ASCII spaces and control characters and a leading '+' dropped;
-    text that is no number fails, hexadecimal included. To STRING, floats and timestamps print as Spark
+    text). A STRING read as a number (or a boolean) has the ASCII spaces and control characters
+    around it (:func:`~deltatx.expr.values.spark_trim_for`) and a leading '+' dropped; text that
+    is no number fails, hexadecimal included. To STRING, floats and timestamps print as Spark
     prints them (:func:`_float_text`, :func:`_timestamp_text`). A timestamp cast to a date
     drops its time."""
     if source is not None and source.equals(to):

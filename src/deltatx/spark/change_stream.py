@@ -121,6 +121,8 @@ class ChangeFeedStreamReader(DriverPlannedStream):
             except StreamSchemaChangedError:
                 if version == first:
                     raise
+                # planned again, not cut (sub_plan): the older changes must be read with the
+                # schema and column mapping in force before the change, which a plan takes at its end
                 return plan_changes(self._source().store, latest, first, version - 1)
         return plan
 

@@ -373,10 +373,6 @@ def _has_keys(schema_string: str) -> bool:
 
 def max_column_id(configuration: dict[str, str]) -> int:
     """The largest column id the table ever assigned (``delta.columnMapping.maxColumnId``)."""
-    return _max_id(configuration)
-
-
-def _max_id(configuration: dict[str, str]) -> int:
     raw = configuration.get(MAX_COLUMN_ID)
     try:
         return int(raw) if raw is not None else 0
@@ -443,7 +439,8 @@ def prepare_metadata(previous: "Metadata | None", metadata: "Metadata", *, keep_
     if not keep_known:
         check_mode_change(old_mode, new_mode, existing_table=previous is not None)
     schema = schema_from_json(metadata.schema_string)
-    top = max(_max_id(previous.configuration) if previous is not None else 0, _max_id(metadata.configuration))
+    top = max(max_column_id(previous.configuration) if previous is not None else 0,
+              max_column_id(metadata.configuration))
     in_place = previous is not None and old_mode == "none" and not keep_known
     known = _pairs(schema_from_json(previous.schema_string)) if previous is not None and not in_place else set()
     used_ids: set[int] = set()

@@ -250,6 +250,10 @@ class LogStore:
 class LocalLogStore(LogStore):
     """Local disk: os calls (not fsspec) on the hot paths, ``os.link`` for put-if-absent."""
 
+    def __init__(self, uri: str, root: str, *, fsync: bool = True, single_writer: bool = False):
+        super().__init__(uri, fsspec.filesystem("file"), os.path.abspath(root), single_writer=single_writer)
+        self.fsync = fsync
+
     def location_is_file(self) -> bool:
         """Is the table's location, or the nearest of its folders that exists, a file? A table
         there could never be written (its ``_delta_log`` folder cannot be made), so creating one
@@ -261,10 +265,6 @@ class LocalLogStore(LogStore):
                 return False
             path = parent
         return not os.path.isdir(path)
-
-    def __init__(self, uri: str, root: str, *, fsync: bool = True, single_writer: bool = False):
-        super().__init__(uri, fsspec.filesystem("file"), os.path.abspath(root), single_writer=single_writer)
-        self.fsync = fsync
 
     @property
     def arrow_fs(self) -> pafs.FileSystem:

@@ -38,7 +38,6 @@ from ...expr import (
     qualifiers,
 )
 from ...txnlog.schema import check_field_names, field_index, merge_schemas, pair_fields, schema_to_json
-from ...txnlog.stats import split_column_name
 from ..constraints import WriteRules, rules_for
 from ..data import Widening, check_unique_names, to_reader
 from ..defaults import default_keyword, without_new_defaults
@@ -46,7 +45,7 @@ from ..generated import with_update_assignments
 from ..identity import check_no_update, refuse_explicit_values
 from ..variant import check_variant_columns, has_variant
 from .update import require_assignments
-from .struct_fields import assign, refuse_generated_inputs
+from .struct_fields import assign, refuse_generated_inputs, top_level_field
 
 if TYPE_CHECKING:
     from ..transaction import CommitResult, Transaction
@@ -185,15 +184,6 @@ def _find_column(schema: pa.Schema, name: str) -> str | None:
     return None if i is None else schema.names[i]
 
 
-def _unquoted(name: str) -> str:
-    """``name`` without its backquotes when it names one column (```my col``` is ``my col``);
-    a dotted path stays as it is (and is no column an INSERT can set)."""
-    if "`" not in name:
-        return name
-    parts = split_column_name(name)
-    return parts[0] if len(parts) == 1 else name
-
-
 def _bind_clauses(clauses: list[MergeClause], target: pa.Schema, source: pa.Schema,
                   ta: str, sa: str, rules: "WriteRules | None" = None) -> list[BoundClause]:
     if not clauses:
@@ -262,7 +252,7 @@ def _bind_assignments(c: MergeClause, target: pa.Schema, source: pa.Schema, ta: 
             name = name[len(prefix):]
         raw = (default_keyword(sql, target, name) or parse_expression(sql)) if isinstance(sql, str) else sql
         where = f"MERGE {c.action.upper()}"
-        if c.action != "update" and _find_column(target, name) is None and _find_column(target, _unquoted(name)) is None:
+        if c.action != "update" and top_level_field(target, name, where) is None:  # INSERT sets whole columns
             raise PredicateError(f"MERGE {c.action} sets unknown column {key!r}; target columns: {target.names}")
         if not assign(out, target, name, bind(raw, _NO_COLUMNS, aliases=scope), where):
             raise PredicateError(f"MERGE {c.action} sets unknown column {key!r}; target columns: {target.names}")

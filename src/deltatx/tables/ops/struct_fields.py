@@ -45,12 +45,19 @@ def nested_target(schema: pa.Schema, name: str, where: str) -> tuple[pa.Field, t
     return top, _resolve_path(top, tuple(rest), name)
 
 
+def top_level_field(schema: pa.Schema, name: str, where: str) -> pa.Field | None:
+    """The top-level column ``name`` names: as written (a column named ``a`b``), else in
+    backquotes (```my col```, ```a.b```: a column named a.b). Ambiguous → PredicateError."""
+    field = find_field(list(schema), name, where)
+    if field is None and "`" in name and len(parts := split_column_name(name)) == 1:
+        field = find_field(list(schema), parts[0], where)
+    return field
+
+
 def assign(out: dict[str, Any], schema: pa.Schema, name: str, bound: Any, where: str) -> bool:
     """Add ``name = bound`` to ``out`` (a top-level column, or a struct field). False when
     ``name`` names neither; PredicateError when it collides with another assignment."""
-    field = find_field(list(schema), name, where)  # ambiguous → PredicateError
-    if field is None and "`" in name and len(parts := split_column_name(name)) == 1:
-        field = find_field(list(schema), parts[0], where)  # `a.b`: a column named a.b
+    field = top_level_field(schema, name, where)
     if field is not None:
         if field.name in out:
             raise PredicateError(f"{where} sets column {field.name!r} more than once, or with one of its fields")

@@ -331,6 +331,9 @@ def test_a_closed_catalog_raises_a_typed_error(cat, tmp_path):
     for call in (lambda: t.append(pa.table({"id": [1], "balance": [1]})), lambda: cat.table("t"), cat.list_tables):
         with pytest.raises(CatalogError, match="was closed"):
             call()
+    reopened = deltatx.Catalog(cat.url)
+    assert reopened.table("t").version == 0 and reopened.table("t").to_arrow().num_rows == 0  # nothing written
+    reopened.close()
 
 
 def test_bad_locations_and_attempt_counts_are_refused(cat, tmp_path):

@@ -438,3 +438,15 @@ def test_an_insert_key_naming_a_column_with_a_backquote_in_its_name(tmp_path):
     t.merge(pa.table({"id": [2], "v": [20]}), "t.id = s.id").when_not_matched_insert(
         values={"id": "s.id", "a`b": "s.v"}).execute()
     assert t.to_arrow().to_pylist() == [{"id": 2, "a`b": 20}]
+
+
+def test_dml_with_text_no_number_spark_reads_raises_and_writes_nothing(tmp_path):
+    """``'0x10'`` and ``'1_6'`` are no numbers to Spark (Arrow and Python read both as 16): a
+    DELETE or UPDATE with them raises PredicateError and commits nothing."""
+    t = deltatx.create_table(str(tmp_path / "t"), pa.schema([("id", pa.int64()), ("d", pa.float64())]))
+    t.append(pa.table({"id": [16, 5], "d": [16.0, 5.0]}))
+    with pytest.raises(errors.PredicateError, match="0x10"):
+        t.delete("id = '0x10'")
+    with pytest.raises(errors.PredicateError, match="1_6"):
+        t.update("d = '1_6'", set={"d": "0"})
+    assert t.version == 1 and sorted(t.to_arrow()["id"].to_pylist()) == [5, 16]

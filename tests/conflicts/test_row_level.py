@@ -211,6 +211,37 @@ def test_a_dv_re_add_brings_new_rows_only_when_its_dv_shrank(level):
         check_commit(txn, restore)
 
 
+@pytest.mark.parametrize("readds", [1, 3, 12])
+@pytest.mark.parametrize("new_files", [0, 2, 40])
+def test_the_adds_that_bring_rows_keep_their_rows_whatever_the_mix(readds, new_files):
+    """The winner adds the conflict check looks at, interleaved in log order: DV updates (a
+    re-add with a larger DV: no new rows), RESTOREs of a file's DV (smaller: new rows),
+    compaction outputs (dataChange=false: none) and new files (all). Few and many of each:
+    the answer is the same rows, in order, whichever way they are cut out."""
+    from deltatx.conflicts.checker import _new_rows_only
+
+    adds, removes, expected = [], [], []
+    for i in range(max(readds, new_files)):
+        if i < readds:
+            path = f"dv{i}.parquet"
+            shrinks = i % 3 == 2
+            removes.append(rm(path, dv(f"old{i}", 3)))
+            adds.append(add(path, dv(f"new{i}", 1 if shrinks else 5)))
+            if shrinks:
+                expected.append(path)
+        if i < new_files:
+            compacted = i % 4 == 1
+            adds.append(add(f"n{i}.parquet", dataChange=False) if compacted else add(f"n{i}.parquet"))
+            if not compacted:
+                expected.append(f"n{i}.parquet")
+    adds_table = table(adds, FILE_SCHEMA)
+    kept = _new_rows_only(adds_table, table(removes, REMOVE_SCHEMA))
+    assert kept.column("path").to_pylist() == expected
+    assert kept.schema == adds_table.schema
+    assert _new_rows_only(adds_table, table([], REMOVE_SCHEMA)).column("path").to_pylist() == [
+        r["path"] for r in adds if r.get("dataChange") is not False]
+
+
 @pytest.mark.parametrize("winner_is_backfill", [True, False])
 @pytest.mark.parametrize("level", [S, WS])
 def test_the_added_files_check_skips_a_row_tracking_backfill_on_either_side(level, winner_is_backfill):

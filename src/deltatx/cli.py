@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pyarrow.compute as pc
 
-from .errors import DeltaTxError, VacuumRetentionError
+from .errors import DeltaTxError, InvalidPropertyError, VacuumRetentionError
 
 EXIT_OK = 0
 EXIT_ANOMALY = 1
@@ -271,11 +271,20 @@ def describe_table(table) -> dict[str, Any]:
         "schema": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in table.schema],
         "partition_columns": table.partition_columns,
         "properties": table.properties,
-        "isolation_level": str(table.isolation_level),
+        "isolation_level": _isolation_text(table),
         "num_files": files.num_rows,
         "size_bytes": int(total or 0),
         "protocol": table.protocol.to_json(),
     }
+
+
+def _isolation_text(table) -> str:
+    """The table's isolation level; a value in the log that no writer accepts is shown with the
+    way out instead of failing ``describe``, the command a user runs to find what is wrong."""
+    try:
+        return str(table.isolation_level)
+    except InvalidPropertyError as exc:
+        return f"invalid: {exc} Fix it with: deltatx properties URI --set delta.isolationLevel=WriteSerializable"
 
 
 def cmd_describe(args: argparse.Namespace) -> int:

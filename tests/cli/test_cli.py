@@ -18,7 +18,7 @@ from tablefiles import age_files, data_files
 
 import deltatx
 from deltatx.cli import EXIT_ANOMALY, EXIT_OK, EXIT_USAGE, main
-from deltatx.errors import CorruptDataFileError
+from deltatx.errors import CorruptDataFileError, InvalidArgumentError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.int32()), ("name", pa.string())])
 REPO = Path(__file__).resolve().parents[2]
@@ -323,6 +323,33 @@ def test_describe_and_history_on_s3_with_storage_options(capsys, s3_bucket):
     info = run_json(capsys, "describe", uri, *flags)
     assert info["version"] == 1 and info["num_files"] == 1 and info["partition_columns"] == ["part"]
     assert [h["operation"] for h in run_json(capsys, "history", uri, *flags)] == ["WRITE", "CREATE TABLE"]
+
+
+@pytest.mark.s3
+def test_an_unknown_s3_storage_option_is_one_line_exit_2(capsys, s3_bucket):
+    """s3fs would take the option and fail at the first request with a TypeError from botocore."""
+    prefix, options = s3_bucket
+    uri = f"{prefix}/cli"
+    deltatx.create_table(uri, SCHEMA, partition_by=["part"], storage_options=options)
+    err = run_error(capsys, "describe", uri, "--storage-option", f"endpoint_url={options['endpoint_url']}",
+                    "--storage-option", "regoin=us-east-1")
+    assert "InvalidArgumentError" in err and "'regoin'" in err and "did you mean 'region'" in err
+    with pytest.raises(InvalidArgumentError, match="unknown S3 storage option"):
+        deltatx.Table(uri, storage_options={**options, "bogus": "1"})
+    assert deltatx.Table(uri, storage_options={**options, "aws_allow_http": "true"}).version == 0
+
+
+@pytest.mark.parametrize("word, durable", [("on", True), ("YES", True), ("1", True), ("off", False), ("0", False)])
+def test_the_fsync_option_reads_the_usual_words(tmp_path, word, durable):
+    from deltatx.txnlog.store import open_store
+
+    assert open_store(str(tmp_path / "t"), {"fsync": word}).fsync is durable
+
+
+def test_an_fsync_option_that_is_neither_on_nor_off_is_refused(tmp_path):
+    with pytest.raises(InvalidArgumentError, match="fsync='maybe' must be true or false"):
+        deltatx.create_table(str(tmp_path / "t"), SCHEMA, storage_options={"fsync": "maybe"})
+    assert not (tmp_path / "t").exists()
 
 
 def test_a_data_file_that_is_not_parquet_is_one_line_exit_2(capsys, table):

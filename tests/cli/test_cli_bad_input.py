@@ -93,3 +93,22 @@ def test_changes_where_a_literal_past_bigint(table_uri, capsys):
     _table(table_uri, properties={"delta.enableChangeDataFeed": "true"})
     assert main(["changes", table_uri, "--from", "0", "--where", "id = 99999999999999999999999"]) == 0
     _one_line_error(capsys, ["changes", table_uri, "--from", "0", "--where", "id = " + "9" * 39], "PredicateError")
+
+
+def test_describe_shows_a_bad_isolation_level_and_properties_set_fixes_it(table_uri, capsys):
+    """describe is what a user runs to find what is wrong: it shows the bad value and the way out,
+    and the way out it names works."""
+    _table(table_uri)
+
+    def edit(action):
+        if "metaData" in action:
+            action["metaData"]["configuration"]["delta.isolationLevel"] = "serializable"
+
+    _edit_log(table_uri, 0, edit)
+    assert main(["describe", table_uri, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["isolation_level"]
+    assert shown.startswith("invalid:") and "--set delta.isolationLevel=" in shown
+    assert main(["properties", table_uri, "--set", "delta.isolationLevel=Serializable"]) == 0
+    capsys.readouterr()
+    SNAPSHOTS.clear()
+    assert deltatx.Table(table_uri).isolation_level.value == "Serializable"

@@ -61,3 +61,21 @@ def test_a_bad_checkpoint_interval_warns_after_the_commit_instead_of_failing_it(
     assert any(issubclass(w.category, PostCommitHookWarning) and "not checkpointed" in str(w.message)
                for w in caught)
     assert sorted(deltatx.Table(uri).to_arrow()["id"].to_pylist()) == [1, 2, 3]
+
+
+def test_a_bad_isolation_level_in_the_log_is_fixed_by_set_properties(tmp_path):
+    """The way out the refusal names must work: the commit that fixes the value runs at the
+    level it sets, not at the bad one it replaces."""
+    uri = str(tmp_path / "t")
+    t = _with_property(uri, "delta.isolationLevel", "serializable")
+    before = _log(uri)
+    with pytest.raises(InvalidPropertyError, match="case-sensitive"):
+        t.delete(where="id = 1")
+    assert _log(uri) == before
+    result = t.set_properties({"delta.isolationLevel": "Serializable"})
+    assert result.isolation_level == "Serializable"
+    SNAPSHOTS.clear()
+    fixed = deltatx.Table(uri)
+    assert fixed.properties["delta.isolationLevel"] == "Serializable"
+    fixed.delete(where="id = 1")
+    assert deltatx.Table(uri).to_arrow()["id"].to_pylist() == [2]

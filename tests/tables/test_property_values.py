@@ -104,8 +104,56 @@ def test_known_keys_are_matched_case_insensitively_and_stored_canonically(tmp_pa
         t.delete(where="id = 1")
     with pytest.raises(InvalidPropertyError, match="given twice"):
         t.set_properties({"delta.appendOnly": "true", "delta.APPENDONLY": "false"})
-    t.set_properties({"delta.someOtherEngineKey": "x"})  # unknown keys pass through as given
-    assert t.properties["delta.someOtherEngineKey"] == "x"
+    t.set_properties({"team.owner": "x"})  # a key outside delta.* is the user's own, kept as given
+    assert t.properties["team.owner"] == "x"
+
+
+@pytest.mark.parametrize("key, hint", [("delta.enableDeletionVector", "delta.enableDeletionVectors"),
+                                       ("delta.appendOnlyy", "delta.appendOnly"),
+                                       ("DELTA.someOtherEngineKey", None)])
+def test_an_unknown_delta_key_is_refused_naming_the_closest_known_one(tmp_path, key, hint):
+    """Delta (DELTA_UNKNOWN_CONFIGURATION), deltalake and Kernel refuse a delta.* key they do not
+    know: stored, a misspelt feature switch would leave the user believing the feature is on."""
+    uri = str(tmp_path / "t")
+    t = _table(uri)
+    version = t.version
+    with pytest.raises(InvalidPropertyError, match="unknown table property") as refused:
+        t.set_properties({key: "true"})
+    assert (f"did you mean {hint!r}" in str(refused.value)) == (hint is not None)
+    with pytest.raises(InvalidPropertyError, match="unknown table property"):
+        deltatx.create_table(str(tmp_path / "new"), SCHEMA, properties={key: "true"})
+    assert not os.path.exists(tmp_path / "new" / "_delta_log")
+    SNAPSHOTS.clear()
+    assert deltatx.Table(uri).version == version
+    # the keys Delta keeps under a free prefix, and Delta's own keys deltatx does not act on, are accepted
+    t.set_properties({"delta.feature.appendOnly": "supported", "delta.universalFormat.enabledFormats": "iceberg",
+                      "delta.dropFeatureTruncateHistory.retentionDuration": "interval 2 days"})
+    assert deltatx.Table(uri).properties["delta.universalFormat.enabledFormats"] == "iceberg"
+
+
+def test_checkpoint_policy_is_stored_in_the_lower_case_spark_compares_it_in(tmp_path):
+    t = _table(str(tmp_path / "t"))
+    t.set_properties({"delta.checkpointPolicy": "V2"})
+    assert t.properties["delta.checkpointPolicy"] == "v2"
+    assert "v2Checkpoint" in (t.protocol.writer_features or ())
+
+
+@pytest.mark.parametrize("key", ["delta.rowTracking.materializedRowIdColumnName",
+                                 "delta.rowTracking.materializedRowCommitVersionColumnName",
+                                 "delta.requireCheckpointProtectionBeforeVersion"])
+def test_keys_a_feature_writer_keeps_cannot_be_changed(tmp_path, key):
+    """Another materialized column name would change the id of every row that has one stored."""
+    uri = str(tmp_path / "t")
+    t = deltatx.create_table(uri, SCHEMA, properties={"delta.enableRowTracking": "true"})
+    t.append(pa.table({"id": [1, 2]}, schema=SCHEMA))
+    version, stored = t.version, dict(t.properties)
+    with pytest.raises(InvalidPropertyError, match="kept by the writer"):
+        t.set_properties({key: "5"})
+    if key in stored:  # the value it already has: a no-op, so a copied configuration still applies
+        t.set_properties({key: stored[key]})
+    SNAPSHOTS.clear()
+    reopened = deltatx.Table(uri)
+    assert dict(reopened.properties) == stored and reopened.version in (version, version + 1)
 
 
 def test_protocol_version_properties_upgrade_the_protocol_and_are_not_stored(tmp_path):

@@ -237,6 +237,17 @@ def test_a_log_left_with_only_part_of_a_checkpoint_is_corrupt_not_absent(log: Lo
         load_snapshot(log.store)
 
 
+def test_commits_left_after_an_incomplete_checkpoint_name_the_checkpoint(log: LogWriter) -> None:
+    """A commit survives beside the broken checkpoint: the error names the missing part, not a
+    missing checkpoint the user can see in the folder."""
+    build_rich_table(log)
+    table = build_checkpoint_table(load_snapshot(log.store, version=3))
+    put_parquet(log.store, f"{3:020d}.checkpoint.{1:010d}.{2:010d}.parquet", table.slice(0, 2))
+    drop_commits_before(log.store, 4)
+    with pytest.raises(CorruptCheckpointError, match=r"multi-part checkpoint is incomplete.*0000000001\.0000000002"):
+        load_snapshot(log.store)
+
+
 def _v2_parts(snap) -> tuple[list[bytes], pa.Table]:
     """The non-file actions as JSON lines, and a sidecar table holding adds and removes."""
     lines = [

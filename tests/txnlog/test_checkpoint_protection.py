@@ -24,7 +24,11 @@ def _protected_table(uri: str, boundary: int) -> deltatx.Table:
     table = deltatx.create_table(uri, SCHEMA, properties={"delta.feature.checkpointProtection": "supported"})
     for i in range(3):
         table.append(pa.table({"id": [i]}))
-    table.set_properties({"delta.requireCheckpointProtectionBeforeVersion": str(boundary)})
+    # Delta's DROP FEATURE sets the boundary; a user cannot (set_properties refuses the key), so
+    # the commit Delta would make is staged directly
+    with table.transaction() as tx:
+        config = {**tx.metadata.configuration, "delta.requireCheckpointProtectionBeforeVersion": str(boundary)}
+        tx.stage_metadata(tx.metadata.replace(configuration=config))
     return deltatx.Table(uri)
 
 

@@ -19,23 +19,27 @@ The checks run in Delta's order (``CHECKS``), one named function each:
 3. ``domains``         the same metadata domain written by both → conflict (not the row-tracking
                        watermark, which ``row_ids`` reconciles).
 4. ``app_ids``         the winner set a ``txn`` version for an appId we looked up (or write).
-5. ``row_ids``         row tracking (Delta's #5, #7, #8): files a winning backfill gave ids keep
+5. ``backfill``        a row-tracking backfill that lost drops its re-adds of every path the
+                       winner removed or added, and commits the rest (Delta's #5, backfill side).
+6. ``enablement``      a commit that turns row tracking on conflicts with a winner that added
+                       files without row ids (no Delta rule: Delta enables it only after a backfill).
+7. ``row_ids``         row tracking (Delta's #5, #7, #8): files a winning backfill gave ids keep
                        them; ids this transaction handed out (above its read watermark) move above
                        the winner's watermark, and a watermark it writes never falls below the
                        winner's; adds stamped with the winner's version move past it.
-6. ``row_level``       files both sides changed through deletion vectors are settled row by row
+8. ``row_level``       files both sides changed through deletion vectors are settled row by row
                        (:mod:`.row_level`): only a shared row conflicts (checked before added
                        files, so that a row both changed is reported as that); otherwise rebase
                        onto the union DV. OPTIMIZE and DML follow each other's rows by row id.
-7. ``added_files``     the winner added files our read predicates could have matched. Candidates
+9. ``added_files``     the winner added files our read predicates could have matched. Candidates
                        depend on the isolation level (S: all adds; WS: adds of non-blind-append
                        winners unless we change metadata; SI: none). With ``use_stats`` a file
                        conflicts only if the *whole* predicate may match it by partition values
                        and min/max stats; without, Delta's partition-level rule applies. On
                        deletion-vector tables a DV re-add or a compaction's add holds no new rows.
-8. ``deleted_read``    the winner removed a file we read (by path), or removed anything while we
+10. ``deleted_read``   the winner removed a file we read (by path), or removed anything while we
                        read the whole table — except the files ``row_level`` settled.
-9. ``deleted_deleted`` the winner removed a file we also remove (by path) — same exception.
+11. ``deleted_deleted`` the winner removed a file we also remove (by path) — same exception.
 
 The checks take the winner plus what the committer loaded for it (:class:`WinnerRows`: decoded
 DVs, row-id columns); they never read storage themselves.
@@ -43,7 +47,7 @@ DVs, row-id columns); they never read storage themselves.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace as dataclass_replace
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Mapping, NoReturn, Sequence
 
@@ -56,6 +60,7 @@ from ..errors import (
     ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException,
     ConcurrentTransactionException,
+    ConcurrentWriteException,
 )
 from ..expr import TRUE, Expr, files_matching, matches, partition_predicate
 from ..isolation import IsolationLevel
@@ -423,6 +428,54 @@ def check_row_level_changes(txn: TransactionInfo, winner: CommitActions,
     return resolve_row_level(txn, winner, loaded)
 
 
+def drop_backfill_readds_the_winner_touched(txn: TransactionInfo, winner: CommitActions,
+                                            loaded: WinnerRows = NO_ROWS) -> TransactionInfo:
+    """Delta's #5 (``resolveRowTrackingBackfillConflicts``), the backfill's side: a backfill that
+    lost the race drops every re-add of a path the winner removed or added, and commits the rest.
+
+    The winner committed after the protocol upgrade (commit 1 of the enablement), so it gave ids
+    to every file it added: a file it rewrote (DELETE, UPDATE, OPTIMIZE) is gone, and one it
+    re-added (a deletion-vector update, another backfill) has ids already. Re-adding either would
+    resurrect a removed file or hand its rows a second set of ids; neither is a conflict, since a
+    backfill reads no rows (its read is those paths, which leave the read set with the re-adds)."""
+    if txn.operation != row_tracking.BACKFILL_OPERATION or not txn.adds.num_rows:
+        return txn
+    touched = row_tracking.paths_touched(winner.adds, winner.removes)
+    if not touched:
+        return txn
+    adds = without_paths(txn.adds, touched)
+    read = txn.read_set
+    if adds is txn.adds and not (read.files & touched):
+        return txn
+    return txn.replace(adds=adds, read_set=dataclass_replace(read, files=read.files - touched))
+
+
+def check_rows_without_ids(txn: TransactionInfo, winner: CommitActions,
+                           loaded: WinnerRows = NO_ROWS) -> TransactionInfo:
+    """A commit that turns row tracking on (``delta.enableRowTracking=true``) promises readers
+    that every row has an id; a winner that added files without ids (it wrote before the protocol
+    listed ``rowTracking``) breaks that promise, and only a backfill can give them ids.
+
+    Table.set_properties never gets here: its property commit reads a table whose protocol has
+    listed the feature since its first commit, so every winner assigns ids. A transaction that
+    enables row tracking in one commit (an empty table, or one whose files it all rewrites) does,
+    when a writer that read the old protocol commits first: it must retry."""
+    if txn.metadata is None or not row_tracking.is_enabled(txn.metadata.configuration) \
+            or row_tracking.is_enabled(txn.read_metadata.configuration):
+        return txn
+    adds = winner.adds
+    if not adds.num_rows or not adds["baseRowId"].null_count:
+        return txn
+    index = pc.index(pc.is_null(adds["baseRowId"]), True).as_py()
+    _raise(
+        ConcurrentWriteException,
+        f"this {txn.operation} turns row tracking on, but the concurrent {operation_name(winner.operation)} "
+        f"added files without row ids (it wrote before the protocol listed rowTracking).",
+        winner,
+        conflict=file_location(adds, index, txn.read_metadata.partition_columns, _physical_keys(txn)),
+    )
+
+
 def rebase_row_ids(txn: TransactionInfo, winner: CommitActions, loaded: WinnerRows = NO_ROWS) -> TransactionInfo:
     """Delta's #5, #7, #8: after a winning backfill, files it gave ids keep them; this
     transaction's fresh row ids (above its read watermark) move above the winner's watermark;
@@ -432,8 +485,8 @@ def rebase_row_ids(txn: TransactionInfo, winner: CommitActions, loaded: WinnerRo
     adds, removes = txn.adds, txn.removes
     backfilled = None
     if winner.operation == row_tracking.BACKFILL_OPERATION and winner.adds.num_rows:
-        adds = row_tracking.copy_row_ids(adds, winner.adds)
-        removes = row_tracking.copy_row_ids(removes, winner.adds)
+        adds = row_tracking.copy_row_ids(adds, winner.adds, txn.read_row_id_high_watermark)
+        removes = row_tracking.copy_row_ids(removes, winner.adds, txn.read_row_id_high_watermark)
         backfilled = winner.adds["path"].combine_chunks()
     domains = txn.domains
     read_hwm = txn.read_row_id_high_watermark
@@ -522,6 +575,8 @@ CHECKS: list[tuple[str, Check]] = [
     ("metadata", check_metadata_changes),
     ("domains", check_domain_metadata),
     ("app_ids", check_app_transaction_ids),
+    ("backfill", drop_backfill_readds_the_winner_touched),
+    ("enablement", check_rows_without_ids),
     ("row_ids", rebase_row_ids),
     ("row_level", check_row_level_changes),
     ("added_files", check_added_files_vs_read_predicates),

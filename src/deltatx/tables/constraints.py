@@ -293,7 +293,7 @@ class WriteRules:
                 table = _set(table, schema.field(spec.column), assign(spec, n))
         for g in self.generated:
             if g.column in absent:
-                table = _set(table, g.field, _computed(g, table))
+                table = _set(table, g.field, generated_values(g, table))
         check_rows(table, self._checks(absent))
         return table
 
@@ -302,7 +302,8 @@ def _set(table: pa.Table, field: pa.Field, values: pa.Array | pa.ChunkedArray) -
     return table.set_column(table.schema.get_field_index(field.name), field, values)
 
 
-def _computed(g: GeneratedColumn, table: pa.Table) -> pa.Array | pa.ChunkedArray:
+def generated_values(g: GeneratedColumn, table: pa.Table) -> pa.Array | pa.ChunkedArray:
+    """Generated column ``g`` computed for the rows of ``table`` (which holds its inputs)."""
     values = evaluate(g.expr, table)
     if not values.type.equals(g.field.type):
         try:
@@ -343,9 +344,11 @@ def violations(table: pa.Table, check: RowCheck) -> tuple[int, dict[str, Any] | 
 
 def violation_error(check: RowCheck, count: int, total: int, row: dict[str, Any] | None,
                     what: str = "row(s) written") -> ConstraintViolationError:
+    why = ("the value written differs from what its expression computes" if check.kind == "generated column"
+           else "its expression is false or null")
     return ConstraintViolationError(
         f"{check.kind} {check.name!r} ({check.sql}) is violated by {count} of {total} {what} "
-        f"(its expression is false or null), e.g. {row}; nothing was committed",
+        f"({why}), e.g. {row}; nothing was committed",
         constraint=check.name, expression=check.sql, num_violations=count, row=row,
     )
 

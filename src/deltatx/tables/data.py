@@ -21,6 +21,7 @@ from ..txnlog.schema import (
     is_text_type,
     is_variant_storage,
     merge_schemas,
+    missing_required_fields,
     normalize_schema,
     renamed_like,
     schema_renamed_like,
@@ -145,7 +146,21 @@ def resolve_write_schema(table_schema: pa.Schema, incoming: pa.Schema, schema_mo
         check_field_names(merged, column_mapped, before=table_schema)
     if schema_mode == "merge" and widening is not None:
         merged = widening.apply(merged, incoming)
+    for f in incoming:  # before any file is written: the cast would only fail as the writer pulls
+        if f.name in merged.names:
+            refuse_missing_required(f.type, merged.field(f.name).type, f.name)
     return merged
+
+
+def refuse_missing_required(data: pa.DataType, table: pa.DataType, column: str, what: str = "the data") -> None:
+    """Refuse values of type ``data`` for column ``column`` (type ``table``) when they lack a
+    NOT NULL nested field: Delta fills a missing nullable field with NULLs but refuses a missing
+    NOT NULL one (DELTA_MISSING_NOT_NULL_COLUMN_VALUE), and Arrow's cast would fail untyped."""
+    missing = missing_required_fields(data, table, f"{column}.")
+    if missing:
+        raise SchemaMismatchError(
+            f"{what} lacks the NOT NULL field(s) {missing} of column {column!r} ({table}): a missing "
+            f"nullable field is filled with nulls, a NOT NULL one must be given; nothing was written")
 
 
 class Widening:
@@ -185,6 +200,9 @@ def cast_value(values: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Ar
     if dropped:
         raise pa.ArrowInvalid(f"nested field(s) {dropped} are not in the table's type {target}; schema "
                               f"evolution (schema_mode='merge', MERGE with_schema_evolution()) adds them")
+    missing = missing_required_fields(values.type, target)
+    if missing:  # Arrow's cast fails on these with an ArrowTypeError no caller expects
+        raise pa.ArrowInvalid(f"the value lacks the NOT NULL field(s) {missing} of {target}")
     if values.type.equals(target):
         # nothing to convert; Arrow's cast of a type to itself still fails on a NULL struct whose
         # NOT NULL fields hold NULLs beneath it (a typed NULL variant), which writers fill later
@@ -430,6 +448,7 @@ def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, computed: frozenset[
         if field.name in names:
             col = batch.column(names.index(field.name))
             if not col.type.equals(field.type):
+                refuse_missing_required(col.type, field.type, field.name)
                 try:
                     col = cast_value(col, field.type)
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:

@@ -151,12 +151,16 @@ def _field_of(value: Any, read: Column, field_type: pa.DataType) -> Expr | None:
 
 
 def with_update_assignments(rules: WriteRules | None, assignments: dict[str, Expr], schema: pa.Schema,
-                            *, keep_alias: str | None = None, insert: bool = False) -> dict[str, Expr]:
+                            *, keep_alias: str | None = None, insert: bool = False,
+                            assigned_later: frozenset[str] = frozenset()) -> dict[str, Expr]:
     """``assignments`` plus one for each generated column whose inputs they change.
 
     ``keep_alias``: how an input the statement leaves alone is read (``t`` in a MERGE, None in
     UPDATE); ``insert``: an INSERT clause, where an input left out is NULL and every generated
-    column it does not set gets computed.
+    column it does not set gets computed. ``assigned_later``: columns the writer fills only after
+    the statement's values (identity columns an INSERT leaves out); a generated column reading
+    one gets no assignment here — no expression over the statement gives its value — and is
+    computed from the row once they are filled, as an append computes it.
     """
     if rules is None or not rules.generated:
         return assignments
@@ -168,6 +172,8 @@ def with_update_assignments(rules: WriteRules | None, assignments: dict[str, Exp
         inputs = {c.name for c in g.expr.walk() if isinstance(c, Column)}
         if not insert and not inputs & set(assignments):
             continue  # nothing it reads changes: the stored value stays right
+        if inputs & assigned_later:
+            continue  # computed by the writer once those inputs hold their values
 
         def keep(c: Column) -> Expr:
             if insert:

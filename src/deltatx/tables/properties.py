@@ -1,8 +1,11 @@
 """Table properties: which keys deltatx understands, their defaults, and validation.
 
 Why validate at ``create_table``/``set_properties``: a bad value found later (at the next commit,
-or worse, by another engine) is an error far from its cause. Unknown ``delta.*`` keys are passed
-through (other engines may understand them); known keys must parse.
+or worse, by another engine) is an error far from its cause. Known keys must parse; an unknown
+``delta.*`` key is refused, as Delta (``DELTA_UNKNOWN_CONFIGURATION``), deltalake and Kernel refuse
+it: ``delta.enableDeletionVector`` stored quietly would leave the user believing a feature is on.
+Keys outside ``delta.*`` are the user's own and are kept as given. Keys the log already holds are
+never re-checked here (another engine's table opens and writes as it is).
 """
 
 from __future__ import annotations
@@ -13,8 +16,12 @@ from typing import TYPE_CHECKING, Callable
 
 from ..errors import ArgumentTypeError, InvalidArgumentError, InvalidPropertyError
 from ..isolation import validate_isolation_property
-from ..txnlog import column_mapping
+import difflib
+
+from ..txnlog import column_mapping, row_tracking
 from ..txnlog.checkpoint import interval_ms
+from ..txnlog.checkpoint_protection import PROTECTED_BEFORE
+from ..txnlog.in_commit_timestamps import ENABLEMENT_TIMESTAMP, ENABLEMENT_VERSION
 
 if TYPE_CHECKING:
     from ..txnlog.actions import Protocol
@@ -125,7 +132,7 @@ _VALIDATORS = {
     "delta.enableTypeWidening": _bool,
     "delta.enableIcebergCompatV1": _bool,
     "delta.enableIcebergCompatV2": _bool,
-    "delta.checkpointPolicy": _one_of("classic", "v2"),
+    "delta.checkpointPolicy": _one_of("classic", "v2"),  # stored lower-cased: see _LOWER_CASED
     MIN_READER_VERSION: _int_between(1, 3, "a reader protocol version: an integer from 1 to 3"),
     MIN_WRITER_VERSION: _int_between(1, 7, "a writer protocol version: an integer from 1 to 7"),
     column_mapping.MODE: column_mapping.validate_mode,
@@ -144,9 +151,65 @@ _VALIDATORS = {
     "delta.checkpoint.partSize": _positive_long,
 }
 
+#: Delta's other table properties: deltatx does not act on them and has no stricter rule for their
+#: values than Delta's, but they are real keys (Delta's DeltaConfigs, Databricks' documented ones,
+#: and those a feature's writer keeps), so a table may carry and a user may set them
+_OTHER_DELTA_KEYS = (
+    "delta.ignoreProtocolDefaults", "delta.sampleRetentionDuration",
+    "delta.dropFeatureTruncateHistory.retentionDuration", "delta.autoOptimize",
+    "delta.enableChangeDataCapture", "delta.universalFormat.enabledFormats", "delta.enableIcebergCompatV3",
+    "delta.enableIcebergWriterCompatV1", "delta.enableIcebergWriterCompatV3",
+    "delta.enableInCommitTimestamps-preview", "delta.rowTrackingSuspended", "delta.enableVariantShredding",
+    "delta.coordinatedCommits.commitCoordinator-preview", "delta.coordinatedCommits.commitCoordinatorConf-preview",
+    "delta.coordinatedCommits.tableConf-preview", "delta.parquet.compression.codec", "delta.timeUntilArchived",
+    row_tracking.MATERIALIZED_ROW_ID, row_tracking.MATERIALIZED_ROW_COMMIT_VERSION, PROTECTED_BEFORE,
+)
+
+#: ``delta.*`` key prefixes whose rest is free: CHECK constraints (set by add_constraint, see
+#: ops/properties.py), table features (validated by ``_feature_status``) and UniForm's settings
+_FREE_DELTA_PREFIXES = ("delta.constraints.", "delta.feature.", "delta.universalformat.config.")
+
 #: the keys deltatx knows, by lower case: Delta matches ``delta.*`` keys case-insensitively and
 #: stores the canonical spelling, so 'delta.appendonly' must not be kept as an inert other key
-_CANONICAL = {key.lower(): key for key in _VALIDATORS if key.startswith("delta.")}
+_CANONICAL = {key.lower(): key for key in (*_VALIDATORS, *_OTHER_DELTA_KEYS) if key.startswith("delta.")}
+
+#: values Delta reads by their exact lower-case name, case-sensitively (stored so, whatever the
+#: user's spelling: 'V2' kept as given would be refused by Spark)
+_LOWER_CASED = frozenset({"delta.checkpointPolicy"})
+
+#: keys a feature's own writer keeps, with why: set by a user they would change what the writer
+#: recorded (every row id, where in-commit timestamps start, which history is protected). Setting
+#: one to the value it already has is a no-op, so a copied configuration still applies.
+WRITER_KEPT = {
+    row_tracking.MATERIALIZED_ROW_ID: "it names the hidden column where rows keep their ids: another name "
+                                      "would change the id of every row that has one materialized",
+    row_tracking.MATERIALIZED_ROW_COMMIT_VERSION: "it names the hidden column where rows keep their commit "
+                                                  "versions: another name would change every row's",
+    ENABLEMENT_VERSION: "it records where in-commit timestamps start; set delta.enableInCommitTimestamps=true "
+                        "instead",
+    ENABLEMENT_TIMESTAMP: "it records where in-commit timestamps start; set delta.enableInCommitTimestamps=true "
+                          "instead",
+    PROTECTED_BEFORE: "it is the boundary of the history DROP FEATURE protects (checkpointProtection)",
+}
+
+
+def refuse_writer_kept(new: Mapping[str, str], current: Mapping[str, str]) -> None:
+    """Raise InvalidPropertyError for a key of :data:`WRITER_KEPT` that ``new`` would change."""
+    for key, why in WRITER_KEPT.items():
+        if key in new and new[key] != current.get(key):
+            raise InvalidPropertyError(f"{key} is kept by the writer and cannot be set: {why}; nothing was committed")
+
+
+def _refuse_unknown_delta_key(key: str) -> None:
+    """Delta's rule for a ``delta.*`` key it does not know: refuse it, naming the closest known one."""
+    lowered = key.lower()
+    if not lowered.startswith("delta.") or lowered in _CANONICAL or lowered.startswith(_FREE_DELTA_PREFIXES):
+        return
+    close = difflib.get_close_matches(lowered, list(_CANONICAL), n=1, cutoff=0.75)
+    hint = f" (did you mean {_CANONICAL[close[0]]!r}?)" if close else ""
+    raise InvalidPropertyError(
+        f"unknown table property {key!r}{hint}: Delta refuses delta.* keys it does not know, and so does "
+        f"deltatx; a property of your own needs a name outside delta.*")
 
 
 def validate_properties(properties: Mapping[str, object]) -> dict[str, str]:
@@ -157,6 +220,7 @@ def validate_properties(properties: Mapping[str, object]) -> dict[str, str]:
     for key, value in properties.items():
         if not isinstance(key, str) or not key:
             raise InvalidPropertyError(f"property names must be non-empty strings, got {key!r}")
+        _refuse_unknown_delta_key(key)
         key = _CANONICAL.get(key.lower(), key)
         if key in out:
             raise InvalidPropertyError(f"property {key} is given twice (property names are matched case-insensitively)")
@@ -172,8 +236,8 @@ def validate_properties(properties: Mapping[str, object]) -> dict[str, str]:
             validator = _feature_status
         if validator is not None:
             validator(key, value)
-        if validator is _bool:
-            value = value.strip().lower()  # stored canonically: "true" / "false"
+        if validator is _bool or key in _LOWER_CASED:
+            value = value.strip().lower()  # stored canonically: "true" / "false", "v2"
         out[key] = value
     return out
 

@@ -367,13 +367,14 @@ class Table:
         """SET TBLPROPERTIES. Turning row tracking on over existing files runs Delta's protocol
         upgrade and backfill commits first (ops/row_tracking_backfill.py)."""
         from .ops import row_tracking_backfill as backfill
+        from .ops.properties import stage_set_properties
 
         properties = props.validate_properties(properties)  # first: the backfill probe reads them too
         probe = self._latest_transaction(None)
         try:
             needed = backfill.needs_backfill(probe, properties)
             if needed:  # the backfill commits first: every other setting must be valid before it
-                probe.set_properties(properties)
+                stage_set_properties(probe, properties, backfill_first=True)
         finally:
             probe.abort()
         if needed:

@@ -717,8 +717,10 @@ class Transaction(CommitsOnExit):
         blind = only_adds and reads_nothing and adds.num_rows > 0
         name, _, _, changes_data = self._operation()
         has_non_file = bool(self._metadata or self._protocol or self._txns or self._domains)
+        # the level of the metadata this commit leaves (Delta reads it off the transaction's
+        # metadata): a commit that fixes a bad delta.isolationLevel is not refused by the bad value
         level = effective_isolation_level(
-            table_isolation_level(self.snapshot.properties),
+            table_isolation_level(self.properties),
             adds=adds, removes=removes, has_non_file_actions=has_non_file, changes_data=changes_data,
         )
         read_hwm = row_tracking.high_watermark(self.snapshot.domains)
@@ -755,6 +757,10 @@ class Transaction(CommitsOnExit):
             # file one operation wrote and the next rewrote is in neither), not a sum over them
             metrics = {**metrics, "numAddedFiles": info.adds.num_rows, "numRemovedFiles": info.removes.num_rows}
             metrics.pop("numFiles", None)
+        elif name == row_tracking.BACKFILL_OPERATION:  # a lost race may have dropped re-adds (checker's
+            # ``backfill`` rule): count the files this commit gives ids, not the ones it staged
+            params = {**params, "numFiles": info.adds.num_rows}
+            metrics = {**metrics, "numSuccessfullyBackfilledFiles": info.adds.num_rows}
         ci: dict[str, Any] = {
             "timestamp": int(time.time() * 1000),
             "operation": name,

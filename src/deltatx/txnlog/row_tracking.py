@@ -202,15 +202,27 @@ def bump_commit_versions(adds: pa.Table, winner_version: int) -> pa.Table:
     return adds.set_column(adds.schema.get_field_index("defaultRowCommitVersion"), "defaultRowCommitVersion", bumped)
 
 
-def copy_row_ids(files: pa.Table, backfilled: pa.Table) -> pa.Table:
+def paths_touched(adds: pa.Table, removes: pa.Table) -> frozenset[str]:
+    """Paths a commit added or removed: the re-adds a losing backfill drops (Delta's #5)."""
+    return frozenset(adds.column("path").to_pylist()) | frozenset(removes.column("path").to_pylist())
+
+
+def copy_row_ids(files: pa.Table, backfilled: pa.Table, read_hwm: int = NO_WATERMARK) -> pa.Table:
     """Delta's #5: files a winning backfill gave ids take its ``baseRowId`` and
-    ``defaultRowCommitVersion`` (matched by path; only where ours has none)."""
+    ``defaultRowCommitVersion`` (matched by path) where ours has none, or one above ``read_hwm``:
+    an id this transaction handed out itself, when it read the table after the protocol upgrade
+    and re-added (a deletion-vector update) a file that had no ids then. Kept, that id would be
+    one the backfill gave another file's rows; the file's rows have the backfill's ids now."""
     if not files.num_rows or not backfilled.num_rows:
         return files
     at = pc.index_in(files["path"], value_set=backfilled["path"])
     if at.null_count == len(at):
         return files
+    base = files["baseRowId"]
+    ours = pc.invert(pc.fill_null(pc.less_equal(base, read_hwm), False))  # none, or handed out by us
+    take = pc.and_(ours, pc.is_valid(at))
     for name in ("baseRowId", "defaultRowCommitVersion"):
         theirs = pc.take(backfilled[name], at)
-        files = files.set_column(files.schema.get_field_index(name), name, pc.coalesce(files[name], theirs))
+        files = files.set_column(files.schema.get_field_index(name), name,
+                                 pc.if_else(take, pc.coalesce(theirs, files[name]), files[name]))
     return files

@@ -435,6 +435,27 @@ def dropped_fields(data: pa.DataType, table: pa.DataType, path: str = "") -> lis
     return [d for (part, dt), (_, tt) in pairs for d in dropped_fields(dt, tt, f"{path}{part}.")]
 
 
+def missing_required_fields(data: pa.DataType, table: pa.DataType, path: str = "") -> list[str]:
+    """NOT NULL struct fields of ``table`` that ``data`` lacks, at any depth (in structs, list
+    elements, map keys and values), as paths under ``path``.
+
+    Why: a missing nullable field is filled with NULLs, but a NOT NULL one has no value to take,
+    so Delta refuses the write (DELTA_MISSING_NOT_NULL_COLUMN_VALUE) where Arrow's struct cast
+    would fail with an untyped error. Fields match case-insensitively, as :func:`dropped_fields`."""
+    if pa.types.is_struct(data) and pa.types.is_struct(table):
+        mine, theirs = child_fields(data), child_fields(table)
+        given = {j: f for f, j in zip(mine, pair_fields(mine, theirs, path)) if j is not None}
+        out: list[str] = []
+        for j, t in enumerate(theirs):
+            if j in given:
+                out += missing_required_fields(given[j].type, t.type, f"{path}{t.name}.")
+            elif not t.nullable:
+                out.append(path + t.name)
+        return out
+    pairs = list(zip(_nested(data), _nested(table)))
+    return [m for (part, dt), (_, tt) in pairs for m in missing_required_fields(dt, tt, f"{path}{part}.")]
+
+
 def with_added_fields(table: pa.DataType, data: pa.DataType, path: str = "") -> pa.DataType:
     """``table`` with the struct fields only ``data`` has appended (nullable, canonical types),
     at every depth: what schema evolution adds inside an existing column. Fields match

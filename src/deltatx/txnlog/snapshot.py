@@ -322,6 +322,11 @@ def _load_from_listing(
             f"version {target} of {store.uri!r} is no longer in the log; the earliest version that can be "
             f"rebuilt is {min(checkpoints)}"
         )
+    incomplete = sorted(f.name for f in listing if f.kind == "checkpoint" and f.version <= target)
+    if incomplete:  # the checkpoint the log starts from lost a part: say so, not "no checkpoint"
+        raise CorruptCheckpointError(
+            f"cannot build version {target} of {store.uri!r}: its multi-part checkpoint is incomplete "
+            f"(only {', '.join(incomplete)} are there) and commit 0, the other start, is missing")
     raise CorruptLogError(
         f"the log of {store.uri!r} starts at commit {min(commits)} with no checkpoint: commit 0 is missing",
         version=0,

@@ -618,7 +618,43 @@ _S3_OPTION_ALIASES = {
 }
 
 
+#: delta-rs options with no s3fs meaning, accepted so one set of options opens a table in both
+_S3_IGNORED_OPTIONS = frozenset({"aws_allow_http", "allow_http", "aws_s3_allow_unsafe_rename", "conditional_put"})
+
+
+def _s3fs_option_names() -> frozenset[str]:
+    """The keyword arguments s3fs takes: its own, fsspec's caching ones and botocore's session's
+    (where s3fs hands the rest). Read off the installed versions, so an upgrade needs no edit."""
+    import inspect
+
+    import s3fs
+    from aiobotocore.session import AioSession
+
+    names: set[str] = set()
+    for function in (s3fs.S3FileSystem.__init__, AioSession.__init__):
+        names.update(name for name, p in inspect.signature(function).parameters.items()
+                     if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and name != "self")
+    return frozenset(names | {"use_listings_cache", "listings_expiry_time", "max_paths", "skip_instance_cache"})
+
+
+def _refuse_unknown_s3_options(options: dict[str, Any]) -> None:
+    """An option s3fs does not take would surface as a TypeError deep in botocore at the first
+    request; refuse it up front, naming it and the closest known option."""
+    import difflib
+
+    known = _s3fs_option_names() | set(_S3_OPTION_ALIASES) | _S3_IGNORED_OPTIONS | {"single_writer", "fsync"}
+    unknown = sorted(k for k in options if k not in known and k.lower() not in _S3_OPTION_ALIASES
+                     and k.lower() not in _S3_IGNORED_OPTIONS)
+    if unknown:
+        close = difflib.get_close_matches(unknown[0].lower(), sorted(known), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise InvalidArgumentError(
+            f"unknown S3 storage option(s) {unknown}{hint}: use s3fs's options or the AWS-style ones "
+            f"({', '.join(sorted(_S3_OPTION_ALIASES))}); nothing was opened")
+
+
 def _s3_kwargs(options: dict[str, Any]) -> dict[str, Any]:
+    _refuse_unknown_s3_options(options)
     kwargs: dict[str, Any] = {}
     client_kwargs: dict[str, Any] = dict(options.pop("client_kwargs", {}) or {})
     for key, value in options.items():
@@ -627,8 +663,8 @@ def _s3_kwargs(options: dict[str, Any]) -> dict[str, Any]:
             client_kwargs["region_name"] = value
         elif alias is not None:
             kwargs[alias] = value
-        elif key.lower() in ("aws_allow_http", "allow_http", "aws_s3_allow_unsafe_rename", "conditional_put"):
-            continue  # delta-rs options with no s3fs meaning
+        elif key.lower() in _S3_IGNORED_OPTIONS:
+            continue
         else:
             kwargs[key] = value
     if client_kwargs:
@@ -640,15 +676,31 @@ def _s3_kwargs(options: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
-def _truthy(v: Any) -> bool:
-    return v is True or (isinstance(v, str) and v.strip().lower() in ("1", "true", "yes"))
+_TRUE_WORDS = ("1", "true", "yes", "on")
+_FALSE_WORDS = ("0", "false", "no", "off")
+
+
+def _switch(name: str, value: Any) -> bool:
+    """A storage option that switches something on or off. A word that is neither (say 'maybe')
+    is refused: read as off, ``fsync=maybe`` would quietly give up durability."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    word = value.strip().lower() if isinstance(value, str) else None
+    if word in _TRUE_WORDS:
+        return True
+    if word in _FALSE_WORDS:
+        return False
+    raise InvalidArgumentError(f"storage option {name}={value!r} must be true or false "
+                               f"({'/'.join(_TRUE_WORDS)} or {'/'.join(_FALSE_WORDS)})")
 
 
 def open_store(uri: str, storage_options: dict[str, Any] | None = None) -> LogStore:
     """Pick the store for a URI: plain path / file://, memory://, s3:// or any fsspec scheme."""
     options = dict(storage_options or {})
-    single_writer = _truthy(options.pop("single_writer", False))
-    fsync = options.pop("fsync", True)
+    single_writer = _switch("single_writer", options.pop("single_writer", False))
+    fsync = _switch("fsync", options.pop("fsync", True))
     uri = str(uri)
     parsed = urlparse(uri)
     scheme = parsed.scheme.lower() if len(parsed.scheme) > 1 else ""  # 'C:' is a drive, not a scheme
@@ -661,8 +713,7 @@ def open_store(uri: str, storage_options: dict[str, Any] | None = None) -> LogSt
                                             else ""))
     if scheme in ("", "file", "local"):
         path = parsed.path if scheme else uri
-        return LocalLogStore(uri, path, fsync=_truthy(fsync) if isinstance(fsync, str) else bool(fsync),
-                             single_writer=single_writer)
+        return LocalLogStore(uri, path, fsync=fsync, single_writer=single_writer)
     if scheme == "memory":
         fs = fsspec.filesystem("memory")
         return MemoryLogStore(uri, fs, "/" + (parsed.netloc + parsed.path).strip("/"), single_writer=single_writer)

@@ -221,7 +221,10 @@ def _column_rules(c: MergeClause, assignments: dict[str, Expr], rules: "WriteRul
         refuse_generated_inputs(rules, assignments, "MERGE UPDATE")
         return with_update_assignments(rules, assignments, target, keep_alias=ta)
     refuse_explicit_values(rules.identity, set(assignments), "MERGE INSERT")
-    return with_update_assignments(rules, assignments, target, insert=True)
+    # identity values are assigned when the rows are built (merge_rows), after these expressions:
+    # a generated column reading one is computed from the built row, as an append does
+    later = frozenset(s.column for s in rules.identity if s.column not in assignments)
+    return with_update_assignments(rules, assignments, target, insert=True, assigned_later=later)
 
 
 def _bind_assignments(c: MergeClause, target: pa.Schema, source: pa.Schema, ta: str, sa: str,

@@ -58,9 +58,9 @@ from .struct_fields import FieldAssignments, with_fields
 from .merge_on_read import mark_changed, materialized, record_read, row_columns, stage_changed_rows, uses_deletion_vectors
 from .rewrite import write_files
 from . import change_feed
-from ..constraints import rules_for
-from ..data import assign_value
-from ..identity import assigner
+from ..constraints import generated_values, rules_for
+from ..data import assign_value, refuse_missing_required
+from ..identity import Origin, assigner, given_bounds
 from ..defaults import default_sql, default_values, fill
 
 if TYPE_CHECKING:
@@ -222,7 +222,10 @@ class MergeExecutor:
         self._added: pa.Table | None = None
         rules = rules_for(self.schema, tx.properties, tx.protocol)
         self.identity = {s.column: s for s in rules.identity} if rules is not None else {}
-        self.assigned_identity = False  # inserts got identity values: written in files of their own
+        self.generated = {g.column: g for g in rules.generated} if rules is not None else {}
+        # where the inserted rows' identity values come from (None: no row inserted); on a table
+        # with identity columns they are written in files of their own (see _write)
+        self.insert_origin: Origin | None = None
         self.metrics: dict[str, Any] = {
             "numSourceRows": self.source.num_rows,
             "numTargetRowsInserted": 0, "numTargetRowsUpdated": 0, "numTargetRowsDeleted": 0,
@@ -596,6 +599,7 @@ class MergeExecutor:
     def _typed(self, expr: Expr, view: pa.Table, field: pa.Field, clause: BoundClause) -> pa.Array | pa.ChunkedArray:
         values = evaluate(expr, view)
         if not values.type.equals(field.type):
+            refuse_missing_required(values.type, field.type, field.name, f"MERGE {clause.action} value {expr}")
             try:
                 values = assign_value(values, field.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
@@ -620,6 +624,8 @@ class MergeExecutor:
         codes = np.full(rows.num_rows, -1, dtype=np.int32)
         _first_clause(not_matched, view, np.ones(rows.num_rows, dtype=bool), 0, codes)
         out = []
+        generated: set[str] = set()  # identity columns some clause left to the writer
+        given: dict[str, list[tuple[int, int]]] = {}  # identity columns some clause gave values for
         for j, clause in enumerate(not_matched):
             selected = codes == j
             if selected.any():
@@ -627,15 +633,35 @@ class MergeExecutor:
                 columns = [
                     self._typed(clause.assignments[f.name], chosen, f, clause) if f.name in clause.assignments
                     else self._identity_values(f, chosen.num_rows) if f.name in self.identity
+                    else pa.nulls(chosen.num_rows, f.type) if f.name in self.generated  # computed below
                     else self._null_column(f, chosen.num_rows, clause)
                     for f in self.schema
                 ]
-                out.append(pa.Table.from_arrays(columns, schema=self.schema))
+                out.append(self._with_generated(pa.Table.from_arrays(columns, schema=self.schema), clause))
+                for c in self.identity:
+                    if c not in clause.assignments:
+                        generated.add(c)
+                    elif (bounds := given_bounds(out[-1].column(c))) is not None:
+                        given.setdefault(c, []).append(bounds)
+                    else:
+                        given.setdefault(c, [])
         if not out:
             return None
+        if self.identity:  # the user's values, by their bounds: a rebase must never move one
+            self.insert_origin = Origin(frozenset(generated), frozenset(given), tuple(
+                (c, min(lo for lo, _ in b), max(hi for _, hi in b)) for c, b in given.items() if b))
         inserted = pa.concat_tables(out)
         self.metrics["numTargetRowsInserted"] = inserted.num_rows
         return inserted
+
+    def _with_generated(self, rows: pa.Table, clause: BoundClause) -> pa.Table:
+        """``rows`` with the generated columns the INSERT clause has no expression for (they read
+        an identity column it leaves out: merge._column_rules) computed from the built rows, now
+        that the identity values are in them — the order an append follows."""
+        for name, g in self.generated.items():
+            if name not in clause.assignments:
+                rows = rows.set_column(rows.schema.get_field_index(name), g.field, generated_values(g, rows))
+        return rows
 
     def _identity_values(self, field: pa.Field, n: int) -> pa.Array:
         assign = assigner(self.tx)
@@ -643,7 +669,6 @@ class MergeExecutor:
             raise IdentityColumnError(
                 f"MERGE INSERT into identity column {field.name!r} needs values assigned by the "
                 f"committing transaction; run this MERGE with deltatx.Table.merge")
-        self.assigned_identity = True
         return assign(self.identity[field.name], n)
 
     def _null_column(self, field: pa.Field, n: int, clause: BoundClause) -> pa.Array:
@@ -688,12 +713,15 @@ class MergeExecutor:
                 self.metrics["numTargetBytesRemoved"] = int(pc.sum(removed["size"]).as_py() or 0)
         data = [t for t in outputs if t.num_rows]
         if data:
-            # Inserted rows holding fresh identity values go first, in files of their own: a
-            # rebase may have to move those values (tables/identity.py), never rewritten rows'.
-            groups = [data[-1:], data[:-1]] if self.assigned_identity and len(data) > 1 else [data]
+            # Inserted rows go first, in files of their own: a rebase may have to move the
+            # identity values they were given (tables/identity.py), never rewritten rows', and it
+            # must know which files hold only generated values, or only the user's.
+            inserts = self.insert_origin is not None  # then the last output is the inserted rows
+            groups = [data[-1:], data[:-1]] if inserts and len(data) > 1 else [data]
             written = []
-            for group in groups:
-                adds = write_files(self.tx, pa.concat_tables(group, promote_options="default"))
+            for k, group in enumerate(groups):
+                adds = write_files(self.tx, pa.concat_tables(group, promote_options="default"),
+                                   origin=self.insert_origin if inserts and k == 0 else None)
                 self.tx.stage_adds(adds)
                 written.append(adds)
                 self.metrics["numTargetFilesAdded"] += adds.num_rows

@@ -7,16 +7,19 @@ from typing import TYPE_CHECKING, Any
 
 from ...txnlog import row_tracking
 from ...txnlog.features import required_protocol
-from ...txnlog.in_commit_timestamps import ENABLEMENT_TIMESTAMP, ENABLEMENT_VERSION
 from .. import properties as props
 from ..stats_columns import check_stats_columns
 from .clustering import check_stats_cover_clustering, is_clustered_table, refuse_feature_property
+from .row_tracking_backfill import refuse_while_suspended, refuse_without_backfill
 
 if TYPE_CHECKING:
     from ..transaction import Transaction
 
 
-def stage_set_properties(tx: "Transaction", properties: dict[str, Any]) -> None:
+def stage_set_properties(tx: "Transaction", properties: dict[str, Any], *, backfill_first: bool = False) -> None:
+    """Stage SET TBLPROPERTIES. ``backfill_first``: the caller (Table.set_properties) commits the
+    row-tracking protocol upgrade and backfill before this, so files without row ids now do not
+    refuse turning it on; a transaction's own call refuses them (see refuse_without_backfill)."""
     new = props.validate_properties(properties)
     if any(k.startswith("delta.constraints.") for k in new):
         from ...errors import InvalidConstraintError
@@ -28,15 +31,12 @@ def stage_set_properties(tx: "Transaction", properties: dict[str, Any]) -> None:
     if not is_clustered_table(tx):
         refuse_feature_property(new)
     config = dict(tx.metadata.configuration)
-    for key in (ENABLEMENT_VERSION, ENABLEMENT_TIMESTAMP):
-        if key in new and new[key] != config.get(key):
-            from ...errors import InvalidPropertyError
-
-            raise InvalidPropertyError(
-                f"{key} is kept by the writer that turns in-commit timestamps on (it records where "
-                f"they start) and cannot be set: set delta.enableInCommitTimestamps=true instead")
+    props.refuse_writer_kept(new, config)
     config.update(new)
     config = row_tracking.with_materialized_names(config)
+    refuse_while_suspended(tx, config)
+    if not backfill_first:
+        refuse_without_backfill(tx, config)
     protocol = required_protocol(config, tx.schema, props.requested_protocol(new, tx.protocol))
     check_stats_columns(tx.schema, tx.partition_columns, config)
     check_stats_cover_clustering(tx.protocol, tx.domains, tx.schema, config)

@@ -66,14 +66,17 @@ def options_for(properties: dict[str, str]) -> WriteOptions:
 
 
 def write_files(tx: "Transaction", data: pa.Table | pa.RecordBatchReader, schema: pa.Schema | None = None,
-                data_change: bool = True, *, absent: frozenset[str] = frozenset()) -> pa.Table:
+                data_change: bool = True, *, absent: frozenset[str] = frozenset(),
+                origin: "identity.Origin | None" = None) -> pa.Table:
     """Write data files for this transaction's table; returns add actions (not yet staged).
 
     Every row written with ``data_change`` passes the table's rules first (tables/constraints.py:
     CHECK constraints, invariants, generated columns; identity and generated columns named in
     ``absent`` are filled in) — the one place all write paths share, so none can skip them.
     Rows read with ``_metadata.row_id``/``row_commit_version`` keep them in the table's
-    materialized row-tracking columns (merge_on_read.physical)."""
+    materialized row-tracking columns (merge_on_read.physical). ``origin``: where the rows'
+    identity values come from, for new rows (append, overwrite, MERGE INSERT); None for rows a
+    DML copies (tables/identity.py: a rebase moves only values the transaction generated)."""
     options = write_options(tx)
     rules = rules_for(tx.schema, tx.properties, tx.protocol) if data_change else None
     if rules is not None:
@@ -83,7 +86,7 @@ def write_files(tx: "Transaction", data: pa.Table | pa.RecordBatchReader, schema
     adds = write_data_files(tx.store, data, schema or tx.schema, tx.partition_columns, options,
                             data_change=data_change)
     if rules is not None and rules.identity:
-        identity.note_written(tx, adds)
+        identity.note_written(tx, adds, rules.identity, origin)
     return adds
 
 

@@ -5,7 +5,8 @@
 2. ``ROW TRACKING BACKFILL`` — every file still without a ``baseRowId`` is re-added unchanged
    (``dataChange=false``, same path and DV); the transaction hands out their ids above the
    watermark like for any add. A concurrent writer that removes or re-adds one of these files
-   copies the ids the backfill gave it (the checker's rule #5);
+   copies the ids the backfill gave it; a backfill that loses the race to one drops its re-adds
+   of the paths the winner removed or added, whose files have ids already (the checker's #5);
 3. ``SET TBLPROPERTIES`` — ``delta.enableRowTracking=true`` with the generated materialized column
    names: readers may now rely on every row having an id.
 
@@ -15,6 +16,9 @@ Parquet footer, which the backfill's re-add then carries in its stats. Both are 
 :func:`needs_backfill`, before commit 1: a file whose count cannot be had refuses the enablement
 with nothing committed, instead of leaving a table upgraded to a protocol other writers (deltalake)
 cannot write, with row tracking still off.
+
+The backfill cannot join a transaction (:func:`refuse_without_backfill`): inside one, the property
+is refused while files the commit leaves have no ids, as Delta has no single-commit enablement.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from ...expr import FALSE
 from ...io.paths import data_file_path, decode_path
 from ...txnlog import row_tracking
 from ...txnlog.features import required_protocol
+from ...txnlog.replay import without_paths
 from ...txnlog.stats import record_counts
 
 if TYPE_CHECKING:
@@ -52,6 +57,59 @@ def needs_backfill(tx: "Transaction", properties: dict[str, object]) -> bool:
     if needed and files.num_rows:
         with_record_counts(tx, files.filter(pc.is_null(files["baseRowId"])))
     return needed
+
+
+def refuse_while_suspended(tx: "Transaction", configuration: dict[str, str]) -> None:
+    """Delta's ``DELTA_ROW_TRACKING_ILLEGAL_PROPERTY_COMBINATION``: row tracking cannot be turned on
+    while ``delta.rowTrackingSuspended=true``. Writers of a suspended table assign no ids, so the
+    backfill would give its files none and readers would rely on ids the rows lack. Unsuspending
+    in the same change is not enough either: the backfill commits before the property change, on
+    the still suspended table. Checked before the protocol upgrade commits (on Table.set_properties'
+    probe), so nothing is committed."""
+    if not row_tracking.is_enabled(configuration) or row_tracking.is_enabled(tx.properties):
+        return  # not turning it on (or it is on already, set by another engine)
+    if not (row_tracking.is_suspended(configuration) or row_tracking.is_suspended(tx.properties)):
+        return
+    from ...errors import InvalidPropertyError
+
+    raise InvalidPropertyError(
+        f"{row_tracking.ENABLE_ROW_TRACKING}=true cannot be set while {row_tracking.ROW_TRACKING_SUSPENDED}=true "
+        f"(writers of a suspended table assign no row ids): set {row_tracking.ROW_TRACKING_SUSPENDED}=false "
+        f"first, in a commit of its own; nothing was committed")
+
+
+def refuse_without_backfill(tx: "Transaction", configuration: dict[str, str]) -> None:
+    """Refuse to turn row tracking on in one commit while some file would be left without ids.
+
+    The backfill is a commit of its own, after the protocol upgrade and before the property
+    (:meth:`Table.set_properties` runs all three): only then is every file a concurrent writer
+    adds sure to get ids too, and its re-adds (``dataChange=false``, the files as committed) do
+    not mix with a transaction's own removes and re-adds of the same paths. So inside a
+    transaction the property is accepted only when every file it leaves has ids or is one the
+    commit adds itself (they get ids as it commits, the protocol it stages listing the feature);
+    otherwise :class:`UnsupportedOperationError`, like OPTIMIZE joining a transaction, before
+    anything is staged. ``configuration`` is the table's configuration the change would leave."""
+    if not row_tracking.is_enabled(configuration) or row_tracking.is_enabled(tx.properties):
+        return
+    files = tx.current_files()
+    if not files.num_rows or not files["baseRowId"].null_count:
+        return
+    missing = files.filter(pc.is_null(files["baseRowId"]))
+    own, _ = tx.staged_file_actions()
+    if own.num_rows:
+        missing = without_paths(missing, own["path"])
+    if not missing.num_rows:
+        return
+    from ...errors import UnsupportedOperationError
+
+    first = missing["path"][0].as_py()
+    more = f" and {missing.num_rows - 1} more" if missing.num_rows > 1 else ""
+    raise UnsupportedOperationError(
+        f"turning row tracking on ({row_tracking.ENABLE_ROW_TRACKING}=true) cannot join a transaction "
+        f"while files have no row ids ({first!r}{more}): it runs in commits of its own (protocol "
+        f"upgrade, a backfill giving those files ids, then the property); call "
+        f"Table.set_properties({{{row_tracking.ENABLE_ROW_TRACKING!r}: 'true'}}) outside the transaction. "
+        f"Nothing was staged")
 
 
 def with_record_counts(tx: "Transaction", files: pa.Table) -> pa.Table:

@@ -16,7 +16,7 @@ from ...errors import InvalidArgumentError, ReplaceWhereViolationError
 from ...expr import bind_predicate, parse_predicate, to_arrow
 from ..constraints import WriteRules, rules_for
 from ..data import Widening, conform, conform_table, data_schema, resolve_write_schema, to_reader, with_table_names
-from ..identity import assigner, refuse_explicit_values
+from ..identity import Origin, assigner, refuse_explicit_values
 from . import change_feed
 from .partition_overwrite import DYNAMIC, overwrite_mode, stage_partition_overwrite
 from .rewrite import num_records, remove_matching_rows, write_files
@@ -69,7 +69,7 @@ def stage_append(tx: "Transaction", data: Any, *, schema_mode: str | None = None
     reader = with_table_names(to_reader(data), tx.schema)  # ID writes id: Delta ignores case
     schema = _evolve_schema(tx, data_schema(reader), schema_mode)
     absent = _computed_columns(tx, reader.schema, "append")
-    adds = write_files(tx, conform(reader, schema, absent), schema, absent=absent)
+    adds = write_files(tx, conform(reader, schema, absent), schema, absent=absent, origin=Origin.new_rows(absent))
     tx.stage_adds(adds)
     if app_id is not None:
         tx.stage_txn(app_id, int(app_version))
@@ -93,15 +93,16 @@ def stage_overwrite(tx: "Transaction", data: Any, *, where: str | None = None, s
     schema = _evolve_schema(tx, data_schema(reader), schema_mode)
     absent = _computed_columns(tx, reader.schema, "overwrite")
     params: dict[str, Any] = {"mode": "Overwrite", "partitionBy": tx.partition_columns}
+    origin = Origin.new_rows(absent)
     if dynamic:
-        adds = write_files(tx, conform(reader, schema, absent), schema, absent=absent)
+        adds = write_files(tx, conform(reader, schema, absent), schema, absent=absent, origin=origin)
         removed, deleted_rows = stage_partition_overwrite(tx, adds), None
     elif where is None:
         _, files = tx.scan(None)
         removed = files.num_rows
         change_feed.files_leaving(tx, files)
         tx.stage_removes(files)
-        adds = write_files(tx, conform(reader, schema, absent), schema, absent=absent)
+        adds = write_files(tx, conform(reader, schema, absent), schema, absent=absent, origin=origin)
         deleted_rows = None
     else:
         pred = bind_predicate(parse_predicate(where), schema)
@@ -118,7 +119,7 @@ def stage_overwrite(tx: "Transaction", data: Any, *, where: str | None = None, s
             )
         stats = remove_matching_rows(tx, pred)
         removed, deleted_rows = stats["numRemovedFiles"], stats["numDeletedRows"]
-        adds = write_files(tx, table, schema)
+        adds = write_files(tx, table, schema, origin=origin)
     tx.stage_adds(adds)
     metrics = {"numFiles": adds.num_rows, "numOutputRows": num_records(adds), "numRemovedFiles": removed,
                "numOutputBytes": pc.sum(adds["size"]).as_py() or 0}

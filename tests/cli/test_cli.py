@@ -337,6 +337,10 @@ def test_an_unknown_s3_storage_option_is_one_line_exit_2(capsys, s3_bucket):
     with pytest.raises(InvalidArgumentError, match="unknown S3 storage option"):
         deltatx.Table(uri, storage_options={**options, "bogus": "1"})
     assert deltatx.Table(uri, storage_options={**options, "aws_allow_http": "true"}).version == 0
+    # deltalake's spelling, upper-case as its users write it, opens the same table
+    rs_style = {"AWS_ENDPOINT": options["endpoint_url"], "AWS_ACCESS_KEY_ID": "testing",
+                "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"}
+    assert deltatx.Table(uri, storage_options=rs_style).version == 0
 
 
 @pytest.mark.parametrize("word, durable", [("on", True), ("YES", True), ("1", True), ("off", False), ("0", False)])

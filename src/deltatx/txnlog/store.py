@@ -607,6 +607,9 @@ class UnsafeLogStore(LogStore):
 
 _S3_OPTION_ALIASES = {
     "aws_endpoint_url": "endpoint_url",
+    "aws_endpoint": "endpoint_url",  # delta-rs / object_store spell it both ways
+    "endpoint": "endpoint_url",
+    "aws_default_region": "region",
     "endpoint_url": "endpoint_url",
     "aws_access_key_id": "key",
     "access_key_id": "key",
@@ -619,7 +622,8 @@ _S3_OPTION_ALIASES = {
 
 
 #: delta-rs options with no s3fs meaning, accepted so one set of options opens a table in both
-_S3_IGNORED_OPTIONS = frozenset({"aws_allow_http", "allow_http", "aws_s3_allow_unsafe_rename", "conditional_put"})
+_S3_IGNORED_OPTIONS = frozenset({"aws_allow_http", "allow_http", "aws_s3_allow_unsafe_rename", "conditional_put",
+                                 "aws_conditional_put"})
 
 
 def _s3fs_option_names() -> frozenset[str]:

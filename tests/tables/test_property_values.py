@@ -131,6 +131,16 @@ def test_an_unknown_delta_key_is_refused_naming_the_closest_known_one(tmp_path, 
     assert deltatx.Table(uri).properties["delta.universalFormat.enabledFormats"] == "iceberg"
 
 
+def test_a_configuration_delta_3_2_wrote_can_be_copied_into_a_new_table(tmp_path):
+    """Delta 3.2 names in-commit timestamps' keys with a -preview suffix: a table made like one of
+    its tables (create_table(properties=other.properties), the harness's fresh copies) is accepted."""
+    preview = {"delta.enableInCommitTimestamps-preview": "true",
+               "delta.inCommitTimestampEnablementVersion-preview": "0",
+               "delta.inCommitTimestampEnablementTimestamp-preview": "1700000000000"}
+    t = deltatx.create_table(str(tmp_path / "t"), SCHEMA, properties=preview)
+    assert {k: t.properties[k] for k in preview} == preview
+
+
 def test_checkpoint_policy_is_stored_in_the_lower_case_spark_compares_it_in(tmp_path):
     t = _table(str(tmp_path / "t"))
     t.set_properties({"delta.checkpointPolicy": "V2"})

@@ -159,7 +159,9 @@ _OTHER_DELTA_KEYS = (
     "delta.dropFeatureTruncateHistory.retentionDuration", "delta.autoOptimize",
     "delta.enableChangeDataCapture", "delta.universalFormat.enabledFormats", "delta.enableIcebergCompatV3",
     "delta.enableIcebergWriterCompatV1", "delta.enableIcebergWriterCompatV3",
-    "delta.enableInCommitTimestamps-preview", "delta.rowTrackingSuspended", "delta.enableVariantShredding",
+    "delta.enableInCommitTimestamps-preview", "delta.inCommitTimestampEnablementVersion-preview",
+    "delta.inCommitTimestampEnablementTimestamp-preview",  # Delta 3.2's names, in its tables' logs
+    "delta.parquet.format.version", "delta.rowTrackingSuspended", "delta.enableVariantShredding",
     "delta.coordinatedCommits.commitCoordinator-preview", "delta.coordinatedCommits.commitCoordinatorConf-preview",
     "delta.coordinatedCommits.tableConf-preview", "delta.parquet.compression.codec", "delta.timeUntilArchived",
     row_tracking.MATERIALIZED_ROW_ID, row_tracking.MATERIALIZED_ROW_COMMIT_VERSION, PROTECTED_BEFORE,

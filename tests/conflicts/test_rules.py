@@ -45,8 +45,8 @@ def updating_part_1(**kwargs) -> TransactionInfo:
 
 def test_checks_run_in_deltas_order():
     assert [name for name, _ in CHECKS] == [
-        "protocol", "metadata", "domains", "app_ids", "backfill", "enablement", "row_ids", "row_level",
-        "added_files", "deleted_read", "deleted_deleted",
+        "protocol", "metadata", "domains", "app_ids", "backfill", "row_ids", "row_level",
+        "added_files", "deleted_read", "deleted_deleted", "enablement",
     ]
 
 

@@ -300,3 +300,18 @@ def test_row_tracking_is_not_turned_on_while_suspended(table_uri, inside):
     deltatx.Table(table_uri).set_properties({"delta.rowTrackingSuspended": "false"})
     deltatx.Table(table_uri).set_properties(RT)
     assert len(row_ids(table_uri)) == 9
+
+
+def test_an_overwrite_that_enables_row_tracking_loses_to_an_append_as_in_delta(table_uri):
+    """Delta's own rule sees this one first: the append added data the overwrite read."""
+    from deltatx.errors import ConcurrentAppendException
+
+    make(table_uri)
+    tx = deltatx.Table(table_uri).transaction()
+    tx.overwrite(_rows([7]))
+    tx.set_properties(RT)
+    deltatx.Table(table_uri).append(_rows([8]))
+    version = deltatx.Table(table_uri).version
+    with pytest.raises(ConcurrentAppendException):
+        tx.commit()
+    assert deltatx.Table(table_uri).version == version

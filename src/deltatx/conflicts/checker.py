@@ -21,25 +21,26 @@ The checks run in Delta's order (``CHECKS``), one named function each:
 4. ``app_ids``         the winner set a ``txn`` version for an appId we looked up (or write).
 5. ``backfill``        a row-tracking backfill that lost drops its re-adds of every path the
                        winner removed or added, and commits the rest (Delta's #5, backfill side).
-6. ``enablement``      a commit that turns row tracking on conflicts with a winner that added
-                       files without row ids (no Delta rule: Delta enables it only after a backfill).
-7. ``row_ids``         row tracking (Delta's #5, #7, #8): files a winning backfill gave ids keep
+6. ``row_ids``         row tracking (Delta's #5, #7, #8): files a winning backfill gave ids keep
                        them; ids this transaction handed out (above its read watermark) move above
                        the winner's watermark, and a watermark it writes never falls below the
                        winner's; adds stamped with the winner's version move past it.
-8. ``row_level``       files both sides changed through deletion vectors are settled row by row
+7. ``row_level``       files both sides changed through deletion vectors are settled row by row
                        (:mod:`.row_level`): only a shared row conflicts (checked before added
                        files, so that a row both changed is reported as that); otherwise rebase
                        onto the union DV. OPTIMIZE and DML follow each other's rows by row id.
-9. ``added_files``     the winner added files our read predicates could have matched. Candidates
+8. ``added_files``     the winner added files our read predicates could have matched. Candidates
                        depend on the isolation level (S: all adds; WS: adds of non-blind-append
                        winners unless we change metadata; SI: none). With ``use_stats`` a file
                        conflicts only if the *whole* predicate may match it by partition values
                        and min/max stats; without, Delta's partition-level rule applies. On
                        deletion-vector tables a DV re-add or a compaction's add holds no new rows.
-10. ``deleted_read``   the winner removed a file we read (by path), or removed anything while we
+9. ``deleted_read``    the winner removed a file we read (by path), or removed anything while we
                        read the whole table — except the files ``row_level`` settled.
-11. ``deleted_deleted`` the winner removed a file we also remove (by path) — same exception.
+10. ``deleted_deleted`` the winner removed a file we also remove (by path) — same exception.
+11. ``enablement``     a commit that turns row tracking on conflicts with a winner that added
+                       files without row ids (no Delta rule: Delta enables it only after a
+                       backfill); last, so that Delta's own rules name what they also see.
 
 The checks take the winner plus what the committer loaded for it (:class:`WinnerRows`: decoded
 DVs, row-id columns); they never read storage themselves.
@@ -576,12 +577,14 @@ CHECKS: list[tuple[str, Check]] = [
     ("domains", check_domain_metadata),
     ("app_ids", check_app_transaction_ids),
     ("backfill", drop_backfill_readds_the_winner_touched),
-    ("enablement", check_rows_without_ids),
     ("row_ids", rebase_row_ids),
     ("row_level", check_row_level_changes),
     ("added_files", check_added_files_vs_read_predicates),
     ("deleted_read", check_deleted_files_vs_read_files),
     ("deleted_deleted", check_deleted_files_vs_deleted_files),
+    # last: Delta's own rules name a conflict they also see with their own exception (an overwrite
+    # that enables row tracking while an append lands is ConcurrentAppendException, as in Delta)
+    ("enablement", check_rows_without_ids),
 ]
 
 

@@ -7,6 +7,8 @@ first, then the loser commits and must move its identity values above the winner
 
 from __future__ import annotations
 
+import os
+
 import orjson
 import pyarrow as pa
 import pytest
@@ -278,3 +280,39 @@ def test_racing_merge_inserts_with_a_generated_column_both_commit(table_uri):
     assert sorted(r["id"] for r in rows) == [1, 2, 3, 4, 5]
     assert {r["k"]: r["id"] for r in rows if r["k"] <= 2} == {1: 1, 2: 2}
     assert all(r["g"] == r["id"] * 10 for r in rows), rows
+
+
+def test_a_rebase_that_fails_midway_through_the_change_feed_leaves_no_file_behind(tmp_path):
+    """The first change data file is rewritten, the second overflows its generated column: the
+    commit fails typed, and neither the new copies nor the old files outlive the transaction."""
+    import glob
+    import json
+
+    from deltatx.errors import DeltaTxError
+
+    uri = str(tmp_path / "t")
+    factor = (2**63 - 1) // 6  # ids 1..6 fit; moved to 4..7, the generated value of 6 and 7 overflow
+    schema = pa.schema([("id", pa.int64()), ("k", pa.int64()), ("p", pa.int64()), ("g", pa.int64())])
+    deltatx.create_table(uri, schema, partition_by=["p"], identity_columns={"id": {"start": 1, "step": 1, "always": True}},
+                         generated_columns={"g": f"id * {factor}"},
+                         properties={"delta.enableChangeDataFeed": "true", "delta.enableDeletionVectors": "true"})
+
+    def rows(keys: list[int], part: int) -> pa.Table:
+        return pa.table({"k": pa.array(keys, pa.int64()), "p": pa.array([part] * len(keys), pa.int64())})
+
+    deltatx.Table(uri).append(rows([1], 0))
+    deltatx.Table(uri).append(rows([2], 1))
+    loser = deltatx.Table(uri).transaction()
+    loser.append(rows([10, 12], 0))
+    loser.append(rows([11, 13], 1))
+    loser.delete("k IN (1, 2, 10, 11)")
+    deltatx.Table(uri).append(rows([20], 0))  # takes id 3: the loser's 3..6 must move to 4..7
+    version = deltatx.Table(uri).version
+    with pytest.raises(DeltaTxError, match="overflow"):
+        loser.commit()
+    table = deltatx.Table(uri)
+    assert table.version == version
+    live = set(table.files()["path"].to_pylist())
+    logged_cdc = {a["cdc"]["path"] for f in glob.glob(f"{uri}/_delta_log/*.json") for a in map(json.loads, open(f)) if "cdc" in a}
+    on_disk = {os.path.relpath(p, uri) for p in glob.glob(f"{uri}/**/*.parquet", recursive=True)}
+    assert on_disk <= live | logged_cdc, sorted(on_disk - live - logged_cdc)

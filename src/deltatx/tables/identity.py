@@ -558,17 +558,26 @@ class _Move:
             if column not in self._checked and self._feed_holds_run(paths, column):
                 self.refuse_if_ambiguous(column)
         sizes = staged.column("size").to_pylist()
-        for i, path in enumerate(paths):
-            relative = decode_path(path)
-            rows = _read(tx, relative)
-            new = pc.is_in(rows.column("_change_type"), value_set=pa.array(["insert", "update_postimage"]))
-            rows, moved = self._shifted(rows, list(self.shifts), new)
-            if moved is None:
-                continue
-            rows = self._follow_rules(rows, moved, staged.slice(i, 1), check=False)
-            new_relative, sizes[i] = _write_beside(tx, relative, rows)
-            tx.store.delete_files([relative])  # never committed: this transaction's own
-            paths[i] = encode_path(new_relative)
+        replaced: list[str] = []  # the old files, dropped once every rewrite has succeeded
+        written: list[str] = []  # the new ones, dropped if one fails (the staged list still names the old)
+        try:
+            for i, path in enumerate(paths):
+                relative = decode_path(path)
+                rows = _read(tx, relative)
+                new = pc.is_in(rows.column("_change_type"), value_set=pa.array(["insert", "update_postimage"]))
+                rows, moved = self._shifted(rows, list(self.shifts), new)
+                if moved is None:
+                    continue
+                rows = self._follow_rules(rows, moved, staged.slice(i, 1), check=False)
+                new_relative, sizes[i] = _write_beside(tx, relative, rows)
+                written.append(new_relative)
+                replaced.append(relative)
+                paths[i] = encode_path(new_relative)
+        except BaseException:
+            tx.store.delete_files(written)
+            raise
+        if replaced:
+            tx.store.delete_files(replaced)  # never committed: this transaction's own
         tx.replace_change_files(staged.set_column(staged.schema.get_field_index("path"), "path", pa.array(paths, pa.string()))
                                 .set_column(staged.schema.get_field_index("size"), "size", pa.array(sizes, pa.int64())))
 

@@ -24,6 +24,7 @@ import os
 import re
 import threading
 import uuid
+import warnings
 from dataclasses import dataclass
 from typing import Any, Hashable
 from urllib.parse import urlparse
@@ -618,12 +619,44 @@ _S3_OPTION_ALIASES = {
     "aws_session_token": "token",
     "aws_region": "region",
     "region": "region",
+    "region_name": "region",  # botocore's name, as boto3 users write it
+    "aws_profile": "profile",  # delta-rs's AWS_PROFILE: a profile of ~/.aws/config
 }
 
 
-#: delta-rs options with no s3fs meaning, accepted so one set of options opens a table in both
+#: delta-rs options with no s3fs meaning, accepted so one set of options opens a table in both.
+#: Whatever their value, deltatx's commits stay safe: it always commits with a conditional PUT.
 _S3_IGNORED_OPTIONS = frozenset({"aws_allow_http", "allow_http", "aws_s3_allow_unsafe_rename", "conditional_put",
                                  "aws_conditional_put"})
+
+#: object_store's on/off options and the s3fs argument each one sets
+_S3_SWITCH_OPTIONS = {
+    "aws_skip_signature": "anon",
+    "skip_signature": "anon",
+    "aws_request_payer": "requester_pays",
+    "request_payer": "requester_pays",
+}
+
+#: options that pick botocore's S3 addressing style, and the style their "true" picks (their
+#: "false" picks the other one). delta-rs's AWS_S3_ADDRESSING_STYLE names the style itself.
+_S3_ADDRESSING_SWITCHES = {
+    "aws_force_path_style": "path",
+    "aws_virtual_hosted_style_request": "virtual",
+    "virtual_hosted_style_request": "virtual",
+}
+_S3_ADDRESSING_STYLE_OPTION = "aws_s3_addressing_style"
+_S3_ADDRESSING_STYLES = ("path", "virtual")
+
+#: delta-rs's DynamoDB commit lock. deltatx needs none (its S3 commit is a conditional PUT), so a
+#: user's deltalake options are accepted; only a provider delta-rs does not know is refused.
+_S3_LOCKING_PROVIDER_OPTION = "aws_s3_locking_provider"
+_S3_LOCK_OPTIONS = frozenset({_S3_LOCKING_PROVIDER_OPTION, "delta_dynamo_table_name"})
+
+
+def _s3_translated_option_names() -> frozenset[str]:
+    """The delta-rs / object_store option names deltatx understands (lower-case; any case is taken)."""
+    return frozenset(set(_S3_OPTION_ALIASES) | _S3_IGNORED_OPTIONS | set(_S3_SWITCH_OPTIONS)
+                     | set(_S3_ADDRESSING_SWITCHES) | {_S3_ADDRESSING_STYLE_OPTION} | _S3_LOCK_OPTIONS)
 
 
 def _s3fs_option_names() -> frozenset[str]:
@@ -646,33 +679,49 @@ def _refuse_unknown_s3_options(options: dict[str, Any]) -> None:
     request; refuse it up front, naming it and the closest known option."""
     import difflib
 
-    known = _s3fs_option_names() | set(_S3_OPTION_ALIASES) | _S3_IGNORED_OPTIONS | {"single_writer", "fsync"}
-    unknown = sorted(k for k in options if k not in known and k.lower() not in _S3_OPTION_ALIASES
-                     and k.lower() not in _S3_IGNORED_OPTIONS)
+    translated = _s3_translated_option_names()
+    known = _s3fs_option_names() | translated | {"single_writer", "fsync"}
+    unknown = sorted(k for k in options if k not in known and k.lower() not in translated)
     if unknown:
         close = difflib.get_close_matches(unknown[0].lower(), sorted(known), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise InvalidArgumentError(
             f"unknown S3 storage option(s) {unknown}{hint}: use s3fs's options or the AWS-style ones "
-            f"({', '.join(sorted(_S3_OPTION_ALIASES))}); nothing was opened")
+            f"({', '.join(sorted(translated))}); nothing was opened")
 
 
 def _s3_kwargs(options: dict[str, Any]) -> dict[str, Any]:
+    """s3fs's keyword arguments for the user's storage options (s3fs's own or delta-rs's)."""
     _refuse_unknown_s3_options(options)
+    options = dict(options)
     kwargs: dict[str, Any] = {}
     client_kwargs: dict[str, Any] = dict(options.pop("client_kwargs", {}) or {})
+    config_kwargs: dict[str, Any] = dict(options.pop("config_kwargs", {}) or {})
+    switched: dict[str, tuple[str, bool]] = {}  # s3fs argument -> (the option that set it, value)
+    styles: list[tuple[str, str]] = []  # (option, addressing style it asks for)
     for key, value in options.items():
-        alias = _S3_OPTION_ALIASES.get(key.lower())
+        name = key.lower()
+        alias = _S3_OPTION_ALIASES.get(name)
         if alias == "region":
             client_kwargs["region_name"] = value
         elif alias is not None:
             kwargs[alias] = value
-        elif key.lower() in _S3_IGNORED_OPTIONS:
+        elif name in _S3_SWITCH_OPTIONS:
+            _record_switch(switched, _S3_SWITCH_OPTIONS[name], key, _s3_switch_value(name, key, value))
+        elif name in _S3_ADDRESSING_SWITCHES or name == _S3_ADDRESSING_STYLE_OPTION:
+            styles.append((key, _addressing_style(name, key, value)))
+        elif name in _S3_LOCK_OPTIONS:
+            _accept_lock_option(name, key, value)
+        elif name in _S3_IGNORED_OPTIONS:
             continue
         else:
             kwargs[key] = value
+    _apply_switches(kwargs, switched)
+    _apply_addressing_style(config_kwargs, styles)
     if client_kwargs:
         kwargs["client_kwargs"] = client_kwargs
+    if config_kwargs:
+        kwargs["config_kwargs"] = config_kwargs
     # s3fs keeps every folder listing it makes (VACUUM's, create_table's) with no expiry, and then
     # answers open/info from it without a HEAD: a file another process adds later would read as
     # missing for good. S3 reads are strongly consistent; the cache only makes them stale.
@@ -680,8 +729,81 @@ def _s3_kwargs(options: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
-_TRUE_WORDS = ("1", "true", "yes", "on")
-_FALSE_WORDS = ("0", "false", "no", "off")
+def _s3_switch_value(name: str, key: str, value: Any) -> bool:
+    """object_store's request payer is a switch ("true"); the S3 header's own word "requester"
+    is taken as on too, since users copy it from AWS's documentation."""
+    if name.endswith("request_payer") and isinstance(value, str) and value.strip().lower() == "requester":
+        return True
+    return _switch(key, value)
+
+
+def _record_switch(switched: dict[str, tuple[str, bool]], argument: str, key: str, value: bool) -> None:
+    """Two spellings of one switch (AWS_SKIP_SIGNATURE=true, skip_signature=false) that disagree
+    are refused: whichever came last would win without a word."""
+    earlier = switched.get(argument)
+    if earlier is not None and earlier[1] != value:
+        raise InvalidArgumentError(f"storage options {earlier[0]}={earlier[1]} and {key}={value} contradict "
+                                   f"each other (both set s3fs's {argument}); give one")
+    switched[argument] = (key, value)
+
+
+def _apply_switches(kwargs: dict[str, Any], switched: dict[str, tuple[str, bool]]) -> None:
+    """Set each switched s3fs argument, refusing one the user also gave s3fs directly with the
+    opposite value (anon=False with AWS_SKIP_SIGNATURE=true)."""
+    for argument, (key, value) in switched.items():
+        if argument in kwargs and _switch(argument, kwargs[argument]) != value:
+            raise InvalidArgumentError(f"storage options {argument}={kwargs[argument]!r} and {key}={value} "
+                                       f"contradict each other; give one")
+        kwargs[argument] = value
+
+
+def _addressing_style(name: str, key: str, value: Any) -> str:
+    """The botocore addressing style ('path' or 'virtual') one addressing option asks for."""
+    if name == _S3_ADDRESSING_STYLE_OPTION:
+        style = value.strip().lower() if isinstance(value, str) else None
+        if style not in _S3_ADDRESSING_STYLES:
+            raise InvalidArgumentError(f"storage option {key}={value!r} must be "
+                                       f"{' or '.join(repr(s) for s in _S3_ADDRESSING_STYLES)}")
+        return style
+    when_on = _S3_ADDRESSING_SWITCHES[name]
+    when_off = next(s for s in _S3_ADDRESSING_STYLES if s != when_on)
+    return when_on if _switch(key, value) else when_off
+
+
+def _apply_addressing_style(config_kwargs: dict[str, Any], styles: list[tuple[str, str]]) -> None:
+    """Merge the asked-for addressing style into botocore's config (s3fs's config_kwargs), keeping
+    the user's other settings; options that ask for different styles are refused."""
+    if not styles:
+        return
+    s3_config = dict(config_kwargs.get("s3") or {})
+    given = s3_config.get("addressing_style")
+    asked = styles + ([("config_kwargs['s3']['addressing_style']", given)] if given is not None else [])
+    if len({style for _, style in asked}) > 1:
+        raise InvalidArgumentError("storage options ask for different S3 addressing styles ("
+                                   + ", ".join(f"{key} means {style!r}" for key, style in asked) + "); give one")
+    s3_config["addressing_style"] = styles[0][1]
+    config_kwargs["s3"] = s3_config
+
+
+def _accept_lock_option(name: str, key: str, value: Any) -> None:
+    """delta-rs's DynamoDB lock options: accepted, not used. A locking provider other than
+    'dynamodb' (delta-rs's only one) is refused rather than silently dropped. The lock itself is
+    not taken, and a warning says so: a deltalake writer that commits through that lock renames
+    its commit over N.json without a condition, so it can replace a commit deltatx made."""
+    if name != _S3_LOCKING_PROVIDER_OPTION:
+        return  # the lock table's name: nothing to check without the lock
+    if not (isinstance(value, str) and value.strip().lower() == "dynamodb"):
+        raise InvalidArgumentError(f"storage option {key}={value!r}: the only locking provider delta-rs knows is "
+                                   f"'dynamodb'; deltatx needs none (it commits to S3 with a conditional PUT)")
+    warnings.warn(f"storage option {key}={value!r} is ignored: deltatx commits to S3 with a conditional PUT "
+                  f"and does not record its commits in the DynamoDB lock table. Concurrent writers are safe only "
+                  f"if all of them commit with a conditional PUT (deltalake does with aws_conditional_put='etag' "
+                  f"and no locking provider); a writer that commits through the DynamoDB lock can overwrite a "
+                  f"deltatx commit.", UserWarning, stacklevel=4)
+
+
+_TRUE_WORDS = ("1", "true", "yes", "on", "y")
+_FALSE_WORDS = ("0", "false", "no", "off", "n")  # object_store's words, so its users' values parse
 
 
 def _switch(name: str, value: Any) -> bool:

@@ -6,7 +6,7 @@ is :func:`deltatx.harness.run_stress`. Subcommands::
 
     deltatx history URI [--limit N]
     deltatx describe URI
-    deltatx properties URI [--set k=v ...]
+    deltatx properties URI [--set k=v ...] | [--unset KEY ... [--if-exists]]
     deltatx optimize URI [--where PRED] [--target-size BYTES]
     deltatx vacuum URI [--retention-hours H] [--dry-run] [--no-enforce-retention]
     deltatx checkpoint URI
@@ -61,6 +61,12 @@ def _key_value(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
+def _property_name(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a property name, got an empty one")
+    return text.strip()
+
+
 def _number_parser(convert, ok, expected: str):
     """An argparse type: ``convert(text)`` that must satisfy ``ok``; else "expected <expected>"."""
     def parse(text: str):
@@ -94,9 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("describe", parents=[common], help="schema, partitioning, properties, files, size, protocol")
 
-    p = sub.add_parser("properties", parents=[common], help="show table properties, or set some with --set")
+    p = sub.add_parser("properties", parents=[common],
+                       help="show table properties, set some with --set or remove some with --unset")
     p.add_argument("--set", action="append", type=_key_value, default=[], metavar="K=V", dest="set_values",
                    help="property to set (repeatable); all are committed as one version")
+    p.add_argument("--unset", action="append", type=_property_name, default=[], metavar="KEY", dest="unset_keys",
+                   help="property to remove (repeatable; UNSET TBLPROPERTIES); all are committed as one version")
+    p.add_argument("--if-exists", action="store_true",
+                   help="with --unset: skip keys the table does not have instead of failing")
 
     p = sub.add_parser("optimize", parents=[common], help="compact small files")
     p.add_argument("--where", default=None, help="only files matching this SQL predicate")
@@ -321,19 +332,36 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 
 def cmd_properties(args: argparse.Namespace) -> int:
+    _check_property_changes(args)
     table = _open(args)
     committed = False
+    # values the table has already, or only missing keys with --if-exists, commit nothing
+    # (attempts == 0): say so
     if args.set_values:
-        # values the table has already commit nothing (attempts == 0): say so
         committed = table.set_properties(dict(args.set_values)).attempts > 0
+    elif args.unset_keys:
+        try:
+            committed = table.unset_properties(args.unset_keys, if_exists=args.if_exists).attempts > 0
+        except InvalidPropertyError as exc:  # say it in the command line's words
+            raise InvalidPropertyError(str(exc).replace("pass if_exists=True", "pass --if-exists")) from None
     properties = table.properties
     if args.json:
         _print_json({"version": table.version, "committed": committed, "properties": properties})
         return EXIT_OK
+    changing = bool(args.set_values or args.unset_keys)
     title = f"Properties at version {table.version}" + (" (committed)" if committed else
-                                                         " (nothing changed)" if args.set_values else "")
+                                                         " (nothing changed)" if changing else "")
     _console().print(_kv_table(title, sorted(properties.items()) or [("(none)", "")]))
     return EXIT_OK
+
+
+def _check_property_changes(args: argparse.Namespace) -> None:
+    """One change per run: SET and UNSET are separate commands in Delta, each one commit; a key
+    in both would leave its outcome to the order they ran in."""
+    if args.set_values and args.unset_keys:
+        raise CliError("--set and --unset cannot be combined: run one, then the other")
+    if args.if_exists and not args.unset_keys:
+        raise CliError("--if-exists only goes with --unset")
 
 
 def _commit_summary(result) -> dict[str, Any]:

@@ -131,6 +131,45 @@ def test_properties_malformed_set_argument(capsys, table):
     assert deltatx.Table(table.uri).version == 3
 
 
+def test_properties_unset_removes_keys_in_one_commit(capsys, table):
+    run_json(capsys, "properties", table.uri, "--set", "user.a=1", "--set", "user.b=2")
+    changed = run_json(capsys, "properties", table.uri, "--unset", "user.a", "--unset", "DELTA.APPENDONLY")
+    assert changed == {"version": 5, "committed": True, "properties": {"user.b": "2"}}
+    assert deltatx.Table(table.uri).history(1)[0]["operation"] == "UNSET TBLPROPERTIES"
+
+
+def test_properties_unset_a_missing_key_fails_unless_if_exists(capsys, table):
+    err = run_error(capsys, "properties", table.uri, "--unset", "user.missing")
+    assert "InvalidPropertyError" in err and "'user.missing'" in err and "pass --if-exists" in err
+    assert deltatx.Table(table.uri).version == 3
+    skipped = run_json(capsys, "properties", table.uri, "--unset", "user.missing", "--if-exists")
+    assert skipped == {"version": 3, "committed": False, "properties": {"delta.appendOnly": "false"}}
+    assert main(["properties", table.uri, "--unset", "user.missing", "--if-exists"]) == EXIT_OK
+    assert "nothing changed" in capsys.readouterr().out
+    removed = run_json(capsys, "properties", table.uri, "--unset", "user.missing", "--unset", "delta.appendOnly",
+                       "--if-exists")
+    assert removed == {"version": 4, "committed": True, "properties": {}}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--set", "user.a=1", "--unset", "user.b"], "--set and --unset cannot be combined"),
+    (["--if-exists"], "--if-exists only goes with --unset"),
+    (["--set", "user.a=1", "--if-exists"], "--if-exists only goes with --unset"),
+])
+def test_properties_conflicting_options_are_usage_errors(capsys, table, argv, message):
+    err = run_error(capsys, "properties", table.uri, *argv)
+    assert message in err
+    assert deltatx.Table(table.uri).version == 3
+
+
+def test_properties_unset_a_refused_key_is_one_line_exit_2(capsys, table):
+    err = run_error(capsys, "properties", table.uri, "--unset", "delta.minWriterVersion")
+    assert "InvalidPropertyError" in err and "never downgrades the protocol" in err
+    assert main(["properties", table.uri, "--unset", ""]) == EXIT_USAGE
+    assert "property name" in capsys.readouterr().err
+    assert deltatx.Table(table.uri).version == 3
+
+
 # ----------------------------------------------------------------------------------- optimize
 def test_optimize_compacts_small_files(capsys, table):
     result = run_json(capsys, "optimize", table.uri, "--where", "part = 1")

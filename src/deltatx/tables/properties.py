@@ -44,6 +44,9 @@ DV_INLINE_MAX_BYTES = "deltatx.deletionVectors.inlineMaxBytes"
 #: set as properties these upgrade the protocol (as Delta's SET TBLPROPERTIES does); never stored
 MIN_READER_VERSION = "delta.minReaderVersion"
 MIN_WRITER_VERSION = "delta.minWriterVersion"
+#: ``delta.feature.<name>=supported`` asks for a table feature (never stored either)
+FEATURE_PREFIX = "delta.feature."
+
 
 def parse_interval_hours(value: str, key: str = "interval") -> float:
     """``"interval 7 days"`` → 168.0 (the log layer owns the parsing; months/years are refused)."""
@@ -202,6 +205,66 @@ def refuse_writer_kept(new: Mapping[str, str], current: Mapping[str, str]) -> No
             raise InvalidPropertyError(f"{key} is kept by the writer and cannot be set: {why}; nothing was committed")
 
 
+#: ``delta.*`` key prefixes UNSET TBLPROPERTIES refuses, with what to do instead: a constraint
+#: unset as a property would leave rows unchecked without DROP CONSTRAINT's record; a feature is a
+#: protocol entry (the configuration never keeps delta.feature.* keys), not a setting to take away
+_UNSET_REFUSED_PREFIXES = {
+    "delta.constraints.": "a CHECK constraint is dropped with drop_constraint(name), not unset as a property",
+    FEATURE_PREFIX: "a table feature cannot be removed by unsetting a property (deltatx cannot drop table "
+                    "features; Delta does it with ALTER TABLE ... DROP FEATURE)",
+}
+
+
+def keys_to_unset(keys: object) -> list[str]:
+    """The keys UNSET TBLPROPERTIES is given, as Delta names them: a known ``delta.*`` key in its
+    canonical spelling, any other key as given; each once, in order. Raises InvalidPropertyError
+    (ArgumentTypeError for a non-string) for a key no unset may remove: the writer's own, the
+    protocol versions (unsetting never downgrades the protocol), constraints and features."""
+    given = [keys] if isinstance(keys, str) else keys
+    if not isinstance(given, (list, tuple)):
+        raise ArgumentTypeError(f"keys must be a property name or a list of them, got {type(keys).__name__}")
+    if not given:
+        raise InvalidPropertyError("name at least one property to unset")
+    out: list[str] = []
+    for key in given:
+        if not isinstance(key, str):
+            raise ArgumentTypeError(f"property names must be strings, got {key!r}")
+        if not key:
+            raise InvalidPropertyError("property names must be non-empty strings, got ''")
+        key = _CANONICAL.get(key.lower(), key)
+        _refuse_unset(key)
+        if key not in out:
+            out.append(key)
+    return out
+
+
+def _refuse_unset(key: str) -> None:
+    """Raise InvalidPropertyError for a (canonically spelled) key UNSET must leave alone, saying
+    why, whether or not the table has it: the answer does not depend on the table."""
+    lowered = key.lower()
+    why = WRITER_KEPT.get(key)
+    if why is not None:
+        raise InvalidPropertyError(f"{key} is kept by the writer and cannot be unset: {why}; nothing was committed")
+    if key == column_mapping.MAX_COLUMN_ID:
+        raise InvalidPropertyError(f"{key} is kept by deltatx itself (it tracks the largest column id ever "
+                                   f"assigned, so no id is ever reused) and cannot be unset; nothing was committed")
+    if key in (MIN_READER_VERSION, MIN_WRITER_VERSION):
+        raise InvalidPropertyError(f"{key} cannot be unset: it is the table's protocol, not a stored property, and "
+                                   f"unsetting a property never downgrades the protocol; nothing was committed")
+    for prefix, instead in _UNSET_REFUSED_PREFIXES.items():
+        if lowered.startswith(prefix):
+            raise InvalidPropertyError(f"{key} cannot be unset: {instead}; nothing was committed")
+
+
+def matching_keys(key: str, configuration: Mapping[str, str]) -> list[str]:
+    """The keys of ``configuration`` that ``key`` names: a ``delta.*`` key matches whatever case
+    the table stores it in (Delta matches them case-insensitively; another engine may have stored
+    a spelling of its own), any other key only exactly."""
+    if not key.lower().startswith("delta."):
+        return [key] if key in configuration else []
+    return [k for k in configuration if k.lower() == key.lower()]
+
+
 def _refuse_unknown_delta_key(key: str) -> None:
     """Delta's rule for a ``delta.*`` key it does not know: refuse it, naming the closest known one."""
     lowered = key.lower()
@@ -324,9 +387,6 @@ def deleted_file_retention_hours(properties: dict[str, str]) -> float:
     from ..txnlog.checkpoint import deleted_file_retention_ms
 
     return deleted_file_retention_ms(properties) / 3_600_000
-
-
-FEATURE_PREFIX = "delta.feature."
 
 
 def stored_configuration(config: dict[str, str]) -> dict[str, str]:

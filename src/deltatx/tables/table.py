@@ -383,6 +383,12 @@ class Table:
             self._run(None, backfill.stage_backfill)
         return self._run(None, lambda tx: tx.set_properties(properties))
 
+    def unset_properties(self, keys: str | list[str], if_exists: bool = False) -> CommitResult:
+        """UNSET TBLPROPERTIES: remove keys from the table's configuration (an unknown ``delta.*``
+        key an older writer left included). A missing key raises InvalidPropertyError unless
+        ``if_exists``; nothing to remove commits nothing (``attempts == 0``)."""
+        return self._run(None, lambda tx: tx.unset_properties(keys, if_exists=if_exists))
+
     def alter_column_type(self, column: str, new_type: Any) -> CommitResult:
         """ALTER COLUMN ... TYPE: widen a column (``delta.enableTypeWidening=true`` needed). Only
         the protocol's widenings are accepted; old data files are read as the wider type."""

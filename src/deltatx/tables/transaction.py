@@ -627,6 +627,12 @@ class Transaction(CommitsOnExit):
 
         stage_set_properties(self, properties)
 
+    def unset_properties(self, keys: str | list[str], if_exists: bool = False) -> None:
+        """ALTER TABLE UNSET TBLPROPERTIES [IF EXISTS] (keys)."""
+        from .ops.properties import stage_unset_properties
+
+        stage_unset_properties(self, keys, if_exists=if_exists)
+
     def add_constraint(self, name: str, sql: str) -> None:
         """ALTER TABLE ADD CONSTRAINT name CHECK (sql): every existing row is checked first."""
         from .ops.constraints import stage_add_constraint

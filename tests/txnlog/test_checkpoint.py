@@ -17,6 +17,7 @@ from txnlog_logs import LogWriter, add_row, assert_same_snapshot, dv, paths, rem
 
 from deltatx.errors import CorruptCheckpointError, InvalidPropertyError, TimeTravelError
 from deltatx.txnlog.actions import DomainMetadata, Protocol, Txn
+from deltatx.txnlog.tombstones import Tombstones
 from deltatx.txnlog.checkpoint import (
     ADD_STRUCT,
     CHECKPOINT_SCHEMA,
@@ -82,7 +83,7 @@ def test_round_trip_gives_the_same_snapshot(log: LogWriter) -> None:
         ["stats", "tags"]).to_pylist()
     assert_same_snapshot(
         from_checkpoint,
-        dataclasses.replace(replayed, tombstones=from_checkpoint.tombstones),
+        dataclasses.replace(replayed, tombstone_state=Tombstones.of(from_checkpoint.tombstones)),
     )
     assert from_checkpoint.domains == {"app.cfg": DomainMetadata("app.cfg", '{"x":1}')}
     assert from_checkpoint.app_txns == {"stream": Txn("stream", 2, 2000)}
@@ -102,7 +103,7 @@ def test_checkpoint_then_tail(log: LogWriter) -> None:
     log.store.delete_log_file(checkpoint_name(4))
     full = load_snapshot(log.store)  # full replay agrees, except for the tombstone the checkpoint expired
     assert paths(full.tombstones) == sorted(paths(tail_replay.tombstones) + ["part=a/old.parquet"])
-    assert_same_snapshot(tail_replay, dataclasses.replace(full, tombstones=tail_replay.tombstones))
+    assert_same_snapshot(tail_replay, dataclasses.replace(full, tombstone_state=Tombstones.of(tail_replay.tombstones)))
 
 
 def test_checkpoint_layout_and_last_checkpoint(log: LogWriter) -> None:
@@ -208,7 +209,7 @@ def test_multi_part_checkpoint(log: LogWriter) -> None:
     put_parquet(log.store, f"{4:020d}.checkpoint.{2:010d}.{2:010d}.parquet", table.slice(half))
     drop_commits_before(log.store, 4)
     restored = load_snapshot(log.store)
-    assert_same_snapshot(restored, dataclasses.replace(snap, tombstones=restored.tombstones))
+    assert_same_snapshot(restored, dataclasses.replace(snap, tombstone_state=Tombstones.of(restored.tombstones)))
     assert paths(restored.tombstones) == ["part=a/1.parquet"]
 
 
@@ -275,7 +276,7 @@ def test_v2_json_checkpoint_with_sidecars(log: LogWriter) -> None:
     log.store.write_log_file(f"{4:020d}.checkpoint.{uuid.uuid4()}.json", b"\n".join(lines) + b"\n")
     drop_commits_before(log.store, 5)
     restored = load_snapshot(log.store)
-    assert_same_snapshot(restored, dataclasses.replace(snap, tombstones=restored.tombstones))
+    assert_same_snapshot(restored, dataclasses.replace(snap, tombstone_state=Tombstones.of(restored.tombstones)))
 
 
 def test_v2_parquet_checkpoint_with_inline_and_sidecar(log: LogWriter) -> None:
@@ -303,7 +304,7 @@ def test_v2_parquet_checkpoint_with_inline_and_sidecar(log: LogWriter) -> None:
     put_parquet(log.store, f"{4:020d}.checkpoint.{uuid.uuid4()}.parquet", top)
     drop_commits_before(log.store, 5)
     restored = load_snapshot(log.store)
-    assert_same_snapshot(restored, dataclasses.replace(snap, tombstones=restored.tombstones))
+    assert_same_snapshot(restored, dataclasses.replace(snap, tombstone_state=Tombstones.of(restored.tombstones)))
 
 
 def test_foreign_checkpoint_layout_is_conformed(log: LogWriter) -> None:

@@ -41,11 +41,11 @@ def test_drop_keys_matches_path_and_dv_exactly_on_small_and_large_tables():
         table = _files(rows, copies)
         for touched in touched_sets:
             keys = pa.array(touched, pa.string())
-            got = replay._drop_keys(table, keys)
+            got = replay.drop_keys(table, keys)
             assert replay.file_keys(got).to_pylist() == _by_kernels(table, keys)
-        assert replay._drop_keys(table, pa.array([_key("q", None)], pa.string())) is table
+        assert replay.drop_keys(table, pa.array([_key("q", None)], pa.string())) is table
         many = pa.array([_key("a", _dv("x"))] + [_key(f"n{i}", None) for i in range(40)], pa.string())
-        assert replay.file_keys(replay._drop_keys(table, many)).to_pylist() == _by_kernels(table, many)
+        assert replay.file_keys(replay.drop_keys(table, many)).to_pylist() == _by_kernels(table, many)
 
 
 def test_without_paths_small_and_large_agree_and_accept_a_set():

@@ -361,7 +361,7 @@ def test_held_bytes_stay_close_to_the_file_state_and_are_measured_again_after_a_
     cache.latest(store)
     again = cache._entries[cache_key(store)]
     assert again.measured != measured[0] and again.measured == (again.snapshot.files.num_rows
-                                                                + again.snapshot.tombstones.num_rows,
+                                                                + again.snapshot.tombstone_state.rows_bound(),
                                                                 sc._nbytes(again.snapshot))
     assert again.nbytes == again.measured[1] == cache._bytes
 

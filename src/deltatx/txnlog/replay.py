@@ -44,6 +44,7 @@ from .actions import (
     parse_commit,
 )
 from .store import LocalLogStore, LogFile, LogStore, MemoryLogStore
+from .tombstones import Tombstones
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -320,13 +321,18 @@ class FileTail:
 
     def apply(self, files: pa.Table, tombstones: pa.Table) -> tuple[pa.Table, pa.Table]:
         """Reconcile the gathered actions onto ``files`` / ``tombstones`` (both columnar)."""
+        files, later = self.apply_lazily(files, Tombstones.of(tombstones))
+        return files, later.table
+
+    def apply_lazily(self, files: pa.Table, tombstones: Tombstones) -> tuple[pa.Table, Tombstones]:
+        """As :meth:`apply`, the tombstones folded only when read (see tombstones.py)."""
         self._take_raw()
         adds, add_pos = self._gather(self._add_rows, self._add_pos, self._add_tables, FILE_SCHEMA)
         removes, remove_pos = self._gather(self._remove_rows, self._remove_pos, self._remove_tables, REMOVE_SCHEMA)
         return reconcile(files, tombstones, adds, add_pos, removes, remove_pos)
 
 
-def _drop_keys(table: pa.Table, touched: pa.Array) -> pa.Table:
+def drop_keys(table: pa.Table, touched: pa.Array) -> pa.Table:
     """``table`` without the rows whose logical file is in ``touched``.
 
     Most commits touch only new files (fresh UUID paths): the membership test is cheap, while a
@@ -338,14 +344,22 @@ def _drop_keys(table: pa.Table, touched: pa.Array) -> pa.Table:
     # for the rows whose path was touched.
     few = len(touched) <= _SMALL
     touched_keys = touched.to_pylist() if few else None
-    if touched_keys is not None:
-        touched_paths = pa.array({k.split(_KEY_SEPARATOR, 1)[0] for k in touched_keys}, pa.string())
+    if touched_keys is not None and table.num_rows <= _SMALL:
+        # a small table (a point change's file list): its paths compared in Python, no kernel
+        path_set = {k.split(_KEY_SEPARATOR, 1)[0] for k in touched_keys}
+        hits = [i for i, path in enumerate(table.column("path").to_pylist()) if path in path_set]
+        if not hits:
+            return table
+        rows = pa.array(hits, pa.int64())
     else:
-        touched_paths = pc.unique(pc.list_element(pc.split_pattern(touched, _KEY_SEPARATOR, max_splits=1), 0))
-    same_path = pc.is_in(table.column("path"), value_set=touched_paths)
-    if not pc.any(same_path).as_py():
-        return table
-    rows = pc.indices_nonzero(same_path)
+        if touched_keys is not None:
+            touched_paths = pa.array({k.split(_KEY_SEPARATOR, 1)[0] for k in touched_keys}, pa.string())
+        else:
+            touched_paths = pc.unique(pc.list_element(pc.split_pattern(touched, _KEY_SEPARATOR, max_splits=1), 0))
+        same_path = pc.is_in(table.column("path"), value_set=touched_paths)
+        if not pc.any(same_path).as_py():
+            return table
+        rows = pc.indices_nonzero(same_path)
     has_dvs = "deletionVector" in table.schema.names
     if touched_keys is not None and has_dvs and len(rows) > _FEW_SAME_PATH:
         # many rows share a touched path (a hot file's tombstones): narrow them by DV location
@@ -457,22 +471,23 @@ def _as_array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
 
 
-def _compact(table: pa.Table) -> pa.Table:
+def compact(table: pa.Table) -> pa.Table:
     return table.combine_chunks() if table.column(0).num_chunks > _MAX_CHUNKS else table
 
 
 def reconcile(
     files: pa.Table,
-    tombstones: pa.Table,
+    tombstones: Tombstones,
     adds: pa.Table,
     add_pos: Sequence[int],
     removes: pa.Table,
     remove_pos: Sequence[int],
-) -> tuple[pa.Table, pa.Table]:
+) -> tuple[pa.Table, Tombstones]:
     """Newest reference per logical file wins; returns the new (files, tombstones).
 
     ``add_pos`` / ``remove_pos`` order the new actions (higher = newer); everything in
-    ``files`` / ``tombstones`` is older than all of them.
+    ``files`` / ``tombstones`` is older than all of them. The files are reconciled now (every
+    operation reads them); the tombstones record the step and fold when first read.
     """
     n_adds, n_removes = adds.num_rows, removes.num_rows
     if n_adds + n_removes == 0:
@@ -490,9 +505,5 @@ def reconcile(
         is_add = pc.less(winners, n_adds)
         new_adds = adds.take(winners.filter(is_add))
         new_removes = removes.take(pc.subtract(winners.filter(pc.invert(is_add)), n_adds))
-    kept_files = _drop_keys(files, unique)
-    kept_tombstones = _drop_keys(tombstones, unique)
-    return (
-        _compact(pa.concat_tables([kept_files, new_adds])),
-        _compact(pa.concat_tables([kept_tombstones, new_removes])),
-    )
+    kept_files = drop_keys(files, unique)
+    return compact(pa.concat_tables([kept_files, new_adds])), tombstones.then(unique, new_removes)

@@ -49,6 +49,7 @@ from .history import commit_info_from_bytes, ict_enablement_version, monotonic_m
 from .replay import FileTail, TableActions, read_commits, require_contiguous, without_gc
 from .schema import schema_from_json
 from .store import LogFile, LogStore
+from .tombstones import Tombstones
 
 #: refresh() reloads from a newer checkpoint instead of replaying more commits than this
 REFRESH_RELOAD_COMMITS = 1000
@@ -63,14 +64,15 @@ class Snapshot:
 
     ``files`` (columns ``actions.FILE_SCHEMA``) are the live add actions; ``tombstones``
     (``REMOVE_SCHEMA``) the removes replay still holds (a checkpoint drops expired ones), for
-    VACUUM. ``timestamp_ms`` is the commit timestamp of ``version`` (see history.py).
+    VACUUM, kept in ``tombstone_state`` and reconciled when first read (tombstones.py).
+    ``timestamp_ms`` is the commit timestamp of ``version`` (see history.py).
     """
 
     version: int
     protocol: Protocol
     metadata: Metadata
     files: pa.Table
-    tombstones: pa.Table
+    tombstone_state: Tombstones
     app_txns: dict[str, Txn]
     domains: dict[str, DomainMetadata]
     timestamp_ms: int
@@ -78,9 +80,14 @@ class Snapshot:
     def __repr__(self) -> str:
         return (
             f"Snapshot(version={self.version}, files={self.files.num_rows}, "
-            f"tombstones={self.tombstones.num_rows}, protocol=({self.protocol.min_reader_version}, "
+            f"tombstones<={self.tombstone_state.rows_bound()}, protocol=({self.protocol.min_reader_version}, "
             f"{self.protocol.min_writer_version}), partition_columns={self.partition_columns})"
         )
+
+    @property
+    def tombstones(self) -> pa.Table:
+        """The remove actions replay holds (``REMOVE_SCHEMA``), newest per logical file."""
+        return self.tombstone_state.table
 
     @cached_property
     def schema(self) -> pa.Schema:
@@ -184,7 +191,7 @@ def _advance(base: Snapshot, commits: Sequence[CommitActions], mtimes: Sequence[
     tail = FileTail()
     for commit in commits:
         tail.add_commit(commit)
-    files, tombstones = tail.apply(base.files, base.tombstones)
+    files, tombstones = tail.apply_lazily(base.files, base.tombstone_state)
     timestamp = base.timestamp_ms
     metadata = base.metadata
     for i, commit in enumerate(commits):
@@ -195,7 +202,7 @@ def _advance(base: Snapshot, commits: Sequence[CommitActions], mtimes: Sequence[
         protocol=actions.protocol,
         metadata=actions.metadata,
         files=files,
-        tombstones=tombstones,
+        tombstone_state=tombstones,
         app_txns=actions.txns,
         domains=actions.domains,
         timestamp_ms=timestamp,
@@ -347,7 +354,7 @@ def _from_checkpoint(store: LogStore, state: CheckpointState, commits: dict[int,
         protocol=state.protocol,
         metadata=state.metadata,
         files=state.files,
-        tombstones=state.tombstones,
+        tombstone_state=Tombstones.of(state.tombstones),
         app_txns=state.txns,
         domains=state.domains,
         timestamp_ms=base_ts,
@@ -402,7 +409,7 @@ def _full_replay(store: LogStore, commits: dict[int, LogFile], target: int) -> S
         protocol=actions.protocol,
         metadata=actions.metadata,
         files=FILE_SCHEMA.empty_table(),
-        tombstones=REMOVE_SCHEMA.empty_table(),
+        tombstone_state=Tombstones.of(REMOVE_SCHEMA.empty_table()),
         app_txns={},
         domains={},
         timestamp_ms=-1,

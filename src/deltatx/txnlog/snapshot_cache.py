@@ -107,7 +107,7 @@ def commit_token(store: LogStore, version: int) -> Hashable | None:
 def _nbytes(snapshot: Snapshot) -> int:
     # get_total_buffer_size: O(buffers) and ~100x cheaper than ``nbytes``, which walks the
     # buffers to count shared ones once (a bound only needs to be close).
-    return snapshot.files.get_total_buffer_size() + snapshot.tombstones.get_total_buffer_size()
+    return snapshot.files.get_total_buffer_size() + snapshot.tombstone_state.bytes_bound()
 
 
 #: a size is measured again once the file-state rows drift from the measured ones by this share
@@ -123,7 +123,7 @@ def _size(snapshot: Snapshot, held: _Entry | None) -> tuple[int, tuple[int, int]
     one held has nearly the same bytes per file, and the cache's byte bound only needs to be
     close, so its size is the held measurement scaled by rows until the rows drift by
     :data:`_REMEASURE_DRIFT` (an OPTIMIZE, a big append): then it is measured again."""
-    rows = snapshot.files.num_rows + snapshot.tombstones.num_rows
+    rows = snapshot.files.num_rows + snapshot.tombstone_state.rows_bound()
     if held is not None:
         measured_rows, measured_bytes = held.measured
         if measured_rows and abs(rows - measured_rows) <= measured_rows * _REMEASURE_DRIFT:

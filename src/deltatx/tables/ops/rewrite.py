@@ -126,6 +126,11 @@ def _read_each(tx: "Transaction", files: pa.Table, extra: list[str] | None = Non
         return list(pool.map(one, range(files.num_rows)))
 
 
+def _all_rows(n: int) -> pa.ChunkedArray:
+    """The mask that matches every one of ``n`` rows."""
+    return pa.chunked_array([pa.repeat(pa.scalar(True), n)], pa.bool_())
+
+
 def rewrite_files(tx: "Transaction", pred: Expr | None,
                   transform: Callable[[pa.Table, pa.ChunkedArray], tuple[pa.Table, int]],
                   writes_rows: bool = True) -> dict[str, int]:
@@ -135,7 +140,8 @@ def rewrite_files(tx: "Transaction", pred: Expr | None,
     ``matches`` is the boolean "predicate is TRUE" mask of ``rows``. ``writes_rows=True`` (an
     UPDATE): the transform returns every row, changed where ``matches``; ``writes_rows=False`` (a
     DELETE): it drops the matching rows, which lets a merge-on-read pass read only the
-    predicate's columns (unless the change data feed needs the deleted rows).
+    predicate's columns (unless the change data feed needs the deleted rows); on read, with no
+    feed, it is not called at all: the rows' positions, marked in the DV, are the whole change.
     On a change-data-feed table the affected rows are recorded (ops/change_feed.py): updates as
     pre- and post-images, deletes as deletes.
     """
@@ -156,27 +162,31 @@ def rewrite_files(tx: "Transaction", pred: Expr | None,
     inserted: list[pa.Table] = []  # rows of files this transaction appended: inserts, as they end up
     again: list[tuple[pa.Table, pa.Table | None]] = []  # rows an earlier DML of it wrote, changed again
     paths = candidates.column("path").to_pylist() if feed else []
-    if on_read and not writes_rows and not feed:  # positions (and ids) are all a DV needs
+    # a DELETE on read, with no change feed to record, writes no row back: its DV is the change
+    marks_only = on_read and not writes_rows and not feed
+    if marks_only:  # positions (and ids) are all a DV needs
         only = set()
         extra = [c for c in extra if c != ROW_COMMIT_VERSION]
     # merge-on-read needs only the matching rows: the predicate filters them as they are read
     for i, rows in enumerate(_read_each(tx, candidates, extra, only, pred if on_read else None)):
-        if pred is None or on_read:
-            mask = pa.chunked_array([pa.repeat(pa.scalar(True), rows.num_rows)], pa.bool_())
+        if on_read:  # the read kept only the matching rows
+            n = rows.num_rows
+            positions = rows.column(ROW_INDEX).to_numpy()
+            record_read(tx, candidates, i, rows, changed=positions, read=positions)
         else:
-            mask = matches(pred, rows)  # TRUE rows; NULL counts as not matched
+            mask = _all_rows(rows.num_rows) if pred is None else matches(pred, rows)  # NULL: not matched
             if not isinstance(mask, pa.ChunkedArray):
                 mask = pa.chunked_array([mask], pa.bool_())
-        n = pc.sum(pc.cast(mask, pa.int64())).as_py() or 0
-        positions = rows.column(ROW_INDEX).filter(mask).to_numpy() if on_read else None
-        if on_read:
-            record_read(tx, candidates, i, rows, changed=positions, read=positions)
+            n = pc.sum(pc.cast(mask, pa.int64())).as_py() or 0
         if n == 0:
             continue
         touched.append(i)
+        if marks_only:
+            metrics["numAffectedRows"] += n
+            changed.append(positions)
+            continue
         if on_read:  # only the changed rows are written again, in their new form
-            matched = mark_changed(rows.filter(mask))
-            out, affected = transform(matched, pa.chunked_array([pa.repeat(pa.scalar(True), n)], pa.bool_()))
+            out, affected = transform(mark_changed(rows), _all_rows(n))
             changed.append(positions)
         else:
             out, affected = transform(mark_changed(rows, mask), mask)

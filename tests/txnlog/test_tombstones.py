@@ -1,0 +1,99 @@
+"""Tombstones fold lazily (txnlog/tombstones.py): folding many steps at once must give exactly
+the rows, in the order, that reconciling after every commit gives — whatever the commits touch."""
+
+from __future__ import annotations
+
+import pickle
+
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import deltatx
+from deltatx.txnlog import replay, tombstones
+from deltatx.txnlog.actions import FILE_SCHEMA, REMOVE_SCHEMA, file_actions_table
+from deltatx.txnlog.tombstones import Tombstones
+
+PATHS = ["a", "b", "c", "d"]
+DVS = [None, "x", "y"]
+
+
+def _dv(location: str | None) -> dict | None:
+    if location is None:
+        return None
+    return {"storageType": "u", "pathOrInlineDv": location.ljust(20, "0"), "offset": 1, "sizeInBytes": 10,
+            "cardinality": 1}
+
+
+def _actions(kind: str, refs: list[tuple[str, str | None]], stamp: int) -> pa.Table:
+    if kind == "add":
+        rows = [{"path": p, "partitionValues": {}, "size": 1, "modificationTime": stamp, "dataChange": True,
+                 "deletionVector": _dv(d)} for p, d in refs]
+        return file_actions_table(rows, FILE_SCHEMA)
+    rows = [{"path": p, "deletionTimestamp": stamp, "dataChange": True, "deletionVector": _dv(d)} for p, d in refs]
+    return file_actions_table(rows, REMOVE_SCHEMA)
+
+
+ref = st.tuples(st.sampled_from(PATHS), st.sampled_from(DVS))
+commit = st.tuples(st.lists(ref, max_size=3), st.lists(ref, max_size=3))
+
+
+def _step(files: pa.Table, state: Tombstones, adds: list, removes: list, stamp: int) -> tuple[pa.Table, Tombstones]:
+    add_table, remove_table = _actions("add", adds, stamp), _actions("remove", removes, stamp)
+    add_pos = list(range(len(removes), len(removes) + len(adds)))
+    return replay.reconcile(files, state, add_table, add_pos, remove_table, list(range(len(removes))))
+
+
+def _rows(table: pa.Table) -> list[tuple]:
+    return [(r["path"], (r["deletionVector"] or {}).get("pathOrInlineDv"), r["deletionTimestamp"])
+            for r in table.select(["path", "deletionVector", "deletionTimestamp"]).to_pylist()]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(commit, min_size=1, max_size=12), st.integers(0, 3))
+def test_folding_at_the_end_equals_folding_after_every_commit(commits, base_rows):
+    base = _actions("remove", [(PATHS[i], None) for i in range(base_rows)], 0)
+    files = FILE_SCHEMA.empty_table()
+    lazy = eager = Tombstones.of(base)
+    eager_files = files
+    for stamp, (adds, removes) in enumerate(commits, start=1):
+        files, lazy = _step(files, lazy, adds, removes, stamp)
+        eager_files, eager = _step(eager_files, eager, adds, removes, stamp)
+        eager.table  # noqa: B018 - folded after each commit, as replay did before
+    assert _rows(lazy.table) == _rows(eager.table)
+    assert lazy.pending == 0
+    assert replay.file_keys(files).to_pylist() == replay.file_keys(eager_files).to_pylist()
+
+
+def test_a_chain_stays_bounded_and_a_commit_touching_nothing_adds_no_step():
+    state = Tombstones.of(REMOVE_SCHEMA.empty_table())
+    files = FILE_SCHEMA.empty_table()
+    assert _step(files, state, [], [], 1)[1] is state
+    for stamp in range(1, 3 * tombstones.MAX_PENDING):
+        files, state = _step(files, state, [(f"f{stamp}", None)], [(f"f{stamp - 1}", None)], stamp)
+        assert state.pending <= tombstones.MAX_PENDING
+    assert state.rows_bound() >= state.table.num_rows == 3 * tombstones.MAX_PENDING - 1  # f0 .. f190, each removed once
+
+
+def test_pickled_tombstones_arrive_folded():
+    files, state = _step(FILE_SCHEMA.empty_table(), Tombstones.of(REMOVE_SCHEMA.empty_table()), [], [("a", "x")], 1)
+    assert state.pending == 1
+    copy = pickle.loads(pickle.dumps(state))
+    assert copy.pending == 0 and _rows(copy.table) == _rows(state.table) == [("a", "x".ljust(20, "0"), 1)]
+
+
+def test_point_deletes_leave_tombstones_unfolded_until_vacuum_reads_them(tmp_path):
+    """What the laziness is for: a DELETE on a DV table re-adds its file, and nothing on the write
+    path reads tombstones; VACUUM (and checkpoints) still see every one."""
+    uri = str(tmp_path / "t")
+    table = deltatx.create_table(uri, pa.schema([("id", pa.int64())]), properties={
+        "delta.enableDeletionVectors": "true", "delta.checkpointInterval": "1000"})
+    table.append(pa.table({"id": pa.array(range(100), pa.int64())}))
+    for i in range(5):
+        table.delete(where=f"id = {i}")
+    state = table.snapshot.tombstone_state
+    assert state.pending == 6  # the append and the five deletes, none folded
+    assert table.snapshot.tombstones.num_rows == 5  # one per replaced DV (the first had none)
+    assert state.pending == 0
+    reloaded = deltatx.Table(uri).snapshot.tombstones
+    assert _rows(reloaded) == _rows(table.snapshot.tombstones)

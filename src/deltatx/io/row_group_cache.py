@@ -17,12 +17,18 @@ cost a request). A missing file is never hidden: the file is opened on every rea
 Only small reads use it (:data:`MAX_GROUPS` row groups per file): a scan of many groups would
 push out the hot ones and gains nothing from them. The budget is per process, least recently
 used first out, :data:`DEFAULT_MAX_BYTES` unless :func:`configure` says otherwise (0 turns it
-off); a group bigger than a quarter of the budget is not kept. A group is kept on its second read
-(the first only leaves its name among :data:`MAX_SEEN` recently read ones): keeping a decoded
-group holds its memory, so the next read decodes into fresh pages, which costs more than the
-decode itself in a VM (P10, where no group is read twice: ~1 ms of a ~6 ms DELETE). Footers take at most an eighth of
-the budget again (by their serialized size), and each file's row-group min/max of a point read's
-columns are kept beside them (:data:`MAX_BOUNDS` entries).
+off); a group bigger than a quarter of the budget is not kept. A group is kept on its
+:data:`KEEP_ON_READ`-th read (the earlier ones only count it among :data:`MAX_SEEN` recently
+read groups), and what is kept is a copy in a memory pool of the cache's own
+(:func:`_cache_pool`): a decoded group left in Arrow's default pool (mimalloc) pins its pages
+among the reads' short-lived buffers, and the reads after it decode into fresh pages, which in a
+VM costs more than the decode itself (measured here: one group read in six stalled ~5 ms once 60
+groups were held; none with the copies held apart). The copy itself lands on fresh pages too
+(~0.7 ms for a 1 MiB group here, two decodes' worth), which is why a group must prove hot first:
+P10's DELETEs read each group at most twice and keep nothing; P11's writers read theirs dozens
+of times. Footers take at most an eighth of the budget again
+(by their serialized size), and each file's row-group min/max of a point read's columns are kept
+beside them (:data:`MAX_BOUNDS` entries).
 """
 
 from __future__ import annotations
@@ -41,12 +47,35 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 MAX_GROUPS = 2
 #: the share of the budget footers may take (a footer grows with columns × row groups)
 FOOTER_SHARE = 8
-#: groups read once, remembered by name so that a second read keeps them
+#: the read of a group that keeps it (the ones before are counted, not kept)
+KEEP_ON_READ = 3
+#: groups read fewer times than that, remembered by name with their count
 MAX_SEEN = 4096
 #: row-group min/max lists kept (per file and column set; a few hundred bytes each)
 MAX_BOUNDS = 1024
 
 FileKey = tuple[Hashable, ...]
+
+_POOL: pa.MemoryPool | None = None
+
+
+def _cache_pool() -> pa.MemoryPool:
+    """The pool kept columns live in: jemalloc where this pyarrow build has it, else the system
+    allocator — any pool but the default one, whose pages the reads keep reusing."""
+    global _POOL
+    if _POOL is None:
+        try:
+            pool = pa.jemalloc_memory_pool()
+        except NotImplementedError:  # a build without jemalloc (Windows wheels)
+            pool = pa.system_memory_pool()
+        _POOL = pool if pool.backend_name != pa.default_memory_pool().backend_name else pa.system_memory_pool()
+    return _POOL
+
+
+def _kept_copy(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """``column`` copied into :func:`_cache_pool` (see the module's docstring for why)."""
+    pool = _cache_pool()
+    return pa.chunked_array([pa.concat_arrays([chunk], memory_pool=pool) for chunk in column.chunks], column.type)
 
 
 def local_key(path: str) -> FileKey | None:
@@ -75,7 +104,7 @@ class RowGroupCache:
         self._footers: OrderedDict[FileKey, tuple[pq.FileMetaData, int]] = OrderedDict()
         self._bounds: OrderedDict[tuple[FileKey, tuple[str, ...]], list[dict[str, Any]]] = OrderedDict()
         #: (file, group) read once and not kept: read again, it is kept
-        self._seen: OrderedDict[tuple[FileKey, int], None] = OrderedDict()
+        self._seen: OrderedDict[tuple[FileKey, int], int] = OrderedDict()
         self._bytes = 0
         self._footer_bytes = 0
         self.hits = 0
@@ -163,7 +192,7 @@ class RowGroupCache:
         if missing:
             self.misses += 1
             fresh = pf.read_row_group(group, columns=missing, use_threads=False)
-            if self._second_read(key, group):
+            if self._hot(key, group):
                 self._keep(key, group, fresh)
             for name in missing:
                 found[name] = fresh.column(name)
@@ -171,12 +200,13 @@ class RowGroupCache:
             self.hits += 1
         return pa.table([found[n] for n in columns], names=columns)
 
-    def _second_read(self, key: FileKey, group: int) -> bool:
-        """Was ``group`` of the file read lately? If not, remember that it was now."""
+    def _hot(self, key: FileKey, group: int) -> bool:
+        """Is this the :data:`KEEP_ON_READ`-th recent read of ``group``? If not, count it."""
         with self._lock:
-            if self._seen.pop((key, group), False) is None:
+            reads = self._seen.pop((key, group), 0) + 1
+            if reads >= KEEP_ON_READ:
                 return True
-            self._seen[(key, group)] = None
+            self._seen[(key, group)] = reads
             if len(self._seen) > MAX_SEEN:
                 self._seen.popitem(last=False)
             return False
@@ -185,10 +215,10 @@ class RowGroupCache:
         size = fresh.nbytes
         if size > self.max_bytes // 4:
             return
+        copies = {name: _kept_copy(fresh.column(name)) for name in fresh.column_names}  # outside the lock
         with self._lock:
-            for name in fresh.column_names:
+            for name, column in copies.items():
                 k = (key, group, name)
-                column = fresh.column(name)
                 old = self._columns.pop(k, None)
                 if old is not None:
                     self._bytes -= old.nbytes

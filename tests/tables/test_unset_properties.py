@@ -161,12 +161,21 @@ def test_keys_the_writer_keeps_cannot_be_unset(tmp_path, key):
     assert _log(uri) == before and t.properties == config
 
 
-@pytest.mark.parametrize("key", ["delta.minReaderVersion", "delta.minWriterVersion", "delta.MINWRITERVERSION"])
-def test_protocol_versions_cannot_be_unset(tmp_path, key):
+@pytest.mark.parametrize("key, props, refusal", [
+    ("delta.minReaderVersion", {"delta.minWriterVersion": "4"}, "never downgrades the protocol"),
+    ("delta.minWriterVersion", {"delta.minWriterVersion": "4"}, "never downgrades the protocol"),
+    ("delta.MINWRITERVERSION", {"delta.minWriterVersion": "4"}, "never downgrades the protocol"),
+    ("delta.feature.deletionVectors", {"delta.feature.deletionVectors": "supported"},
+     "table feature cannot be removed by unsetting"),
+    ("delta.Feature.appendOnly", {"delta.feature.deletionVectors": "supported"},
+     "table feature cannot be removed by unsetting"),
+])
+def test_the_protocol_cannot_be_changed_by_unsetting(tmp_path, key, props, refusal):
+    """Protocol versions and features are the protocol, not stored properties: unset refuses them."""
     uri = str(tmp_path / "t")
-    t = _table(uri, **{"delta.minWriterVersion": "4"})
+    t = _table(uri, **props)
     protocol, before = t.protocol, _log(uri)
-    with pytest.raises(InvalidPropertyError, match="never downgrades the protocol"):
+    with pytest.raises(InvalidPropertyError, match=refusal):
         t.unset_properties(key, if_exists=True)
     assert _log(uri) == before and t.protocol == protocol
 
@@ -181,16 +190,6 @@ def test_a_constraint_is_dropped_with_drop_constraint_not_unset(tmp_path):
     assert _log(uri) == before
     with pytest.raises(errors.ConstraintViolationError):  # still enforced
         t.append(pa.table({"id": [-1]}, schema=SCHEMA))
-
-
-@pytest.mark.parametrize("key", ["delta.feature.deletionVectors", "delta.Feature.appendOnly"])
-def test_a_feature_cannot_be_removed_by_unsetting(tmp_path, key):
-    uri = str(tmp_path / "t")
-    t = _table(uri, **{"delta.feature.deletionVectors": "supported"})
-    protocol, before = t.protocol, _log(uri)
-    with pytest.raises(InvalidPropertyError, match="table feature cannot be removed by unsetting"):
-        t.unset_properties(key, if_exists=True)
-    assert _log(uri) == before and t.protocol == protocol
 
 
 def test_column_mapping_mode_is_refused_as_setting_it_to_none_is(tmp_path):

@@ -29,7 +29,7 @@ from ..io.paths import data_file_path, decode_path
 from ..io.reader import read_files
 from ..io.row_metadata import MaterializedColumns
 from ..txnlog.actions import DELETION_VECTOR
-from ..txnlog.row_tracking import physical_records
+from ..txnlog.row_tracking import physical_record_count, physical_records
 
 if TYPE_CHECKING:
     from ..conflicts.checker import AddedRowsRequest
@@ -72,7 +72,7 @@ class RowLevelRecorder:
             base_dv, base_deleted = previous.base_dv, previous.base_deleted
         else:
             base_dv = file.get("deletionVector")
-        n = int(physical_records(pa.table({"path": [path], "stats": [file.get("stats")]}))[0])
+        n = physical_record_count(path, file.get("stats"))
         into[path] = FileRows(path=path, base_dv=base_dv, base_deleted=base_deleted, num_records=n,
                               changed=changed_bm, read=read_bm, row_positions=row_positions, row_ids=row_ids)
 

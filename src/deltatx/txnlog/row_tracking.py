@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from ..errors import DeltaTxError
 from .actions import DomainMetadata, Protocol
-from .stats import record_counts
+from .stats import record_count, record_counts
 
 ROW_TRACKING_DOMAIN = "delta.rowTracking"
 ENABLE_ROW_TRACKING = "delta.enableRowTracking"
@@ -118,6 +118,14 @@ def physical_records(files: pa.Table) -> np.ndarray:
         first = files["path"][pc.index(pc.is_null(counts), True).as_py()].as_py()
         raise DeltaTxError(f"cannot assign row ids to {first!r}: its add action has no numRecords statistic")
     return counts.to_numpy(zero_copy_only=False)
+
+
+def physical_record_count(path: str, stats: str | None) -> int:
+    """:func:`physical_records` of one file, from its ``stats`` JSON string."""
+    count = record_count(stats)
+    if count is None:
+        raise DeltaTxError(f"cannot assign row ids to {path!r}: its add action has no numRecords statistic")
+    return count
 
 
 def assign_row_ids(adds: pa.Table, read_hwm: int, start_hwm: int, version: int,

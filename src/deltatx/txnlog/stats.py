@@ -361,14 +361,20 @@ _NUM_RECORDS = re.compile(r'"numRecords":\s*(\d+)')
 _FEW_COUNTS = 16
 
 
+def record_count(stats: str | None) -> int | None:
+    """``numRecords`` of one stats JSON string (None when it has none): one file's count without
+    building an Arrow array for it."""
+    found = _NUM_RECORDS.search(stats) if stats else None
+    return int(found.group(1)) if found else None
+
+
 def record_counts(stats: pa.Array | pa.ChunkedArray) -> pa.Array:
     """``numRecords`` of each stats JSON string (int64; null where a string has none).
 
     A regex, not a JSON parse: the count is all that row tracking, DML metrics and layouts need.
     """
     if len(stats) <= _FEW_COUNTS:
-        found = [_NUM_RECORDS.search(v) if v else None for v in stats.to_pylist()]
-        return pa.array([int(m.group(1)) if m else None for m in found], pa.int64())
+        return pa.array([record_count(v) for v in stats.to_pylist()], pa.int64())
     matched = pc.extract_regex(pc.fill_null(stats, ""), r'"numRecords":\s*(?P<n>\d+)')
     counts = pc.cast(pc.struct_field(matched, "n"), pa.int64())
     return counts.combine_chunks() if isinstance(counts, pa.ChunkedArray) else counts

@@ -110,7 +110,16 @@ def _record(tx: "Transaction", file: dict[str, Any], rows: pa.Table, changed: np
 def record_read(tx: "Transaction", files: pa.Table, index: int, rows: pa.Table,
                 changed: np.ndarray | None = None, read: np.ndarray | None = None) -> None:
     """Record file ``index`` of ``files`` as read (``rows`` = the rows of it a DML read)."""
-    _record(tx, files.slice(index, 1).to_pylist()[0], rows, changed, read)
+    _record(tx, _file_row(files, index), rows, changed, read)
+
+
+#: the add columns recording a read needs (a whole add row as Python costs ~3x more)
+_RECORDED = ("path", "deletionVector", "stats")
+
+
+def _file_row(files: pa.Table, index: int) -> dict[str, Any]:
+    """File ``index`` of ``files`` as the dict :func:`_record` needs."""
+    return {name: files.column(name)[index].as_py() for name in _RECORDED}
 
 
 def record_reads_by_file(tx: "Transaction", files: pa.Table, rows: pa.Table) -> None:
@@ -119,7 +128,7 @@ def record_reads_by_file(tx: "Transaction", files: pa.Table, rows: pa.Table) -> 
     paths = rows.column(FILE_PATH)
     for i, path in enumerate(files.column("path").to_pylist()):
         mine = rows.filter(pc.equal(paths, path)) if rows.num_rows else rows
-        _record(tx, files.slice(i, 1).to_pylist()[0], mine, None, mine.column(ROW_INDEX).to_numpy())
+        _record(tx, _file_row(files, i), mine, None, mine.column(ROW_INDEX).to_numpy())
 
 
 def _base_deleted(tx: "Transaction", descriptor: dict[str, Any] | None, path: str) -> BitMap64:

@@ -97,3 +97,31 @@ def test_point_deletes_leave_tombstones_unfolded_until_vacuum_reads_them(tmp_pat
     assert state.pending == 0
     reloaded = deltatx.Table(uri).snapshot.tombstones
     assert _rows(reloaded) == _rows(table.snapshot.tombstones)
+
+
+def test_threads_sharing_a_snapshot_fold_it_once_and_agree():
+    """A snapshot shared by threads: one folds while others size or read it; all see the same rows."""
+    import threading
+
+    files, state = FILE_SCHEMA.empty_table(), Tombstones.of(REMOVE_SCHEMA.empty_table())
+    for stamp in range(1, 40):
+        files, state = _step(files, state, [(f"f{stamp}", None)], [(f"f{stamp - 1}", None)], stamp)
+    start = threading.Barrier(8)
+    seen: list[object] = []
+
+    def reader(i: int) -> None:
+        start.wait()
+        for _ in range(50):
+            bound = state.rows_bound()
+            rows = state.table.num_rows
+            seen.append((rows, bound >= rows))
+        seen.append(_rows(state.table))
+
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    tables = [s for s in seen if isinstance(s, list)]
+    assert len(tables) == 8 and all(t == tables[0] for t in tables) and len(tables[0]) == 39
+    assert all(ok for s in seen if isinstance(s, tuple) for ok in [s[1]]) and state.pending == 0

@@ -18,12 +18,17 @@ a table whose checkpoints are off keeps a bounded amount of history.
 
 from __future__ import annotations
 
+import threading
 from typing import Callable
 
 import pyarrow as pa
 
 #: steps kept unfolded; the next one folds the chain (one pass, amortized over them)
 MAX_PENDING = 64
+
+#: folding clears a chain that another thread may be walking (a snapshot shared by threads):
+#: walks and folds take this lock; reading a folded table does not
+_CHAIN_LOCK = threading.Lock()
 
 
 class Tombstones:
@@ -62,27 +67,33 @@ class Tombstones:
     @property
     def table(self) -> pa.Table:
         """The reconciled remove actions (``REMOVE_SCHEMA``), newest reference per logical file."""
-        if self._table is None:
-            self._table = self._fold()
-            self._parent = self._touched = self._removes = None  # the chain behind is no longer needed
-            self._depth = 0
-        return self._table
+        folded = self._table
+        if folded is not None:
+            return folded
+        with _CHAIN_LOCK:
+            if self._table is None:
+                self._table = self._fold()
+                self._parent = self._touched = self._removes = None  # the chain behind is no longer needed
+                self._depth = 0
+            return self._table
 
     def rows_bound(self) -> int:
         """At least as many rows as :attr:`table` has, without folding (a cache's size estimate)."""
-        node, rows = self, 0
-        while node._table is None:
-            rows += node._removes.num_rows  # type: ignore[union-attr]
-            node = node._parent  # type: ignore[assignment]
-        return rows + node._table.num_rows
+        with _CHAIN_LOCK:
+            node, rows = self, 0
+            while node._table is None:
+                rows += node._removes.num_rows  # type: ignore[union-attr]
+                node = node._parent  # type: ignore[assignment]
+            return rows + node._table.num_rows
 
     def bytes_bound(self) -> int:
         """Roughly the bytes :attr:`table` holds (buffers of the base and of each step), unfolded."""
-        node, size = self, 0
-        while node._table is None:
-            size += node._removes.get_total_buffer_size()  # type: ignore[union-attr]
-            node = node._parent  # type: ignore[assignment]
-        return size + node._table.get_total_buffer_size()
+        with _CHAIN_LOCK:
+            node, size = self, 0
+            while node._table is None:
+                size += node._removes.get_total_buffer_size()  # type: ignore[union-attr]
+                node = node._parent  # type: ignore[assignment]
+            return size + node._table.get_total_buffer_size()
 
     def _fold(self) -> pa.Table:
         steps: list[Tombstones] = []

@@ -12,6 +12,15 @@ dropping keys distributes over concatenation::
 
     T_n = drop(T_0, U_1 ∪ … ∪ U_n) + Σ_j drop(R_j, U_{j+1} ∪ … ∪ U_n)
 
+and a step's removes are among the keys it touched, so R_j keeps exactly the rows whose key no
+later step touched: the last step touching each key is found once (a group-by), not by joining
+every later step's keys for every step — one OPTIMIZE of 100k files in a chain would otherwise be
+copied and scanned once per earlier step.
+
+Threads may share a snapshot: a value's pending step is one attribute, cleared only after its
+table is set, so the size walks need no lock, and a per-value lock keeps two threads from
+folding the same value twice (one table's fold never waits on another's).
+
 A chain never grows past :data:`MAX_PENDING` steps: the step that would pass it folds first, so
 a table whose checkpoints are off keeps a bounded amount of history.
 """
@@ -21,40 +30,41 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 #: steps kept unfolded; the next one folds the chain (one pass, amortized over them)
 MAX_PENDING = 64
 
-#: folding clears a chain that another thread may be walking (a snapshot shared by threads):
-#: walks and folds take this lock; reading a folded table does not
-_CHAIN_LOCK = threading.Lock()
+#: (the value before, the logical-file keys the step touched, the removes that won)
+_Step = tuple["Tombstones", pa.Array, pa.Table]
 
 
 class Tombstones:
     """Immutable: :meth:`then` returns a new value, and :attr:`table` is computed once."""
 
-    __slots__ = ("_table", "_parent", "_touched", "_removes", "_depth")
+    __slots__ = ("_table", "_step", "_depth", "_lock")
 
-    def __init__(self, table: pa.Table | None, parent: "Tombstones | None" = None,
-                 touched: pa.Array | None = None, removes: pa.Table | None = None) -> None:
+    def __init__(self, table: pa.Table | None, step: _Step | None = None) -> None:
         self._table = table
-        self._parent = parent
-        self._touched = touched
-        self._removes = removes
-        self._depth = 0 if parent is None else parent._depth + 1
+        self._step = step
+        self._depth = 0 if step is None else step[0]._depth + 1
+        self._lock = threading.Lock()
 
     @classmethod
     def of(cls, table: pa.Table) -> "Tombstones":
         """Tombstones already reconciled (a checkpoint's, an empty table's)."""
         return cls(table)
 
-    def then(self, touched: pa.Array, removes: pa.Table) -> "Tombstones":
+    def then(self, touched: pa.Array | pa.ChunkedArray, removes: pa.Table) -> "Tombstones":
         """The tombstones after a commit that touched the logical files ``touched`` (their
         keys, unique) and whose winning removes are ``removes``."""
         if not len(touched):
             return self
-        step = Tombstones(None, self, touched, removes)
+        if isinstance(touched, pa.ChunkedArray):
+            touched = touched.combine_chunks()
+        step = Tombstones(None, (self, touched, removes))
         if step._depth >= MAX_PENDING:
             step.table  # noqa: B018 - fold now: the chain stays bounded
         return step
@@ -70,55 +80,59 @@ class Tombstones:
         folded = self._table
         if folded is not None:
             return folded
-        with _CHAIN_LOCK:
+        with self._lock:
             if self._table is None:
                 self._table = self._fold()
-                self._parent = self._touched = self._removes = None  # the chain behind is no longer needed
+                self._step = None  # after the table: a walker that finds no step finds the table
                 self._depth = 0
             return self._table
 
+    def _walk(self) -> tuple[list[_Step], pa.Table]:
+        """The pending steps, oldest first, and the folded table they start from."""
+        steps: list[_Step] = []
+        node = self
+        while True:
+            step = node._step
+            if step is None:
+                table = node._table
+                assert table is not None
+                steps.reverse()
+                return steps, table
+            steps.append(step)
+            node = step[0]
+
     def rows_bound(self) -> int:
         """At least as many rows as :attr:`table` has, without folding (a cache's size estimate)."""
-        with _CHAIN_LOCK:
-            node, rows = self, 0
-            while node._table is None:
-                rows += node._removes.num_rows  # type: ignore[union-attr]
-                node = node._parent  # type: ignore[assignment]
-            return rows + node._table.num_rows
+        steps, base = self._walk()
+        return base.num_rows + sum(removes.num_rows for _, _, removes in steps)
 
     def bytes_bound(self) -> int:
-        """Roughly the bytes :attr:`table` holds (buffers of the base and of each step), unfolded."""
-        with _CHAIN_LOCK:
-            node, size = self, 0
-            while node._table is None:
-                size += node._removes.get_total_buffer_size()  # type: ignore[union-attr]
-                node = node._parent  # type: ignore[assignment]
-            return size + node._table.get_total_buffer_size()
+        """Roughly the bytes the value holds: the base table and each pending step's keys and
+        removes (what a cache must count until the chain folds)."""
+        steps, base = self._walk()
+        return base.get_total_buffer_size() + sum(
+            touched.get_total_buffer_size() + removes.get_total_buffer_size() for _, touched, removes in steps)
 
     def _fold(self) -> pa.Table:
-        steps: list[Tombstones] = []
-        node = self
-        while node._table is None:
-            steps.append(node)
-            node = node._parent  # type: ignore[assignment]
-        steps.reverse()  # oldest first
-        base = node._table
-        from .replay import compact, drop_keys  # replay builds the steps: imported when folding
+        from .replay import compact, drop_keys, file_keys  # replay builds the steps: imported when folding
+
+        steps, base = self._walk()
         if len(steps) == 1:
-            only = steps[0]
-            return compact(pa.concat_tables([drop_keys(base, only._touched), only._removes]))
-        # keys touched by each step and every later one, newest first: what each older part loses
-        later: list[pa.Array | None] = [None] * len(steps)
-        seen: pa.Array | None = None
-        for i in range(len(steps) - 1, -1, -1):
-            later[i] = seen
-            touched = steps[i]._touched
-            seen = touched if seen is None else pa.concat_arrays([seen, touched])
-        assert seen is not None
-        parts = [drop_keys(base, seen)]
-        for step, after in zip(steps, later):
-            removes = step._removes
-            parts.append(removes if after is None or not removes.num_rows else drop_keys(removes, after))
+            _, touched, removes = steps[0]
+            return compact(pa.concat_tables([drop_keys(base, touched), removes]))
+        touched_all = pa.concat_arrays([touched for _, touched, _ in steps])
+        parts = [drop_keys(base, touched_all)]
+        if any(removes.num_rows for _, _, removes in steps):
+            step_of = np.repeat(np.arange(len(steps), dtype=np.int64), [len(touched) for _, touched, _ in steps])
+            last = (pa.table({"key": touched_all, "step": step_of})
+                    .group_by("key", use_threads=False).aggregate([("step", "max")]))
+            for j, (_, _, removes) in enumerate(steps):
+                if not removes.num_rows:
+                    continue
+                at = pc.index_in(file_keys(removes), value_set=last.column("key"))
+                final = pc.take(last.column("step_max"), at)
+                keep = pc.fill_null(pc.equal(final, j), True)  # a key no step touched cannot occur: kept
+                parts.append(removes if pc.all(keep).as_py() else removes.filter(keep))
         return compact(pa.concat_tables(parts))
 
     def __reduce__(self) -> tuple[Callable[[pa.Table], "Tombstones"], tuple[pa.Table]]:

@@ -45,7 +45,6 @@ def test_skip_signature_becomes_s3fs_anon(key, value, anon):
 
 @pytest.mark.parametrize("key, value, style", [
     ("AWS_FORCE_PATH_STYLE", "true", "path"),
-    ("aws_force_path_style", "false", "virtual"),
     ("AWS_VIRTUAL_HOSTED_STYLE_REQUEST", "true", "virtual"),
     ("aws_virtual_hosted_style_request", "0", "path"),
     ("virtual_hosted_style_request", "yes", "virtual"),
@@ -71,6 +70,47 @@ def test_region_name_goes_where_aws_region_goes():
     assert kwargs_for({"region_name": "eu-west-1"}) == kwargs_for({"AWS_REGION": "eu-west-1"})
     kept = kwargs_for({"region_name": "eu-west-1", "client_kwargs": {"verify": False}})
     assert kept["client_kwargs"] == {"verify": False, "region_name": "eu-west-1"}
+
+
+@pytest.mark.parametrize("value", ["false", "0", False])
+def test_a_force_path_style_that_is_off_forces_no_addressing_style(value):
+    assert "config_kwargs" not in kwargs_for({"AWS_FORCE_PATH_STYLE": value})
+    both_off = kwargs_for({"AWS_FORCE_PATH_STYLE": value, "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false"})
+    assert both_off["config_kwargs"] == {"s3": {"addressing_style": "path"}}
+    kept = kwargs_for({"aws_force_path_style": value, "config_kwargs": {"s3": {"addressing_style": "virtual"}}})
+    assert kept["config_kwargs"] == {"s3": {"addressing_style": "virtual"}}
+
+
+@pytest.mark.parametrize("options, first, second", [
+    ({"AWS_REGION": "us-east-1", "region_name": "eu-west-1"}, "AWS_REGION='us-east-1'", "region_name='eu-west-1'"),
+    ({"region_name": "eu-west-1", "client_kwargs": {"region_name": "us-east-1"}},
+     "region_name='eu-west-1'", "client_kwargs['region_name']='us-east-1'"),
+    ({"AWS_PROFILE": "prod", "profile": "dev"}, "AWS_PROFILE='prod'", "profile='dev'"),
+    ({"profile": "dev", "aws_profile": "prod"}, "profile='dev'", "aws_profile='prod'"),
+    ({"AWS_ENDPOINT_URL": "http://127.0.0.1:1", "endpoint_url": "http://127.0.0.1:2"},
+     "AWS_ENDPOINT_URL='http://127.0.0.1:1'", "endpoint_url='http://127.0.0.1:2'"),
+    ({"AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "eu-west-1"},
+     "AWS_DEFAULT_REGION='us-east-1'", "AWS_REGION='eu-west-1'"),
+])
+def test_two_spellings_of_one_setting_with_different_values_are_refused(options, first, second):
+    with pytest.raises(InvalidArgumentError, match="give one") as refused:
+        kwargs_for(options)
+    assert first in str(refused.value) and second in str(refused.value)
+
+
+def test_a_credential_given_twice_differently_is_refused_without_showing_it():
+    with pytest.raises(InvalidArgumentError, match="AWS_SECRET_ACCESS_KEY and secret disagree") as refused:
+        kwargs_for({"AWS_SECRET_ACCESS_KEY": "s3cr3t-a", "secret": "s3cr3t-b"})
+    assert "s3cr3t" not in str(refused.value)
+
+
+def test_two_spellings_of_one_setting_with_the_same_value_are_accepted():
+    kwargs = kwargs_for({"AWS_REGION": "eu-west-1", "region_name": "eu-west-1",
+                         "client_kwargs": {"region_name": "eu-west-1"},
+                         "AWS_PROFILE": "prod", "profile": "prod",
+                         "AWS_ENDPOINT_URL": "http://127.0.0.1:1", "endpoint_url": "http://127.0.0.1:1"})
+    assert kwargs["client_kwargs"] == {"region_name": "eu-west-1"}
+    assert (kwargs["profile"], kwargs["endpoint_url"]) == ("prod", "http://127.0.0.1:1")
 
 
 @pytest.mark.parametrize("key", ["AWS_SKIP_SIGNATURE", "request_payer", "AWS_FORCE_PATH_STYLE",

@@ -623,6 +623,12 @@ _S3_OPTION_ALIASES = {
     "aws_profile": "profile",  # delta-rs's AWS_PROFILE: a profile of ~/.aws/config
 }
 
+#: s3fs arguments an alias sets that the user may also give s3fs by their own name (endpoint_url
+#: is itself an alias key); 'region' is no s3fs argument, it goes to client_kwargs['region_name']
+_S3_ALIASED_ARGUMENTS = frozenset(_S3_OPTION_ALIASES.values()) - {"region"}
+#: aliased arguments whose values an error message must not repeat
+_S3_SECRET_ARGUMENTS = frozenset({"key", "secret", "token"})
+
 
 #: delta-rs options with no s3fs meaning, accepted so one set of options opens a table in both.
 #: Whatever their value, deltatx's commits stay safe: it always commits with a conditional PUT.
@@ -637,12 +643,13 @@ _S3_SWITCH_OPTIONS = {
     "request_payer": "requester_pays",
 }
 
-#: options that pick botocore's S3 addressing style, and the style their "true" picks (their
-#: "false" picks the other one). delta-rs's AWS_S3_ADDRESSING_STYLE names the style itself.
-_S3_ADDRESSING_SWITCHES = {
-    "aws_force_path_style": "path",
-    "aws_virtual_hosted_style_request": "virtual",
-    "virtual_hosted_style_request": "virtual",
+#: options that pick botocore's S3 addressing style: (the style "true" picks, the style "false"
+#: picks). A "force" flag that is off forces nothing (None), so botocore's default stays.
+#: delta-rs's AWS_S3_ADDRESSING_STYLE names the style itself.
+_S3_ADDRESSING_SWITCHES: dict[str, tuple[str, str | None]] = {
+    "aws_force_path_style": ("path", None),
+    "aws_virtual_hosted_style_request": ("virtual", "path"),
+    "virtual_hosted_style_request": ("virtual", "path"),
 }
 _S3_ADDRESSING_STYLE_OPTION = "aws_s3_addressing_style"
 _S3_ADDRESSING_STYLES = ("path", "virtual")
@@ -698,24 +705,28 @@ def _s3_kwargs(options: dict[str, Any]) -> dict[str, Any]:
     client_kwargs: dict[str, Any] = dict(options.pop("client_kwargs", {}) or {})
     config_kwargs: dict[str, Any] = dict(options.pop("config_kwargs", {}) or {})
     switched: dict[str, tuple[str, bool]] = {}  # s3fs argument -> (the option that set it, value)
+    aliased: dict[str, tuple[str, Any]] = {}  # aliased argument -> (the option that set it, value)
     styles: list[tuple[str, str]] = []  # (option, addressing style it asks for)
     for key, value in options.items():
         name = key.lower()
         alias = _S3_OPTION_ALIASES.get(name)
-        if alias == "region":
-            client_kwargs["region_name"] = value
-        elif alias is not None:
-            kwargs[alias] = value
+        if alias is not None:
+            _record_alias(aliased, alias, key, value)
+        elif key in _S3_ALIASED_ARGUMENTS:  # s3fs's own name for what an alias sets ('profile')
+            _record_alias(aliased, key, key, value)
         elif name in _S3_SWITCH_OPTIONS:
             _record_switch(switched, _S3_SWITCH_OPTIONS[name], key, _s3_switch_value(name, key, value))
         elif name in _S3_ADDRESSING_SWITCHES or name == _S3_ADDRESSING_STYLE_OPTION:
-            styles.append((key, _addressing_style(name, key, value)))
+            style = _addressing_style(name, key, value)
+            if style is not None:
+                styles.append((key, style))
         elif name in _S3_LOCK_OPTIONS:
             _accept_lock_option(name, key, value)
         elif name in _S3_IGNORED_OPTIONS:
             continue
         else:
             kwargs[key] = value
+    _apply_aliases(kwargs, client_kwargs, aliased)
     _apply_switches(kwargs, switched)
     _apply_addressing_style(config_kwargs, styles)
     if client_kwargs:
@@ -747,6 +758,36 @@ def _record_switch(switched: dict[str, tuple[str, bool]], argument: str, key: st
     switched[argument] = (key, value)
 
 
+def _shown(argument: str, key: str, value: Any) -> str:
+    """``key=value`` for an error message; a credential's value is not repeated."""
+    return key if argument in _S3_SECRET_ARGUMENTS else f"{key}={value!r}"
+
+
+def _record_alias(aliased: dict[str, tuple[str, Any]], argument: str, key: str, value: Any) -> None:
+    """Two spellings of one setting (AWS_REGION, region_name) with different values are refused:
+    whichever came last would win without a word. The same value twice is fine."""
+    earlier = aliased.get(argument)
+    if earlier is not None and earlier[1] != value:
+        raise InvalidArgumentError(f"storage options {_shown(argument, *earlier)} and {_shown(argument, key, value)} "
+                                   f"disagree (both set s3fs's {argument}); give one")
+    aliased[argument] = (key, value)
+
+
+def _apply_aliases(kwargs: dict[str, Any], client_kwargs: dict[str, Any],
+                   aliased: dict[str, tuple[str, Any]]) -> None:
+    """Set each aliased setting; the region goes to botocore's client, refusing one the user also
+    gave there directly (client_kwargs={'region_name': ...}) with another value."""
+    for argument, (key, value) in aliased.items():
+        if argument != "region":
+            kwargs[argument] = value
+            continue
+        given = client_kwargs.get("region_name", value)
+        if given != value:
+            raise InvalidArgumentError(f"storage options {key}={value!r} and client_kwargs['region_name']={given!r} "
+                                       f"disagree (both set the S3 region); give one")
+        client_kwargs["region_name"] = value
+
+
 def _apply_switches(kwargs: dict[str, Any], switched: dict[str, tuple[str, bool]]) -> None:
     """Set each switched s3fs argument, refusing one the user also gave s3fs directly with the
     opposite value (anon=False with AWS_SKIP_SIGNATURE=true)."""
@@ -757,16 +798,16 @@ def _apply_switches(kwargs: dict[str, Any], switched: dict[str, tuple[str, bool]
         kwargs[argument] = value
 
 
-def _addressing_style(name: str, key: str, value: Any) -> str:
-    """The botocore addressing style ('path' or 'virtual') one addressing option asks for."""
+def _addressing_style(name: str, key: str, value: Any) -> str | None:
+    """The botocore addressing style ('path' or 'virtual') one addressing option asks for, or None
+    for a "force" flag that is off (it asks for nothing)."""
     if name == _S3_ADDRESSING_STYLE_OPTION:
         style = value.strip().lower() if isinstance(value, str) else None
         if style not in _S3_ADDRESSING_STYLES:
             raise InvalidArgumentError(f"storage option {key}={value!r} must be "
                                        f"{' or '.join(repr(s) for s in _S3_ADDRESSING_STYLES)}")
         return style
-    when_on = _S3_ADDRESSING_SWITCHES[name]
-    when_off = next(s for s in _S3_ADDRESSING_STYLES if s != when_on)
+    when_on, when_off = _S3_ADDRESSING_SWITCHES[name]
     return when_on if _switch(key, value) else when_off
 
 

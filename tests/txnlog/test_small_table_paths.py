@@ -7,6 +7,7 @@ import pyarrow as pa
 
 from deltatx.txnlog import replay, row_tracking
 from deltatx.txnlog.actions import FILE_SCHEMA, REMOVE_SCHEMA, file_actions_table
+from deltatx.txnlog.tombstones import Tombstones
 
 
 def _dv(location: str, offset: int | None = None) -> dict:
@@ -105,7 +106,7 @@ def test_a_commit_whose_file_tables_were_built_applies_as_one_that_was_not():
             assert commit.adds.num_rows == 2 and commit.removes.num_rows == 1
         tail = replay.FileTail()
         tail.add_commit(commit)
-        files, tombstones = tail.apply(base, file_actions_table([], REMOVE_SCHEMA))
-        results.append((sorted(replay.file_keys(files).to_pylist()), tombstones.column("path").to_pylist()))
+        files, tombstones = tail.apply(base, Tombstones.of(file_actions_table([], REMOVE_SCHEMA)))
+        results.append((sorted(replay.file_keys(files).to_pylist()), tombstones.table.column("path").to_pylist()))
     assert results[0] == results[1]
     assert len(results[0][0]) == 3 and results[0][1] == ["a"]

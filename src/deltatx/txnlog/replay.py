@@ -319,13 +319,9 @@ class FileTail:
             return parts[0], positions
         return (pa.concat_tables(parts) if parts else empty_table(schema)), positions
 
-    def apply(self, files: pa.Table, tombstones: pa.Table) -> tuple[pa.Table, pa.Table]:
-        """Reconcile the gathered actions onto ``files`` / ``tombstones`` (both columnar)."""
-        files, later = self.apply_lazily(files, Tombstones.of(tombstones))
-        return files, later.table
-
-    def apply_lazily(self, files: pa.Table, tombstones: Tombstones) -> tuple[pa.Table, Tombstones]:
-        """As :meth:`apply`, the tombstones folded only when read (see tombstones.py)."""
+    def apply(self, files: pa.Table, tombstones: Tombstones) -> tuple[pa.Table, Tombstones]:
+        """Reconcile the gathered actions onto ``files`` (now) and ``tombstones`` (folded when
+        read, see tombstones.py)."""
         self._take_raw()
         adds, add_pos = self._gather(self._add_rows, self._add_pos, self._add_tables, FILE_SCHEMA)
         removes, remove_pos = self._gather(self._remove_rows, self._remove_pos, self._remove_tables, REMOVE_SCHEMA)

@@ -191,7 +191,7 @@ def _advance(base: Snapshot, commits: Sequence[CommitActions], mtimes: Sequence[
     tail = FileTail()
     for commit in commits:
         tail.add_commit(commit)
-    files, tombstones = tail.apply_lazily(base.files, base.tombstone_state)
+    files, tombstones = tail.apply(base.files, base.tombstone_state)
     timestamp = base.timestamp_ms
     metadata = base.metadata
     for i, commit in enumerate(commits):

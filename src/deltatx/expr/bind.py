@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from ..errors import PredicateError
 from ..txnlog.actions import empty_table
-from .model import Arithmetic, Case, Column, Comparison, Expr, Func, In, Literal
+from .model import And, Arithmetic, Case, Column, Comparison, Expr, Func, In, Literal, Or
 from .rows import cast_constant, evaluate
 from .values import common_type, convert_literal, decimal_of, is_number, number_text, plain_type
 
@@ -280,6 +280,46 @@ def _unique(fields: list[pa.Field]) -> list[pa.Field]:
     return out
 
 
+_POINT_OPS = frozenset(("=", "!=", "<", "<=", ">", ">="))
+
+
+def _bind_point(expr: Expr, schema: pa.Schema) -> Expr | None:
+    """The bound form of a point or range condition — comparisons of an integer column with an
+    integer constant its type holds, under AND / OR — built directly; None for anything else.
+
+    The general binder gives the same expression (the column in the schema's spelling, the
+    constant typed as the column: an exact conversion) after two tree walks, literal typing
+    and a type check, which a point change would pay on every statement."""
+    if isinstance(expr, (And, Or)):
+        left = _bind_point(expr.left, schema)
+        right = _bind_point(expr.right, schema) if left is not None else None
+        return None if right is None else type(expr)(left, right)
+    if not isinstance(expr, Comparison) or expr.op not in _POINT_OPS:
+        return None
+    column, constant = expr.left, expr.right
+    if isinstance(column, Literal):
+        column, constant = constant, column
+    if not isinstance(column, Column) or column.qualifier is not None or column.path:
+        return None
+    if not isinstance(constant, Literal) or constant.type is not None or type(constant.value) is not int:
+        return None
+    i = schema.get_field_index(column.name)  # -1 when absent or when two fields share the name
+    if i < 0 or any(n != column.name and n.lower() == column.name.lower() for n in schema.names):
+        return None  # the general path resolves case and reports ambiguity
+    t = schema.field(i).type
+    if not pa.types.is_integer(t):
+        return None
+    bits = t.bit_width
+    low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if pa.types.is_signed_integer(t) else (0, (1 << bits) - 1)
+    if not (low <= constant.value <= high and -(1 << 63) <= constant.value < (1 << 63)):
+        return None
+    typed = Literal(constant.value, t)
+    bound_column = Column(column.name)
+    if expr.left is column:
+        return Comparison(expr.op, bound_column, typed)
+    return Comparison(expr.op, typed, bound_column)
+
+
 def _find_alias(aliases: Mapping[str, pa.Schema], qualifier: str) -> str | None:
     if qualifier in aliases:
         return qualifier
@@ -344,6 +384,11 @@ def bind_predicate(expr: Expr, schema: pa.Schema, *, aliases: Mapping[str, pa.Sc
     """:func:`bind`, and require a boolean result (a WHERE/ON/replaceWhere condition)."""
     if aliases is None and _already_bound(expr, schema, condition=True):
         return expr
+    if aliases is None:
+        point = _bind_point(expr, schema)
+        if point is not None:
+            _remember_bound(point, schema, condition=True)
+            return point
     if aliases is None and _already_bound(expr, schema, condition=False):
         bound, t = expr, _Binder(schema, aliases).type_of(expr)
     else:

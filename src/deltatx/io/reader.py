@@ -549,7 +549,8 @@ class _ScanPlan:
         cache_key = self._cache_key(i)
         try:
             with pq.ParquetFile(self.paths[i], filesystem=self.filesystem, coerce_int96_timestamp_unit="us",
-                                metadata=ROW_GROUPS.footer(cache_key)) as pf:
+                                metadata=ROW_GROUPS.footer(cache_key),
+                                pre_buffer=pre_buffers(self.filesystem)) as pf:
                 ROW_GROUPS.keep_footer(cache_key, pf.metadata)
                 in_file = set(pf.schema_arrow.names)
                 data_fields = [f for f in wanted if f.name not in self.partition_columns]
@@ -579,11 +580,14 @@ class _ScanPlan:
         # rows without columns, not a table of none (which matched no row)
         table = pa.table(self._file_columns(wanted, raw, i), schema=wanted) if len(wanted) else raw.select([])
         if prune is not None:
-            from ..expr.rows import matches  # expr imports this module (partition values)
+            from ..expr.point_rows import matching_positions  # expr imports this module (partition values)
+            from ..expr.rows import matches
 
             # Filter first, with the bound predicate: positions, metadata columns and the DV test
             # then cost only the matching rows (a point change reads a 128k-row group for one row).
-            hit = _true_positions(matches(prune, table))
+            hit = matching_positions(prune, table)
+            if hit is None:
+                hit = _true_positions(matches(prune, table))
             table, raw = table.take(hit), raw.take(hit)
             positions = hit if groups is None else _positions_in_file(pf_metadata, groups, hit)
             filter = None
@@ -681,6 +685,14 @@ class _ScanPlan:
                 f"it may have been vacuumed or deleted outside deltatx. Time travel to a version whose "
                 f"files still exist, or restore the files."
             ) from exc
+
+
+def pre_buffers(filesystem: pafs.FileSystem) -> bool:
+    """Whether a ParquetFile on ``filesystem`` should pre-buffer (coalesce its reads and issue
+    them on Arrow's I/O threads). Worth it where each request has a latency (object stores);
+    on local disk the hand-off to an I/O thread is a fifth of decoding one 128k-row group of
+    a point change, and whole-file reads are no faster with it (measured with pyarrow 26)."""
+    return not isinstance(filesystem, pafs.LocalFileSystem)
 
 
 def _groups_by_footer(prune: "Expr", pf: pq.ParquetFile, cache_key: FileKey | None = None) -> list[int] | None:

@@ -26,7 +26,7 @@ from pyroaring import BitMap64
 from ..conflicts.row_level import FileRows, LoadRequest, RowLevelState, WinnerRows, dv_unique_id
 from ..io.deletion_vector_writer import DeletionVectorFile, load_bitmap
 from ..io.paths import data_file_path, decode_path
-from ..io.reader import read_files
+from ..io.reader import pre_buffers, read_files
 from ..io.row_metadata import MaterializedColumns
 from ..txnlog.actions import DELETION_VECTOR
 from ..txnlog.row_tracking import physical_record_count, physical_records
@@ -137,7 +137,7 @@ def file_row_ids(store: "LogStore", file: pa.Table, materialized: MaterializedCo
     path = file.column("path")[0].as_py()
     location = data_file_path(store, decode_path(path))
     base = file.column("baseRowId")[0].as_py()
-    with pq.ParquetFile(location, filesystem=store.arrow_fs) as pf:
+    with pq.ParquetFile(location, filesystem=store.arrow_fs, pre_buffer=pre_buffers(store.arrow_fs)) as pf:
         n = pf.metadata.num_rows
         column = materialized.row_id
         stored = pf.read(columns=[column]).column(0) if column and column in pf.schema_arrow.names else None

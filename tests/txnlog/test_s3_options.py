@@ -155,6 +155,22 @@ def test_the_dynamodb_locking_provider_is_accepted_with_a_warning_and_not_passed
     assert kwargs == {"use_listings_cache": False}
 
 
+def test_the_lock_tables_own_settings_are_accepted_and_not_passed_on():
+    """delta-rs reads DynamoDB's endpoint, region and credentials apart from S3's (and the lock
+    table's billing mode and request deadline): one set of options opens a table in both, and
+    none of them reaches s3fs, where a DynamoDB endpoint or key would replace S3's."""
+    lock = {"AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:1", "AWS_REGION_DYNAMODB": "eu-west-1",
+            "AWS_ACCESS_KEY_ID_DYNAMODB": "dynamo-key", "AWS_SECRET_ACCESS_KEY_DYNAMODB": "dynamo-secret",
+            "AWS_SESSION_TOKEN_DYNAMODB": "dynamo-token", "DELTA_DYNAMO_BILLING_MODE": "PAY_PER_REQUEST",
+            "DELTA_DYNAMO_MAX_ELAPSED_REQUEST_TIME": "60"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no provider named: nothing to warn about
+        assert _s3_kwargs(dict(lock)) == {"use_listings_cache": False}
+        kwargs = _s3_kwargs({**lock, "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "s3-key"})
+    assert kwargs["key"] == "s3-key" and kwargs["client_kwargs"] == {"region_name": "us-east-1"}
+    assert "dynamo" not in repr(kwargs).lower()
+
+
 def test_the_lock_table_name_alone_is_accepted_silently():
     with warnings.catch_warnings():
         warnings.simplefilter("error")

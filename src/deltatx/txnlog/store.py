@@ -657,7 +657,14 @@ _S3_ADDRESSING_STYLES = ("path", "virtual")
 #: delta-rs's DynamoDB commit lock. deltatx needs none (its S3 commit is a conditional PUT), so a
 #: user's deltalake options are accepted; only a provider delta-rs does not know is refused.
 _S3_LOCKING_PROVIDER_OPTION = "aws_s3_locking_provider"
-_S3_LOCK_OPTIONS = frozenset({_S3_LOCKING_PROVIDER_OPTION, "delta_dynamo_table_name"})
+#: The lock table's own settings (its name, billing mode, request deadline, and the endpoint,
+#: region and credentials delta-rs uses for DynamoDB when they differ from S3's) configure a lock
+#: deltatx never takes: accepted with the provider, never passed on, and never shown.
+_S3_LOCK_OPTIONS = frozenset({
+    _S3_LOCKING_PROVIDER_OPTION, "delta_dynamo_table_name", "delta_dynamo_billing_mode",
+    "delta_dynamo_max_elapsed_request_time", "aws_endpoint_url_dynamodb", "aws_region_dynamodb",
+    "aws_access_key_id_dynamodb", "aws_secret_access_key_dynamodb", "aws_session_token_dynamodb",
+})
 
 
 def _s3_translated_option_names() -> frozenset[str]:

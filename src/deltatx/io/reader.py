@@ -637,9 +637,8 @@ class _ScanPlan:
         """What identifies file ``i``'s content for :data:`ROW_GROUPS` (see that module)."""
         if not ROW_GROUPS.enabled:
             return None
-        if isinstance(self.filesystem, pafs.LocalFileSystem):
-            return local_key(self.paths[i])
-        return logged_key(self.paths[i], self._file_long("size", i), self._file_long("modificationTime", i))
+        return file_cache_key(self.filesystem, self.paths[i], self._file_long("size", i),
+                              self._file_long("modificationTime", i))
 
     def _row_groups(self, i: int, pf: pq.ParquetFile, prune: "Expr", filter: pc.Expression,
                     cache_key: FileKey | None) -> list[int] | None:
@@ -678,13 +677,33 @@ class _ScanPlan:
 
     def raise_if_missing(self, exc: BaseException) -> None:
         """Turn a failed read into DataFileNotFoundError when a referenced file is gone."""
-        missing = [self.paths[i] for i in absent(self.filesystem, self.paths)]
-        if missing:
-            raise DataFileNotFoundError(
-                f"data file {first_and_more(missing)} referenced by the log of {self.store.uri!r} is missing; "
-                f"it may have been vacuumed or deleted outside deltatx. Time travel to a version whose "
-                f"files still exist, or restore the files."
-            ) from exc
+        _raise_if_missing(self.filesystem, self.paths, self.store.uri, exc)
+
+
+def file_cache_key(filesystem: pafs.FileSystem, location: str, size: int | None,
+                   modification_time: int | None) -> FileKey | None:
+    """What identifies a data file's content for :data:`ROW_GROUPS`: its stat on local disk,
+    its add action's size and time elsewhere (see that module); None with the cache off."""
+    if not ROW_GROUPS.enabled:
+        return None
+    if isinstance(filesystem, pafs.LocalFileSystem):
+        return local_key(location)
+    return logged_key(location, size, modification_time)
+
+
+def raise_if_file_missing(filesystem: pafs.FileSystem, location: str, uri: str, exc: BaseException) -> None:
+    """Turn a failed read of one data file into DataFileNotFoundError when the file is gone."""
+    _raise_if_missing(filesystem, [location], uri, exc)
+
+
+def _raise_if_missing(filesystem: pafs.FileSystem, locations: list[str], uri: str, exc: BaseException) -> None:
+    missing = [locations[i] for i in absent(filesystem, locations)]
+    if missing:
+        raise DataFileNotFoundError(
+            f"data file {first_and_more(missing)} referenced by the log of {uri!r} is missing; "
+            f"it may have been vacuumed or deleted outside deltatx. Time travel to a version whose "
+            f"files still exist, or restore the files."
+        ) from exc
 
 
 def pre_buffers(filesystem: pafs.FileSystem) -> bool:

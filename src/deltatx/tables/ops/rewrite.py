@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from ...expr import Expr, matches, references_only, to_arrow
 from ...io.reader import read_files
 from ...txnlog.stats import record_counts, split_column_name
-from ...io.row_metadata import ROW_COMMIT_VERSION, ROW_INDEX
+from ...io.row_metadata import ROW_COMMIT_VERSION, ROW_INDEX, metadata_field
 from ...io.writer import WriteOptions, write_data_files
 from .. import identity
 from .. import properties as props
@@ -126,6 +126,32 @@ def _read_each(tx: "Transaction", files: pa.Table, extra: list[str] | None = Non
         return list(pool.map(one, range(files.num_rows)))
 
 
+def _read_marks(tx: "Transaction", files: pa.Table, extra: list[str], pred: Expr) -> list[pa.Table]:
+    """A DV-only DELETE's read: per file, the positions of its live rows ``pred`` selects (the
+    ``_metadata.row_index`` column :func:`_read_each` would give, and nothing else). Files the
+    point reader (io/point_read.py) can answer cost it only the decode of the key's row group;
+    the rest, and every file when row ids or mapped columns are involved, go through
+    :func:`_read_each`."""
+    if extra != [ROW_INDEX] or tx.column_mapping is not None or \
+            any(c in tx.partition_columns for c in pred.columns()):
+        return _read_each(tx, files, extra, set(), pred)
+    from ...io.point_read import live_matching_positions
+
+    paths, sizes = files.column("path").to_pylist(), files.column("size").to_pylist()
+    times, dvs = files.column("modificationTime").to_pylist(), files.column("deletionVector").to_pylist()
+    out: list[pa.Table] = []
+    for i in range(files.num_rows):
+        positions = live_matching_positions(tx.store, paths[i], sizes[i], times[i], dvs[i], pred, tx.schema)
+        if positions is None:
+            out.append(_read_each(tx, files.slice(i, 1), extra, set(), pred)[0])
+        else:
+            out.append(pa.table([pa.array(positions, pa.int64())], schema=_POSITIONS))
+    return out
+
+
+_POSITIONS = pa.schema([metadata_field(ROW_INDEX)])
+
+
 def _all_rows(n: int) -> pa.ChunkedArray:
     """The mask that matches every one of ``n`` rows."""
     return pa.chunked_array([pa.repeat(pa.scalar(True), n)], pa.bool_())
@@ -168,7 +194,9 @@ def rewrite_files(tx: "Transaction", pred: Expr | None,
         only = set()
         extra = [c for c in extra if c != ROW_COMMIT_VERSION]
     # merge-on-read needs only the matching rows: the predicate filters them as they are read
-    for i, rows in enumerate(_read_each(tx, candidates, extra, only, pred if on_read else None)):
+    read = _read_marks(tx, candidates, extra, pred) if marks_only and pred is not None \
+        else _read_each(tx, candidates, extra, only, pred if on_read else None)
+    for i, rows in enumerate(read):
         if on_read:  # the read kept only the matching rows
             n = rows.num_rows
             positions = rows.column(ROW_INDEX).to_numpy()

@@ -107,3 +107,18 @@ def test_direct_binding_declines_names_differing_only_in_case():
     assert binder._bind_point(parse_predicate("id = 1"), schema) is None
     with pytest.raises(PredicateError, match="ambiguous"):
         bind_predicate(parse_predicate("iD = 1"), schema)
+
+
+def test_an_in_list_no_arrow_integer_type_holds_evaluates_exactly():
+    """A negative constant and one above 2^63 in one IN list against an unsigned column (found
+    by the property test above): the general evaluator used to raise OverflowError building the
+    value set; it compares them as DECIMAL(38, 0) now, and only 48 matches."""
+    schema = pa.schema([("u", pa.uint16()), ("b", pa.int8())])
+    table = pa.table({"u": pa.array([3, 48, None, 65535], pa.uint16()), "b": pa.array([26, 1, 2, 3], pa.int8())},
+                     schema=schema)
+    for predicate in (In(Column("u"), (Literal(-159), Literal(48), Literal(1 << 64))),
+                      Or(Comparison("<=>", Literal(26), Column("b")),
+                         In(Column("u"), (Literal(-159), Literal(48), Literal(1 << 64))))):
+        bound = bind_predicate(predicate, schema)
+        expected = [1] if isinstance(predicate, In) else [0, 1]
+        assert general_positions(bound, table).tolist() == expected

@@ -406,12 +406,15 @@ class Func(Expr):
 
 @dataclass(frozen=True)
 class Cast(_Unary):
-    """``CAST(operand AS to)``."""
+    """``CAST(operand AS to)``; with ``try_``, ``TRY_CAST(operand AS to)``: the same value where
+    CAST succeeds, NULL for each value where it fails."""
 
     to: pa.DataType
+    try_: bool = False
 
     def _sql(self) -> str:
-        return f"CAST({self.operand._sql()} AS {type_sql(self.to)})"
+        keyword = "TRY_CAST" if self.try_ else "CAST"
+        return f"{keyword}({self.operand._sql()} AS {type_sql(self.to)})"
 
 
 @dataclass(frozen=True)

@@ -213,9 +213,11 @@ def _convert_node(node: exp.Expression) -> Expr:  # noqa: C901 - one branch per 
             raise _unsupported(node, "hex literal") from None
     if isinstance(node, exp.Neg):
         typed = node.this
-        if isinstance(typed, exp.Cast) and isinstance(typed.this, exp.Literal) and not typed.this.is_string:
+        if (isinstance(typed, exp.Cast) and isinstance(typed.this, exp.Literal) and not typed.this.is_string
+                and typed.args.get("safe") is not True):
             # a suffixed literal (``9223372036854775808L`` is CAST(... AS BIGINT)): Spark's grammar
             # reads the sign as part of it, so -9223372036854775808L is BIGINT's smallest value
+            # (a TRY_CAST is no literal: -TRY_CAST(128 AS TINYINT) is -(NULL))
             negated = typed.copy()
             negated.set("this", exp.Literal.number("-" + typed.this.name))
             return _convert(negated)
@@ -377,13 +379,21 @@ def _convert_trim(node: exp.Trim) -> Expr:
 
 
 def _convert_cast(node: exp.Cast) -> Expr:
+    """CAST, or TRY_CAST: sqlglot's Spark dialect reads both as ``exp.TryCast`` and marks only
+    TRY_CAST ``safe``."""
     target = arrow_type_from_sql(node.args["to"])
     operand = _convert(node.this)
+    try_ = node.args.get("safe") is True
     if isinstance(operand, Literal):  # folded by the row-level CAST itself (a string: parsed)
         if operand.value is None or isinstance(operand.value, str) and not pa.types.is_decimal(target):
-            return convert_literal(operand, target, context=_fragment(node))
-        return cast_constant(operand, target, context=_fragment(node))
-    return Cast(operand, target)
+            try:
+                return convert_literal(operand, target, context=_fragment(node))
+            except PredicateError:
+                if not try_:
+                    raise
+                return Literal(None, target)  # TRY_CAST: text that does not read as the type is NULL
+        return cast_constant(operand, target, context=_fragment(node), try_=try_)
+    return Cast(operand, target, try_=try_)
 
 
 def _convert_case(node: exp.Case) -> Expr:

@@ -13,7 +13,9 @@ type), ``%`` takes the sign of the dividend, and a zero divisor gives NULL. Oper
 types meet in Spark's common type (:func:`~deltatx.expr.values.common_type`): a BIGINT with a
 DOUBLE is cast to DOUBLE even where that rounds, a STRING compared with a number is read as one
 (``'05' = 5``; text that is no number fails, as ANSI's CAST_INVALID_INPUT). Every conversion,
-implicit or a written CAST, is :func:`_spark_cast` (constants too: :func:`cast_constant`).
+implicit or a written CAST, is :func:`_spark_cast` (constants too: :func:`cast_constant`);
+``TRY_CAST`` is the same conversion with NULL for each value it fails on (:func:`_try_cast_values`;
+in a lazy expression, a Python scalar function Arrow calls on each batch: :func:`_try_cast_udf`).
 Float comparisons follow Spark, not IEEE: NaN equals NaN and is larger than every other value,
 and -0.0 equals 0.0 (``IN`` too). A lazy form sees column types only through the ``schema`` it
 is given. (Scans apply float filters after reading, not in Arrow's Parquet scan: io/reader.py.)
@@ -23,8 +25,12 @@ A column qualified as ``t.id`` that is still qualified when evaluated names the 
 
 from __future__ import annotations
 
+import math
+import threading
+from decimal import Decimal
 from typing import Any, Callable, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -81,6 +87,10 @@ class _Backend:
     def call(self, name: str, args: Sequence[Any], options: pc.FunctionOptions | None = None) -> Any:
         raise NotImplementedError
 
+    def try_cast(self, operand: Any, raw: pa.DataType, to: pa.DataType) -> Any:
+        """TRY_CAST of ``operand``, lowered, whose type is ``raw`` (as stored: not plain)."""
+        raise NotImplementedError
+
 
 def flat_name(c: Column) -> str:
     """The table column a (possibly qualified) column reference reads."""
@@ -113,6 +123,11 @@ class _Lazy(_Backend):
     def call(self, name: str, args: Sequence[Any], options: pc.FunctionOptions | None = None) -> Any:
         return pc.Expression._call(name, list(args), options)
 
+    def try_cast(self, operand: Any, raw: pa.DataType, to: pa.DataType) -> Any:
+        # no such cast for these types: refused here, as the eager form refuses it, not in the scan
+        _spark_cast(_Eager(_NO_ROWS), pa.array([], raw), plain_type(raw), to)
+        return self.call(_try_cast_udf(raw, to), [operand])
+
 
 class _Eager(_Backend):
     def __init__(self, table: pa.Table):
@@ -139,6 +154,9 @@ class _Eager(_Backend):
 
     def call(self, name: str, args: Sequence[Any], options: pc.FunctionOptions | None = None) -> Any:
         return pc.call_function(name, list(args), options)
+
+    def try_cast(self, operand: Any, raw: pa.DataType, to: pa.DataType) -> Any:
+        return _try_cast_values(operand, plain_type(raw), to)
 
     def type_of(self, e: Expr, lowered: Any) -> pa.DataType | None:
         return getattr(lowered, "type", None)
@@ -399,8 +417,17 @@ def _lower(e: Expr, b: _Backend, boolean: bool = False) -> Any:
 
 
 def _lower_cast(e: Cast, b: _Backend) -> Any:
+    if e.try_ and isinstance(e.operand, Literal):  # a constant: folded (NULL when it fails)
+        return _lower(cast_constant(e.operand, e.to, try_=True), b)
     operand = _lower(e.operand, b)
-    return _spark_cast(b, operand, _known_type(b, e.operand, operand), e.to)
+    raw = b.type_of(e.operand, operand)
+    source = None if raw is None else plain_type(raw)
+    if not e.try_ or source is not None and (source.equals(e.to) or pa.types.is_null(source)):
+        return _spark_cast(b, operand, source, e.to)  # (a NULL, or a value of the type: no failure)
+    if raw is None:
+        raise PredicateError(f"{e}: the type of {e.operand} is not known here (a lazy expression "
+                             f"needs the table's schema for TRY_CAST)")
+    return b.try_cast(operand, raw, e.to)
 
 
 def _known_type(b: _Backend, e: Expr, lowered: Any) -> pa.DataType | None:
@@ -437,6 +464,8 @@ def _spark_cast(b: _Backend, operand: Any, source: pa.DataType | None, to: pa.Da
             return _timestamp_text(b, operand, source)
     if pa.types.is_string(source) and pa.types.is_date(to):
         return b.call("cast", [_iso_date_text(b, operand)], pc.CastOptions(to))
+    if pa.types.is_string(source) and pa.types.is_timestamp(to) and to.tz is not None:
+        operand = _zoned_timestamp_text(b, operand)
     if pa.types.is_string(source) and pa.types.is_boolean(to):
         # Spark's words, any case: t/true/y/yes/1 and f/false/n/no/0; other text fails the cast
         operand = b.call("utf8_lower", [b.call("utf8_trim", [operand], pc.TrimOptions(SPARK_INTEGER_TRIM))])
@@ -541,6 +570,24 @@ def _iso_date_text(b: _Backend, operand: Any) -> Any:
     return b.call("coalesce", [iso, operand])
 
 
+#: a zone at the end of timestamp text, as txnlog.stats.parse_timestamps (a literal's reader) finds it
+_ZONE_SUFFIX = r"(Z|z|[+-][0-9]{2}(:?[0-9]{2})?)$"
+
+
+def _zoned_timestamp_text(b: _Backend, operand: Any) -> Any:
+    """Timestamp text for a cast to a zoned TIMESTAMP: Spark reads text without a zone in the
+    session time zone (UTC for deltatx), as a literal is read (``TIMESTAMP '2024-01-02'``);
+    Arrow's cast wants the zone in the text, so 'Z' is added where none is (a bare date gets
+    its midnight first: its '-02' is no zone)."""
+    text = b.call("utf8_trim_whitespace", [operand])
+    date_only = b.call("match_substring_regex", [text], pc.MatchSubstringOptions(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"))
+    text = b.call("if_else", [date_only, b.call("binary_join_element_wise", [text, b.scalar(pa.scalar("T00:00:00")),
+                                                                             b.scalar(pa.scalar(""))]), text])
+    zoned = b.call("match_substring_regex", [text], pc.MatchSubstringOptions(_ZONE_SUFFIX))
+    with_zone = b.call("binary_join_element_wise", [text, b.scalar(pa.scalar("Z")), b.scalar(pa.scalar(""))])
+    return b.call("if_else", [zoned, text, with_zone])
+
+
 #: Arrow's shortest text of a float: sign, integer digits, fraction digits, exponent
 _ARROW_FLOAT = r"^(?P<sign>-?)(?P<whole>[0-9]+)(?:\.(?P<frac>[0-9]*))?(?:e(?P<exp>[-+][0-9]+))?$"
 
@@ -605,15 +652,19 @@ def _timestamp_text(b: _Backend, operand: Any, source: pa.TimestampType) -> Any:
     return b.call("replace_substring_regex", [out], pc.ReplaceSubstringOptions(r"\.?0+$", ""))
 
 
-def cast_constant(value: Literal, to: pa.DataType, context: str = "") -> Literal:
+def cast_constant(value: Literal, to: pa.DataType, context: str = "", *, try_: bool = False) -> Literal:
     """``CAST(value AS to)`` folded into a constant: the row-level CAST (:func:`_spark_cast`)
     applied to the one value, so a constant and a column convert alike (``CAST(2.5 AS INT)`` is
-    2, ``CAST(300 AS TINYINT)`` fails)."""
+    2, ``CAST(300 AS TINYINT)`` fails). With ``try_``, ``TRY_CAST``: NULL where CAST fails on the
+    value (a cast the types do not have still fails)."""
     to = plain_type(to)
     if value.value is None:
         return Literal(None, to)
     try:
-        out = _spark_cast(_Eager(_NO_ROWS), value.to_scalar(), value.arrow_type, to)
+        if try_:
+            out = _try_cast_values(value.to_scalar(), value.arrow_type, to)
+        else:
+            out = _spark_cast(_Eager(_NO_ROWS), value.to_scalar(), value.arrow_type, to)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError) as exc:
         where = f" in {context}" if context else ""
         raise PredicateError(f"cannot cast {value} to {to}{where}: {exc}") from None
@@ -629,6 +680,171 @@ def cast_values(values: pa.Array | pa.ChunkedArray, to: pa.DataType) -> pa.Array
 
 
 _NO_ROWS = pa.table({})
+
+#: what a CAST raises for a value it cannot convert (text that is no number or date, a value out
+#: of the target's range); any other error is the types' (there is no such cast), and TRY_CAST
+#: raises it as CAST does
+_VALUE_ERRORS = (pa.ArrowInvalid, OverflowError)
+
+
+def _try_cast_values(values: Any, source: pa.DataType, to: pa.DataType) -> Any:
+    """Spark's TRY_CAST of eager ``values`` (array, chunked array or scalar) of type ``source``
+    (plain): :func:`_spark_cast`'s result where it succeeds, NULL for each value it fails on.
+
+    The values are cast at once; only when that fails does the conversion run again on a
+    backend whose ``cast`` kernel lets single values fail (:class:`_ValueFailures`), and the
+    rows where one did are NULL. Text is converted once per distinct value then ('n/a' in many
+    rows: once)."""
+    try:
+        return _spark_cast(_Eager(_NO_ROWS), values, source, to)
+    except _VALUE_ERRORS:
+        pass
+    scalar = isinstance(values, pa.Scalar)
+    array = pa.repeat(values, 1) if scalar else values
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    _spark_cast(_Eager(_NO_ROWS), array.slice(0, 0), source, to)  # fails with no value: the types', raised
+    if pa.types.is_dictionary(array.type):
+        distinct, indices = array.dictionary, array.indices
+    elif pa.types.is_string(source) or pa.types.is_binary(source):  # text repeats ('n/a', '')
+        encoded = pc.dictionary_encode(array)
+        distinct, indices = encoded.dictionary, encoded.indices
+    else:
+        distinct, indices = array, None
+    b = _ValueFailures(len(distinct))
+    out = _spark_cast(b, distinct, source, to)
+    if b.failed is not None:
+        out = pc.if_else(b.failed, pa.scalar(None, out.type), out)
+    if indices is not None:
+        out = out.take(indices)
+    return out[0] if scalar else out
+
+
+class _ValueFailures(_Eager):
+    """The eager backend of a TRY_CAST over ``rows`` values: a ``cast`` kernel that fails on some
+    of them casts the others, NULL in place of those, and remembers their rows (``failed``).
+
+    Every kernel of a conversion works value by value, so a value's steps are the same alone
+    or among others: CAST fails on a value exactly when one of its kernels fails on it, and a
+    value none fails on comes out as CAST gives it. The failed rows are NULL in the end
+    whatever the steps after the cast make of their NULL (an ``if_else`` choosing another
+    branch, a ``coalesce``). The failing values are found by halves (a few bad values among many
+    cost a few casts more), one cast kernel per attempt; numbers certainly out of an integer or
+    DECIMAL type's range without one (:func:`_certainly_outside`). (The ``cast`` kernel is the
+    only one of :func:`_spark_cast`'s that fails on a value; another one failing fails all.)"""
+
+    def __init__(self, rows: int):
+        super().__init__(_NO_ROWS)
+        self.rows = rows
+        self.failed: pa.Array | None = None  # boolean over the rows: TRUE where a cast failed
+
+    def call(self, name: str, args: Sequence[Any], options: pc.FunctionOptions | None = None) -> Any:
+        try:
+            return pc.call_function(name, list(args), options)
+        except _VALUE_ERRORS:
+            values = args[0]
+            if name != "cast" or not isinstance(values, pa.Array) or len(values) != self.rows:
+                raise  # not a cast of the rows' values (a constant's): it fails as CAST does
+        target = pc.call_function(name, [values.slice(0, 0)], options).type  # (CastOptions does not tell)
+        certain = _certainly_outside(values, target)
+        if certain is not None:  # a dense overflow (BIGINT to TINYINT): found without a cast per value
+            values = pc.if_else(certain, pa.scalar(None, values.type), values)
+        positions: list[int] = []
+        _failing_positions(values, options, 0, positions)
+        failed = np.zeros(self.rows, dtype=bool)
+        failed[positions] = True
+        mask = pa.array(failed) if certain is None else pc.or_(certain, pa.array(failed))
+        self.failed = mask if self.failed is None else pc.or_(self.failed, mask)
+        return pc.call_function(name, [pc.if_else(mask, pa.scalar(None, values.type), values)], options)
+
+
+def _certainly_outside(values: pa.Array, to: pa.DataType) -> pa.Array | None:
+    """For a cast of numbers to an integer or DECIMAL type: TRUE where a value is certainly out
+    of its range (NaN included), FALSE where it may fit (the cast tells); None for other casts."""
+    source = values.type
+    if not (pa.types.is_integer(source) or pa.types.is_floating(source) or pa.types.is_decimal(source)):
+        return None
+    if pa.types.is_integer(to):
+        info = np.iinfo(to.to_pandas_dtype())
+        low, high = int(info.min), int(info.max)
+    elif pa.types.is_decimal(to):  # |v| >= 10^(p - s) fits no DECIMAL(p, s), rounded or not
+        high = 10 ** (to.precision - to.scale)
+        low = -high
+    else:
+        return None
+    try:
+        if pa.types.is_floating(source):  # compared as doubles, the bounds rounded outwards
+            values = values.cast(pa.float64())
+            low_f, high_f = float(low), float(high)
+            if Decimal(low_f) > low:
+                low_f = math.nextafter(low_f, -math.inf)
+            if Decimal(high_f) < high:
+                high_f = math.nextafter(high_f, math.inf)
+            low_s, high_s = pa.scalar(low_f), pa.scalar(high_f)
+            nan = pc.is_nan(values)
+        elif pa.types.is_decimal(source):
+            bound = pa.decimal256(max(len(str(abs(low))), len(str(high))), 0)
+            low_s, high_s = pa.scalar(Decimal(low), bound), pa.scalar(Decimal(high), bound)
+            nan = None
+        else:
+            if not -(1 << 63) <= low or not high < (1 << 63):
+                return None
+            low_s, high_s = pa.scalar(low, pa.int64()), pa.scalar(high, pa.int64())
+            nan = None
+        if pa.types.is_integer(to):
+            outside = pc.or_(pc.less(values, low_s), pc.greater(values, high_s))
+        else:
+            outside = pc.or_(pc.less_equal(values, low_s), pc.greater_equal(values, high_s))
+        if nan is not None:
+            outside = pc.or_(outside, nan)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):  # no such comparison: the casts tell
+        return None
+    return pc.fill_null(outside, False)
+
+
+def _failing_positions(values: pa.Array, options: pc.FunctionOptions | None, start: int, out: list[int]) -> None:
+    """Add to ``out`` the positions (from ``start``) of the values the cast fails on."""
+    try:
+        pc.call_function("cast", [values], options)
+        return
+    except _VALUE_ERRORS:
+        if len(values) == 1:
+            out.append(start)
+            return
+    half = len(values) // 2
+    _failing_positions(values.slice(0, half), options, start, out)
+    _failing_positions(values.slice(half), options, start + half, out)
+
+
+_TRY_CAST_UDFS: dict[tuple[pa.DataType, pa.DataType], str] = {}
+_TRY_CAST_LOCK = threading.Lock()
+
+
+def _try_cast_udf(raw: pa.DataType, to: pa.DataType) -> str:
+    """The name of a scalar function, registered with Arrow once per (``raw``, ``to``), that
+    applies :func:`_try_cast_values` to a batch: a lazy expression (a dataset scan's filter) calls
+    it as it calls a kernel. Arrow matches a function's argument type exactly, hence one function
+    per input type as the rows hold it."""
+    key = (raw, to)
+    with _TRY_CAST_LOCK:
+        name = _TRY_CAST_UDFS.get(key)
+        if name is not None:
+            return name
+        name = f"deltatx_try_cast({raw} -> {to})"
+        source = plain_type(raw)
+
+        def run(ctx: Any, values: Any) -> Any:
+            out = _try_cast_values(values, source, to)
+            return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
+
+        doc = {"summary": f"Spark's TRY_CAST from {raw} to {to}",
+               "description": "CAST's value, NULL for each value CAST fails on"}
+        try:
+            pc.register_scalar_function(run, name, doc, {"value": raw}, to)
+        except pa.ArrowKeyError:  # registered by an earlier import of this module: the same cast
+            pass
+        _TRY_CAST_UDFS[key] = name
+        return name
 
 
 def _promote(b: _Backend, e_left: Expr, left: Any, e_right: Expr, right: Any) -> tuple[Any, Any]:
@@ -696,14 +912,22 @@ def _number_constant(e: Expr) -> bool:
 
 def _value_set(values: list[Literal]) -> pa.Array:
     """The constants of an IN list as one array, of their common type (binding gives them one)."""
-    types = list({v.arrow_type for v in values})
+    types = list(dict.fromkeys(v.arrow_type for v in values))  # in order: a set's order varies by process
     if len(types) == 1:
         return pa.array([v.value for v in values], type=types[0])
     t: pa.DataType | None = types[0]
     for other in types[1:]:
         t = common_type(t, other) if t is not None else None
     if t is None:  # not Spark types (unsigned integers): Arrow infers one
-        return pa.array([v.value for v in values])
+        try:
+            return pa.array([v.value for v in values])
+        except (OverflowError, pa.ArrowInvalid):
+            # integers no Arrow integer type holds together (a negative one and one above
+            # 2^63): as DECIMAL(38, 0), which holds each exactly
+            if all(type(v.value) is int and abs(v.value) < 10 ** 38 for v in values):
+                return pa.array([Decimal(v.value) for v in values], type=pa.decimal128(38, 0))
+            raise PredicateError(f"the values of an IN list ({', '.join(str(v) for v in values)}) "
+                                 f"have no common type") from None
     return pa.array([cast_constant(v, t).value for v in values], type=t)
 
 

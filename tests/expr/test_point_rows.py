@@ -10,9 +10,10 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from integer_predicates import COMPARISONS, integer_predicates
 
 from deltatx.errors import PredicateError
-from deltatx.expr import And, Column, Comparison, In, Literal, Not, Or, bind_predicate, parse_predicate
+from deltatx.expr import Column, Comparison, In, Literal, Not, Or, bind_predicate, parse_predicate
 from deltatx.expr.point_rows import matching_positions
 from deltatx.expr.rows import matches
 
@@ -23,19 +24,8 @@ INT_COLUMNS = {"i": (-(1 << 63), (1 << 63) - 1), "b": (-128, 127), "u": (0, 6553
 values = st.one_of(st.integers(-300, 300), st.sampled_from([-(1 << 63), (1 << 63) - 1, 70000, -129, 128, 1 << 64]))
 
 
-@st.composite
-def predicates(draw, depth: int = 0):
-    if depth < 2 and draw(st.integers(0, 3)) == 0:
-        left, right = draw(predicates(depth + 1)), draw(predicates(depth + 1))
-        return And(left, right) if draw(st.booleans()) else Or(left, right)
-    name = draw(st.sampled_from(sorted(INT_COLUMNS)))
-    if draw(st.integers(0, 4)) == 0:
-        return In(Column(name), tuple(Literal(draw(values)) for _ in range(draw(st.integers(1, 4)))),
-                  negated=draw(st.integers(0, 5)) == 0)
-    op = draw(st.sampled_from(["=", "!=", "<", "<=", ">", ">=", "<=>"]))
-    if draw(st.booleans()):
-        return Comparison(op, Column(name), Literal(draw(values)))
-    return Comparison(op, Literal(draw(values)), Column(name))
+def predicates():
+    return integer_predicates(sorted(INT_COLUMNS), values, ops=COMPARISONS + ("<=>",), negated_in=True)
 
 
 @st.composite

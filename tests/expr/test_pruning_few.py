@@ -7,8 +7,9 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from integer_predicates import integer_predicates
 
-from deltatx.expr import And, Column, Comparison, In, Literal, Not, Or, bind, parse_predicate
+from deltatx.expr import bind, parse_predicate
 from deltatx.expr import pruning
 from deltatx.expr.pruning_few import MAX_FILES, files_matching_few
 from deltatx.txnlog.actions import FILE_SCHEMA
@@ -57,18 +58,8 @@ def stats_strings(draw):
     return orjson.dumps({"numRecords": 3, "minValues": mins, "maxValues": maxs}).decode()
 
 
-@st.composite
-def predicates(draw, depth: int = 0):
-    if depth < 2 and draw(st.integers(0, 3)) == 0:
-        left, right = draw(predicates(depth + 1)), draw(predicates(depth + 1))
-        return And(left, right) if draw(st.booleans()) else Or(left, right)
-    name = draw(st.sampled_from(sorted(INT_COLUMNS)))
-    if draw(st.integers(0, 4)) == 0:
-        return In(Column(name), tuple(Literal(draw(values)) for _ in range(draw(st.integers(1, 4)))))
-    op = draw(st.sampled_from(["=", "!=", "<", "<=", ">", ">="]))
-    if draw(st.booleans()):
-        return Comparison(op, Column(name), Literal(draw(values)))
-    return Comparison(op, Literal(draw(values)), Column(name))
+def predicates():
+    return integer_predicates(sorted(INT_COLUMNS), values)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -11,10 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from integer_predicates import integer_predicates
 
 import deltatx
 from deltatx.errors import CorruptDeletionVectorError, DataFileNotFoundError
-from deltatx.expr import And, Column, Comparison, In, Literal, Or, bind_predicate, parse_predicate, to_arrow
+from deltatx.expr import bind_predicate, parse_predicate, to_arrow
 from deltatx.io.point_read import live_matching_positions
 from deltatx.io.reader import read_files
 from deltatx.io.row_metadata import ROW_INDEX
@@ -57,16 +58,8 @@ values = st.one_of(st.none(), st.integers(-20, 20))
 small = st.integers(-25, 25)
 
 
-@st.composite
-def predicates(draw, depth: int = 0):
-    if depth < 2 and draw(st.integers(0, 3)) == 0:
-        left, right = draw(predicates(depth + 1)), draw(predicates(depth + 1))
-        return And(left, right) if draw(st.booleans()) else Or(left, right)
-    name = draw(st.sampled_from(["id", "k"]))
-    if draw(st.integers(0, 4)) == 0:
-        return In(Column(name), tuple(Literal(draw(small)) for _ in range(draw(st.integers(1, 3)))))
-    op = draw(st.sampled_from(["=", "!=", "<", "<=", ">", ">="]))
-    return Comparison(op, Column(name), Literal(draw(small)))
+def predicates():
+    return integer_predicates(["id", "k"], small)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -147,3 +140,18 @@ def test_dv_deletes_leave_what_copy_on_write_deletes_leave(tmp_path, where):
         metrics = t.delete(where=where).metrics
         results[dv] = (sorted(deltatx.Table(str(tmp_path / dv)).to_arrow()["id"].to_pylist()), metrics["numDeletedRows"])
     assert results["true"] == results["false"]
+
+
+def test_a_delete_whose_file_is_gone_fails_typed_and_commits_nothing(tmp_path):
+    """Through the point reader, a DELETE of a row in a missing data file raises
+    DataFileNotFoundError as the general reader does (a bad DV's refusal is tested above), and
+    the table keeps its version with no commit file left behind."""
+    uri = str(tmp_path / "t")
+    table = build(uri, list(range(8)), list(range(8)), ["id = 1"])
+    version = table.version
+    with_dv = next(r for r in table.files().to_pylist() if r["deletionVector"] is not None)
+    os.remove(os.path.join(uri, with_dv["path"]))
+    with pytest.raises(DataFileNotFoundError, match="missing"):
+        table.delete(where="id = 2")
+    assert deltatx.Table(uri).version == version
+    assert not any(n.startswith(".commit.") for n in os.listdir(os.path.join(uri, "_delta_log")))

@@ -20,7 +20,7 @@ from ..errors import PredicateError
 from ..txnlog.actions import empty_table
 from .model import And, Arithmetic, Case, Column, Comparison, Expr, Func, In, Literal, Or
 from .rows import cast_constant, evaluate
-from .values import common_type, convert_literal, decimal_of, is_number, number_text, plain_type
+from .values import common_type, convert_literal, decimal_of, integer_range, is_number, number_text, plain_type
 
 #: functions whose arguments (or, for ``if``, whose last two) share one type
 _SAME_TYPE_ARGS = {"coalesce": 0, "greatest": 0, "least": 0, "if": 1}
@@ -309,8 +309,7 @@ def _bind_point(expr: Expr, schema: pa.Schema) -> Expr | None:
     t = schema.field(i).type
     if not pa.types.is_integer(t):
         return None
-    bits = t.bit_width
-    low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if pa.types.is_signed_integer(t) else (0, (1 << bits) - 1)
+    low, high = integer_range(t)
     if not (low <= constant.value <= high and -(1 << 63) <= constant.value < (1 << 63)):
         return None
     typed = Literal(constant.value, t)

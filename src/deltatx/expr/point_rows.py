@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .model import FLIPPED, And, Column, Comparison, Expr, In, Literal, Or
+from .values import integer_range
 
 #: IN lists longer than this go to the general evaluator (np.isin sorts them; Arrow hashes)
 _MAX_IN_VALUES = 64
@@ -100,7 +101,7 @@ def _integer(literal: Expr, dtype: np.dtype) -> Any:
         raise _Outside
     if literal.type is not None and not pa.types.is_integer(literal.type):
         raise _Outside
-    info = np.iinfo(dtype)
-    if not info.min <= literal.value <= info.max:
+    low, high = integer_range(pa.from_numpy_dtype(dtype))
+    if not low <= literal.value <= high:
         raise _Outside
     return dtype.type(literal.value)

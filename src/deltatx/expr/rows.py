@@ -35,8 +35,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import PredicateError
-from .values import (SPARK_INTEGER_TRIM, _scalar_value, bounded_decimal, common_type, decimal_of, is_number,
-                     plain_type, spark_trim_for)
+from .values import (SPARK_INTEGER_TRIM, _scalar_value, bounded_decimal, common_type, decimal_of, integer_range,
+                     is_number, plain_type, spark_trim_for)
 from .model import (
     And,
     Arithmetic,
@@ -765,8 +765,7 @@ def _certainly_outside(values: pa.Array, to: pa.DataType) -> pa.Array | None:
     if not (pa.types.is_integer(source) or pa.types.is_floating(source) or pa.types.is_decimal(source)):
         return None
     if pa.types.is_integer(to):
-        info = np.iinfo(to.to_pandas_dtype())
-        low, high = int(info.min), int(info.max)
+        low, high = integer_range(to)
     elif pa.types.is_decimal(to):  # |v| >= 10^(p - s) fits no DECIMAL(p, s), rounded or not
         high = 10 ** (to.precision - to.scale)
         low = -high

@@ -22,6 +22,14 @@ from .model import Literal
 _NUMERIC = (int, float, Decimal)
 
 
+def integer_range(t: pa.DataType) -> tuple[int, int]:
+    """The smallest and largest value of an Arrow integer type."""
+    bits = t.bit_width
+    if pa.types.is_signed_integer(t):
+        return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    return 0, (1 << bits) - 1
+
+
 def plain_type(t: pa.DataType) -> pa.DataType:
     """Storage variants folded to the type values are compared as."""
     if pa.types.is_dictionary(t):

@@ -19,6 +19,9 @@ in a lazy expression, a Python scalar function Arrow calls on each batch: :func:
 Float comparisons follow Spark, not IEEE: NaN equals NaN and is larger than every other value,
 and -0.0 equals 0.0 (``IN`` too). A lazy form sees column types only through the ``schema`` it
 is given. (Scans apply float filters after reading, not in Arrow's Parquet scan: io/reader.py.)
+A dictionary-encoded column (or a large or view string) is read as its values, of the plain
+type (:func:`~deltatx.expr.values.plain_type`: Arrow's string kernels have no dictionary or view
+kernels), in the lazy form too when its ``schema`` says so.
 A column qualified as ``t.id`` that is still qualified when evaluated names the flat column
 ``"t.id"`` (the convention for a joined table of aliased inputs).
 """
@@ -35,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import PredicateError
+from .sqltext import type_sql
 from .values import (SPARK_INTEGER_TRIM, _scalar_value, bounded_decimal, common_type, decimal_of, integer_range,
                      is_number, plain_type, spark_trim_for)
 from .model import (
@@ -103,7 +107,25 @@ class _Lazy(_Backend):
         self._no_rows: pa.Table | None = None
 
     def column(self, c: Column) -> Any:
-        return pc.field(flat_name(c), *c.path) if c.path else pc.field(flat_name(c))
+        ref = pc.field(flat_name(c), *c.path) if c.path else pc.field(flat_name(c))
+        stored = self._stored_type(c)
+        if stored is not None and not stored.equals(plain_type(stored)):  # as the eager form reads it
+            return self.call("cast", [ref], pc.CastOptions(plain_type(stored)))
+        return ref
+
+    def _stored_type(self, c: Column) -> pa.DataType | None:
+        """The type of column ``c`` as the rows hold it (None: no schema, or no such column)."""
+        if self.schema is None:
+            return None
+        i = self.schema.get_field_index(flat_name(c))  # -1 when absent or when two fields share the name
+        if i < 0:
+            return None
+        t = self.schema.field(i).type
+        for part in c.path:
+            if not pa.types.is_struct(t) or t.get_field_index(part) < 0:
+                return None
+            t = t.field(t.get_field_index(part)).type
+        return t
 
     def type_of(self, e: Expr, lowered: Any) -> pa.DataType | None:
         if isinstance(e, Literal):
@@ -147,6 +169,11 @@ class _Eager(_Backend):
             if not pa.types.is_struct(t) or t.get_field_index(part) < 0:
                 raise PredicateError(f"column {c}: {part!r} is not a field of {t}")
             arr = pc.struct_field(arr, [t.get_field_index(part)])
+        if not arr.type.equals(plain_type(arr.type)):
+            # a dictionary (or a large or view string) is how the values are stored, not what SQL
+            # sees: string kernels (LIKE, upper, CAST's text parsing) have no kernels for those
+            # (Arrow 26), so the values are read as the plain type
+            arr = arr.cast(plain_type(arr.type))
         return arr
 
     def scalar(self, value: pa.Scalar) -> Any:
@@ -448,9 +475,19 @@ def _spark_cast(b: _Backend, operand: Any, source: pa.DataType | None, to: pa.Da
     around it (:func:`~deltatx.expr.values.spark_trim_for`) and a leading '+' dropped; text that
     is no number fails, hexadecimal included. To STRING, floats and timestamps print as Spark
     prints them (:func:`_float_text`, :func:`_timestamp_text`). A timestamp cast to a date
-    drops its time."""
+    drops its time. Text read as a TIMESTAMP_NTZ keeps its local time and drops a zone after it
+    (:func:`_local_timestamp_text`). A DATE is no number to Spark: its cast to a number or a
+    boolean is refused whatever the value (Spark's DATATYPE_MISMATCH, TRY_CAST too), where
+    Arrow would give the days since 1970 as an INT. An eager dictionary-encoded (or large or
+    view string) ``operand`` is cast as its values, of the plain type ``source``."""
+    stored = getattr(operand, "type", None)
+    if stored is not None and not stored.equals(plain_type(stored)):
+        operand = b.call("cast", [operand], pc.CastOptions(plain_type(stored)))
     if source is not None and source.equals(to):
         return operand
+    if source is not None and pa.types.is_date(source) and (is_number(to) or pa.types.is_boolean(to)):
+        raise PredicateError(f"cannot cast DATE to {type_sql(to)}: Spark has no cast from DATE to a "
+                             f"number or a boolean (DATATYPE_MISMATCH), for CAST and TRY_CAST alike")
     if source is None:  # unknown here: truncate in the cast (an overflow then wraps)
         if pa.types.is_integer(to):
             opts = pc.CastOptions(to, allow_float_truncate=True, allow_decimal_truncate=True)
@@ -466,6 +503,8 @@ def _spark_cast(b: _Backend, operand: Any, source: pa.DataType | None, to: pa.Da
         return b.call("cast", [_iso_date_text(b, operand)], pc.CastOptions(to))
     if pa.types.is_string(source) and pa.types.is_timestamp(to) and to.tz is not None:
         operand = _zoned_timestamp_text(b, operand)
+    elif pa.types.is_string(source) and pa.types.is_timestamp(to):
+        operand = _local_timestamp_text(b, operand)
     if pa.types.is_string(source) and pa.types.is_boolean(to):
         # Spark's words, any case: t/true/y/yes/1 and f/false/n/no/0; other text fails the cast
         operand = b.call("utf8_lower", [b.call("utf8_trim", [operand], pc.TrimOptions(SPARK_INTEGER_TRIM))])
@@ -586,6 +625,23 @@ def _zoned_timestamp_text(b: _Backend, operand: Any) -> Any:
     zoned = b.call("match_substring_regex", [text], pc.MatchSubstringOptions(_ZONE_SUFFIX))
     with_zone = b.call("binary_join_element_wise", [text, b.scalar(pa.scalar("Z")), b.scalar(pa.scalar(""))])
     return b.call("if_else", [zoned, text, with_zone])
+
+
+#: timestamp text with seconds and a zone Spark reads after them: 'Z' or an offset of at most 18
+#: hours (+hh, +hh:mm, +hhmm); group 1 is the text before the zone
+_LOCAL_TIME_AND_ZONE = (r"^([0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]*)?)"
+                        r"(?:Z|[+-](?:(?:0[0-9]|1[0-7])(?::?[0-5][0-9])?|18(?::?00)?))$")
+
+
+def _local_timestamp_text(b: _Backend, operand: Any) -> Any:
+    """Timestamp text for a cast to TIMESTAMP_NTZ: Spark reads the local date and time and
+    ignores a zone after them ('2024-01-02 03:04:05+02:00' is 03:04:05, not the UTC 01:04:05);
+    Arrow's cast refuses any zone, so a valid one is cut off first (an offset beyond 18 hours, or
+    a zone without seconds before it, stays, and the cast refuses it as Spark does). Whitespace
+    around the text is trimmed, as Spark trims it."""
+    text = b.call("utf8_trim_whitespace", [operand])
+    return b.call("replace_substring_regex", [text],
+                  pc.ReplaceSubstringOptions(_LOCAL_TIME_AND_ZONE, r"\1", max_replacements=1))
 
 
 #: Arrow's shortest text of a float: sign, integer digits, fraction digits, exponent

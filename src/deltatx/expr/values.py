@@ -131,6 +131,16 @@ def _scalar_value(s: pa.Scalar) -> Any:
 
 
 def _from_string(text: str, target: pa.DataType) -> pa.Scalar:
+    if pa.types.is_timestamp(target) and target.tz is None:
+        # the row-level CAST itself, so that a constant reads as a column of the same text does
+        # (a zone after the time is dropped, as Spark drops it for TIMESTAMP_NTZ); imported here
+        # because rows imports this module
+        from .rows import cast_values
+
+        try:
+            return cast_values(pa.array([text], pa.string()), target)[0]
+        except PredicateError as exc:
+            raise ValueError(str(exc)) from None
     if pa.types.is_timestamp(target):
         return parse_timestamps(pa.array([text]), target)[0]
     if pa.types.is_date(target):

@@ -587,7 +587,17 @@ class _ScanPlan:
             # then cost only the matching rows (a point change reads a 128k-row group for one row).
             hit = matching_positions(prune, table)
             if hit is None:
-                hit = _true_positions(matches(prune, table))
+                try:
+                    hit = _true_positions(matches(prune, table))
+                except PredicateError:
+                    if self.deletion_vectors[i] is None:
+                        raise
+                    # a value the predicate cannot compute (an overflow, a failing CAST) may be
+                    # in a row the DV deleted, which no longer exists: only the live rows tell
+                    read_positions = np.arange(table.num_rows, dtype=np.int64) if groups is None \
+                        else _group_positions(pf_metadata, groups)
+                    live = self._live_among(i, read_positions, file_rows)
+                    hit = live[_true_positions(matches(prune, table.take(live)))]
             table, raw = table.take(hit), raw.take(hit)
             positions = hit if groups is None else _positions_in_file(pf_metadata, groups, hit)
             filter = None
@@ -609,10 +619,20 @@ class _ScanPlan:
         if filter is not None:
             table = table.append_column("__position", pa.array(
                 positions if positions is not None else np.arange(table.num_rows, dtype=np.int64)))
-            table = table.filter(filter)
+            try:
+                table = table.filter(filter)
+            except pa.ArrowInvalid:  # maybe a deleted row's value the filter cannot compute: live rows only
+                table = table.filter(pa.array(~_deleted_among(table.column("__position").to_numpy().astype(np.uint64),
+                                                              deleted))).filter(filter)
             positions = table.column("__position").to_numpy()
         live = ~_deleted_among(np.asarray(positions, dtype=np.uint64), deleted)
         return table.filter(pa.array(live)).select(names)
+
+    def _live_among(self, i: int, positions: np.ndarray, file_rows: int) -> np.ndarray:
+        """The indexes into ``positions`` (row positions of file ``i``) of the rows its DV keeps."""
+        deleted = deleted_rows(self.store, self.deletion_vectors[i], self.paths[i])
+        _check_dv_fits(deleted, file_rows, self.paths[i])
+        return np.flatnonzero(~_deleted_among(positions.astype(np.uint64), deleted))
 
     def _file_columns(self, wanted: pa.Schema, raw: pa.Table, i: int) -> list[pa.ChunkedArray | pa.Array]:
         """File ``i``'s columns as the table types (partition values filled in, missing ones null)."""

@@ -14,7 +14,17 @@ compared row by row:
   ids: the rows this transaction changed are found again by row id in the winner's new files,
   and its DVs move there;
 - this transaction is the compaction (OPTIMIZE, purge) and the winner deleted rows of a file it
-  compacted: those rows, found by row id in this transaction's new files, get a DV there.
+  compacted: those rows, found by row id in this transaction's new files, get a DV there;
+- the winner removed the file outright (``dataChange=true``, no re-add: a DELETE of its last rows):
+  every row the file still held is deleted by the winner, so only a row this transaction changed
+  (``ConcurrentDeleteDeleteException``) or, under Serializable, read (``ConcurrentDeleteReadException``)
+  conflicts.
+
+A file can play two parts in one transaction: read row by row (``tx.read()``) and then compacted
+(OPTIMIZE, REORG) or removed whole (a DELETE by partition, an overwrite). Each part is settled on
+its own: the compaction carries the winner's deletes into its new files whatever was read, and a
+whole-file remove is followed by row id (or left to the file level), never mistaken for a read
+that changed nothing.
 
 What it cannot resolve it leaves to the file-level checks (``deleted_read``, ``deleted_deleted``),
 which skip only the paths resolved here. The DV bitmaps are rebased in memory
@@ -150,8 +160,25 @@ def whole_file_removes(state: RowLevelState, own_adds: pa.Table, own_removes: pa
                                                     own_removes.column("dataChange").to_pylist(),
                                                     own_removes.column("baseRowId").to_pylist()))
             if p in moved and dc is not False and base is not None and p not in readded
-            and p not in state.files and p not in state.compacted]
+            and _only_read(state, p) and p not in state.compacted]
     return own_removes.take(pa.array(keep, pa.int64())) if keep else None
+
+
+def _only_read(state: RowLevelState, path: str) -> bool:
+    """This transaction changed no row of ``path`` through a DV: at most it read some (a
+    ``tx.read()`` before a DELETE by partition or an overwrite). Such a file it removes is a
+    whole-file remove: what it read says nothing about which rows it deletes (all of them)."""
+    fr = state.files.get(path)
+    return fr is None or not fr.changed
+
+
+def _removed_whole(txn_removes: pa.Table | None, txn_adds: pa.Table) -> set[str]:
+    """Paths this transaction removes with a data change and does not re-add."""
+    if txn_removes is None or txn_removes.num_rows == 0:
+        return set()
+    removed = {p for p, dc in zip(txn_removes.column("path").to_pylist(),
+                                  txn_removes.column("dataChange").to_pylist()) if dc is not False}
+    return removed - set(txn_adds.column("path").to_pylist())
 
 
 def load_request(state: RowLevelState | None, winner: CommitActions, own_adds: pa.Table,
@@ -177,13 +204,16 @@ def load_request(state: RowLevelState | None, winner: CommitActions, own_adds: p
         for path, descriptor in zip(whole.column("path").to_pylist(), whole.column("deletionVector").to_pylist()):
             if descriptor is not None:
                 wanted.append((path, descriptor))
+    moved = {p for p, dc in zip(winner.removes.column("path").to_pylist(),
+                                winner.removes.column("dataChange").to_pylist()) if dc is False}
     for path in mine:
         i = readds.get(path)
         descriptor = dvs[i].as_py() if i is not None else None
         if descriptor is not None:
             wanted.append((path, descriptor))
-        if path in state.files and i is None and (state.files[path].changed or state.files[path].read):
-            needs_winner_ids = True
+        if path in state.files and i is None and path in moved \
+                and (state.files[path].changed or state.files[path].read):
+            needs_winner_ids = True  # its rows are followed into the winner's new files
         if path in state.compacted:
             needs_own_ids = True
     if needs_winner_ids:
@@ -252,45 +282,79 @@ def resolve_row_level(txn: Any, winner: CommitActions, loaded: WinnerRows = NO_R
     resolved: set[str] = set()
     if whole is not None:
         resolved |= _follow_whole_files(work, whole, winner, w_removes, loaded)
-    for path in sorted(mine):
-        fr = work.files.get(path) or work.compacted.get(path)
-        assert fr is not None
-        if dv_unique_id(w_remove_dvs[w_removes[path]].as_py()) != dv_unique_id(fr.base_dv):
-            continue  # the winner removed another version of the file than ours: file level decides
+    removed_whole = _removed_whole(txn.removes, txn.adds)
+    for path in sorted(mine - resolved):
+        w_removed_id = dv_unique_id(w_remove_dvs[w_removes[path]].as_py())
         i = w_adds.get(path)
         w_dv = w_add_dvs[i].as_py() if i is not None else None
-        if path in work.compacted:
-            if _rebase_compaction(work, fr, winner, i, w_dv, loaded):
-                resolved.add(path)
-            continue
-        if i is not None and w_dv is not None:
-            w_new = loaded.bitmaps.get((path, dv_unique_id(w_dv)))
-            if w_new is None or not _only_deletes(fr, w_new):
+        compacted = work.compacted.get(path)
+        if compacted is not None:
+            # the compaction's part: its new files lose the rows the winner deleted, whatever
+            # this transaction read of the file beforehand (the read is settled below)
+            if w_removed_id != dv_unique_id(compacted.base_dv) \
+                    or not _rebase_compaction(work, compacted, winner, i, w_dv, loaded):
                 continue
-            w_deleted = w_new - fr.base_deleted
-            overlap = w_deleted & fr.changed
-            if overlap:
-                _raise(ConcurrentDeleteDeleteException,
-                       f"the concurrent {winner.operation or 'commit'} deleted or updated a row this "
-                       f"{txn.operation} also deletes or updates ({fr.describe_row(_first(overlap))} of file {path}).",
-                       winner, f"file {path}, {fr.describe_row(_first(overlap))}")
-            if serializable and w_deleted & fr.read:
-                position = _first(w_deleted & fr.read)
-                _raise(ConcurrentDeleteReadException,
-                       f"the concurrent {winner.operation or 'commit'} deleted a row this {txn.operation} "
-                       f"read ({fr.describe_row(position)} of file {path}).",
-                       winner, f"file {path}, {fr.describe_row(position)}")
-            _rebase_onto_dv(work, fr, path, w_dv, w_new)
+            if path not in work.files:
+                resolved.add(path)
+                continue
+        elif path in removed_whole and _only_read(state, path):
+            # read row by row, then removed whole (a DELETE by partition, an overwrite): not a
+            # read that changed nothing. A compaction winner was followed by row id above
+            # (whole_file_removes); any other winner that removed it is the file level's.
+            continue
+        fr = work.files.get(path)
+        if fr is None or w_removed_id != dv_unique_id(fr.base_dv):
+            continue  # the winner removed another version of the file than ours: file level decides
+        if _settle_rows(work, fr, path, txn, winner, w_removes[path], i, w_dv, loaded, serializable):
             resolved.add(path)
-        elif i is None and _moved_without_change(winner, w_removes[path]):
-            if not fr.changed and not (serializable and fr.read):
-                work.files.pop(path)
-                resolved.add(path)
-            elif _follow_rows(work, fr, path, winner, loaded, follow_reads=serializable):
-                resolved.add(path)
     if not resolved:
         return txn
     return _frozen(txn, work, winner.version, resolved)
+
+
+def _settle_rows(work: _Rebase, fr: FileRows, path: str, txn: Any, winner: CommitActions, removed: int,
+                 readd: int | None, w_dv: Mapping[str, Any] | None, loaded: WinnerRows, serializable: bool) -> bool:
+    """The rows this transaction changed or read in ``path`` against what the winner did to the
+    file; raises on a shared row. False when the file level must decide."""
+    if readd is not None and w_dv is not None:
+        w_new = loaded.bitmaps.get((path, dv_unique_id(w_dv)))
+        if w_new is None or not _only_deletes(fr, w_new):
+            return False
+        _check_shared_rows(fr, path, w_new - fr.base_deleted, txn, winner, serializable)
+        _rebase_onto_dv(work, fr, path, w_dv, w_new)
+        return True
+    if readd is not None:
+        return False  # re-added without a DV: a rewrite we cannot follow
+    if _moved_without_change(winner, removed):
+        if not fr.changed and not (serializable and fr.read):
+            work.files.pop(path)
+            return True
+        return _follow_rows(work, fr, path, winner, loaded, follow_reads=serializable)
+    # removed outright with a data change (a DELETE of its last rows, a rewrite whose new files
+    # the added-files check looks at): every row the file still held is gone, so of the rows this
+    # transaction touched, all but those deleted when it read the file (no bitmap of every row)
+    _check_shared_rows(fr, path, (fr.changed | fr.read) - fr.base_deleted, txn, winner, serializable)
+    work.files.pop(path)
+    return True
+
+
+def _check_shared_rows(fr: FileRows, path: str, w_deleted: BitMap64, txn: Any, winner: CommitActions,
+                       serializable: bool) -> None:
+    """Raise when the winner deleted (``w_deleted``) a row this transaction changed, or, under
+    Serializable, one it read; the message names the file and the row."""
+    overlap = w_deleted & fr.changed
+    if overlap:
+        row = fr.describe_row(_first(overlap))
+        _raise(ConcurrentDeleteDeleteException,
+               f"the concurrent {winner.operation or 'commit'} deleted or updated a row this "
+               f"{txn.operation} also deletes or updates ({row} of file {path}).",
+               winner, f"file {path}, {row}")
+    if serializable and w_deleted & fr.read:
+        row = fr.describe_row(_first(w_deleted & fr.read))
+        _raise(ConcurrentDeleteReadException,
+               f"the concurrent {winner.operation or 'commit'} deleted a row this {txn.operation} "
+               f"read ({row} of file {path}).",
+               winner, f"file {path}, {row}")
 
 
 def _follow_whole_files(work: _Rebase, whole: pa.Table, winner: CommitActions, w_removes: Mapping[str, int],
@@ -314,9 +378,12 @@ def _follow_whole_files(work: _Rebase, whole: pa.Table, winner: CommitActions, w
         live = BitMap64(range(n)) - deleted
         fr = FileRows(path=path, base_dv=descriptor, base_deleted=deleted, num_records=n, changed=live,
                       row_positions=np.arange(n, dtype=np.int64), row_ids=np.asarray(row_ids, dtype=np.int64))
+        read_before = work.files.get(path)  # what tx.read() recorded of it, if anything
         work.files[path] = fr
         if _follow_rows(work, fr, path, winner, loaded, follow_reads=False):
             settled.add(path)
+        elif read_before is not None:
+            work.files[path] = read_before
         else:
             work.files.pop(path, None)
     return settled

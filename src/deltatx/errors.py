@@ -89,8 +89,22 @@ class CorruptCheckpointError(InvalidTableError):
 class CorruptDeletionVectorError(InvalidTableError):
     """A deletion vector cannot be decoded, or its size, checksum or cardinality do not match.
 
-    Reading on would return rows the table has deleted, so the read stops.
+    Reading on would return rows the table has deleted, so the read stops. The message and the
+    attributes say where the DV is, so the broken file can be found (and restored) without
+    decoding the log: ``data_path`` is the data file whose rows it deletes; ``dv_path`` the DV
+    file it is stored in (relative to the table root, or the absolute path of a ``p``
+    descriptor), None for a DV inline in the log (``dv_inline``) or a descriptor that names no
+    file; ``dv_offset`` where in that file it starts (DV files are shared by the DVs one commit
+    wrote). All None when the raiser did not know them.
     """
+
+    def __init__(self, message: str, *, data_path: str | None = None, dv_path: str | None = None,
+                 dv_offset: int | None = None, dv_inline: bool = False):
+        super().__init__(message)
+        self.data_path = data_path
+        self.dv_path = dv_path
+        self.dv_offset = dv_offset
+        self.dv_inline = dv_inline
 
 
 class MissingDeletionVectorError(CorruptDeletionVectorError, FileNotFoundError):
@@ -412,6 +426,20 @@ class CatalogURLError(CatalogError, ValueError):
     """The catalog URL is malformed, names an unknown backend, or cannot be reached."""
 
 
+class CatalogUnavailableError(CatalogError):
+    """The catalog's database could not complete a call: its connection was lost (a server
+    restart, a failover, a terminated session) or its transaction kept being rolled back
+    (deadlocks, serialization failures) past :data:`deltatx.catalog.db.TRANSIENT_ATTEMPTS`.
+
+    ``committed`` says what happened to the call's writes: False, nothing was written (calling
+    again is safe; the next call reconnects); None, unknown — the connection was lost while the
+    COMMIT was in flight, so look (e.g. at the table's latest version) before doing it again."""
+
+    def __init__(self, message: str, committed: bool | None = False):
+        super().__init__(message)
+        self.committed = committed
+
+
 class CatalogTableNotFoundError(CatalogError, KeyError):
     """No table of that name is registered in the catalog."""
 
@@ -421,6 +449,14 @@ class CatalogTableNotFoundError(CatalogError, KeyError):
 
 class CatalogTableExistsError(CatalogError, FileExistsError):
     """A table of that name (or at that location) is registered already."""
+
+
+class InvalidTableNameError(CatalogError, InvalidArgumentError):
+    """A catalog table name that is empty, longer than 255 characters, has whitespace around it,
+    or holds a control character (NUL included), a line or paragraph separator or an unpaired
+    surrogate. Refused before the catalog's database is asked: SQLite would store such a name
+    and PostgreSQL refuse it (NUL), so the two backends would disagree; a name is a key people
+    type and read in one-line messages, never a path."""
 
 
 class CatalogManagedTableError(CatalogError):

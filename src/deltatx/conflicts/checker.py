@@ -478,12 +478,25 @@ def check_rows_without_ids(txn: TransactionInfo, winner: CommitActions,
 
 
 def rebase_row_ids(txn: TransactionInfo, winner: CommitActions, loaded: WinnerRows = NO_ROWS) -> TransactionInfo:
-    """Delta's #5, #7, #8: after a winning backfill, files it gave ids keep them; this
-    transaction's fresh row ids (above its read watermark) move above the winner's watermark;
-    its ``defaultRowCommitVersion`` moves past the winner's version."""
+    """Delta's #5, #7, #8: after a winning backfill, files it gave ids keep them, both the
+    ``baseRowId`` and the ``defaultRowCommitVersion`` (the protocol's rule for a recommitted
+    file); this transaction's fresh row ids (above its read watermark) move above the winner's
+    watermark; its own ``defaultRowCommitVersion`` moves past the winner's version.
+
+    Delta's checker runs #7 and #8 after the copy, which undoes it for a re-add: the copied
+    ``baseRowId`` is above this transaction's read watermark (the backfill handed it out later),
+    so #7 moves it, and the copied version is the backfill's own, so #8 bumps it. Rows the DML
+    did not change would get new ids and versions, against PROTOCOL.md. deltatx keeps the copy
+    (``assign_row_ids``'s ``keep``, and #8 applied before #5)."""
     if not row_tracking.is_supported(txn.protocol or txn.read_protocol):
         return txn
     adds, removes = txn.adds, txn.removes
+    # Rule #8 before #5: the backfill's defaultRowCommitVersion is its own version (or older),
+    # and a re-add copies it as the path's first commit version (PROTOCOL.md: a recommitted add
+    # keeps the last committed add's value). Bumped after the copy, as Delta's checker does, the
+    # rows the DML left alone would report its version as their last change.
+    if adds.num_rows:
+        adds = row_tracking.bump_commit_versions(adds, winner.version)
     backfilled = None
     if winner.operation == row_tracking.BACKFILL_OPERATION and winner.adds.num_rows:
         adds = row_tracking.copy_row_ids(adds, winner.adds, txn.read_row_id_high_watermark)
@@ -493,7 +506,6 @@ def rebase_row_ids(txn: TransactionInfo, winner: CommitActions, loaded: WinnerRo
     read_hwm = txn.read_row_id_high_watermark
     winner_hwm = row_tracking.high_watermark(winner.domains)
     if adds.num_rows:
-        adds = row_tracking.bump_commit_versions(adds, winner.version)
         if winner_hwm != row_tracking.NO_WATERMARK or adds["baseRowId"].null_count:
             start = max(winner_hwm, read_hwm)
             adds, hwm = row_tracking.assign_row_ids(adds, read_hwm, start, winner.version + 1, backfilled)

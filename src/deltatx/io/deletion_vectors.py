@@ -17,9 +17,11 @@ the protocol's own inline example uses. ``pyroaring`` decodes the portable layou
 (``BitMap64``) and the native layout's 32-bit bitmaps (``BitMap``).
 
 Everything that does not add up (magic, size, checksum, cardinality, truncation) raises
-:class:`~deltatx.errors.CorruptDeletionVectorError` naming the data file: reading on would
-return deleted rows. A missing DV file raises :class:`~deltatx.errors.MissingDeletionVectorError` (a
-:class:`~deltatx.errors.CorruptDeletionVectorError`);
+:class:`~deltatx.errors.CorruptDeletionVectorError` naming the data file and where the DV is (the
+DV file relative to the table root and the DV's offset in it, or "inline"), in the message and as
+attributes: reading on would return deleted rows, and the broken file is the one to restore. A
+missing DV file raises :class:`~deltatx.errors.MissingDeletionVectorError` (a
+:class:`~deltatx.errors.CorruptDeletionVectorError`), named the same way;
 other I/O errors propagate as they are.
 """
 
@@ -133,7 +135,8 @@ def _read_stored(store: "LogStore", descriptor: dict[str, Any], data_path: str) 
     except FileNotFoundError as exc:
         raise MissingDeletionVectorError(
             f"deletion vector file {location!r} of data file {data_path!r} is missing; VACUUM or a copy "
-            f"outside Delta may have removed it"
+            f"outside Delta may have removed it",
+            data_path=data_path, dv_path=decode_path(relative) if kind == "p" else relative, dv_offset=offset,
         ) from exc
     if len(payload) < size or len(checksum) < 4:
         raise ValueError("file is truncated")
@@ -152,6 +155,41 @@ def _inline_rows(text: str, size: int) -> np.ndarray:
     return rows
 
 
+def _corrupt(message: str, descriptor: dict[str, Any], data_path: str) -> CorruptDeletionVectorError:
+    """The error for a DV that does not add up, naming where it is as well as its data file:
+    the data file is what the read was after, the DV file is what is broken (a flipped byte, a
+    truncated copy), and one DV file holds every DV a commit wrote, so the offset says which."""
+    kind = descriptor.get("storageType")
+    where = descriptor.get("pathOrInlineDv")
+    dv_path: str | None = None
+    offset: int | None = None
+    if kind == "i":
+        located = "inline in the log"
+    elif kind in ("u", "p") and isinstance(where, str):
+        try:
+            if kind == "u":
+                dv_path = dv_file_relative_path(where)
+            else:
+                from .paths import decode_path
+
+                dv_path = decode_path(where)
+            offset = int(descriptor.get("offset") or 0)
+        except (ValueError, TypeError):
+            pass
+        if dv_path is None:
+            located = f"its descriptor names no file: pathOrInlineDv {where!r}"
+        elif offset is None:
+            located = f"in deletion vector file {dv_path!r}, invalid offset {descriptor.get('offset')!r}"
+        else:
+            located = f"in deletion vector file {dv_path!r} at offset {offset}"
+    else:
+        located = f"storageType {kind!r}"
+    return CorruptDeletionVectorError(
+        f"the deletion vector of {data_path!r} ({located}) {message}",
+        data_path=data_path, dv_path=dv_path, dv_offset=offset, dv_inline=kind == "i",
+    )
+
+
 def deleted_rows(store: "LogStore", descriptor: dict[str, Any], data_path: str) -> np.ndarray:
     """Row positions the descriptor deletes from ``data_path`` (sorted uint64), checked."""
     try:
@@ -162,12 +200,10 @@ def deleted_rows(store: "LogStore", descriptor: dict[str, Any], data_path: str) 
         else:
             rows = decode_bitmap(_read_stored(store, descriptor, data_path))
     except (ValueError, KeyError, TypeError, IndexError, struct.error) as exc:
-        raise CorruptDeletionVectorError(f"the deletion vector of {data_path!r} cannot be read: {exc}") from exc
+        raise _corrupt(f"cannot be read: {exc}", descriptor, data_path) from exc
     expected = descriptor.get("cardinality")
     if expected is not None and int(expected) != len(rows):
-        raise CorruptDeletionVectorError(
-            f"the deletion vector of {data_path!r} holds {len(rows)} rows, its descriptor says {expected}"
-        )
+        raise _corrupt(f"holds {len(rows)} rows, its descriptor says {expected}", descriptor, data_path)
     return rows
 
 

@@ -166,8 +166,12 @@ def _write_options(tx: "Transaction") -> WriteOptions:
     return opts
 
 
-def files_in_partitions(tx: "Transaction", where: str | Expr | None) -> tuple[Expr | None, pa.Table]:
-    """The bound ``where`` (partition columns only, as Delta requires) and the files it selects."""
+def files_in_partitions(tx: "Transaction", where: str | Expr | None,
+                        operation: str = "OPTIMIZE") -> tuple[Expr | None, pa.Table]:
+    """The bound ``where`` (partition columns only, as Delta requires) and the files it selects.
+
+    ``operation`` names the command in the refusal: REORG shares this selection, and a user who
+    called ``reorg(where=...)`` should not be told about an OPTIMIZE they did not run."""
     schema, partition_columns = tx.schema, tx.partition_columns
     files = tx.current_files()
     if where is None:
@@ -176,8 +180,8 @@ def files_in_partitions(tx: "Transaction", where: str | Expr | None) -> tuple[Ex
     outside = sorted(pred.columns() - set(partition_columns))
     if outside:
         raise PredicateError(
-            f"OPTIMIZE where= may only name partition columns {partition_columns}; it names {outside}. "
-            f"Compaction works on whole files, so select partitions, not rows."
+            f"{operation} where= may only name partition columns {partition_columns}; it names {outside}. "
+            f"{operation} rewrites whole files, so select partitions, not rows."
         )
     if files.num_rows:
         files = files.filter(files_matching(pred, files, schema, partition_columns, use_stats=False))
@@ -194,7 +198,7 @@ def stage_optimize(tx: "Transaction", where: str | None = None, target_size: int
     started = time.perf_counter()
     keys = column_mapping.partition_keys(tx.metadata, tx.schema)  # partitionValues keys
     target = target_file_size(tx.properties, target_size)
-    pred, files = files_in_partitions(tx, where)
+    pred, files = files_in_partitions(tx, where, "REORG" if purge_only else "OPTIMIZE")
     considered = files.num_rows
     purge = files_to_purge(files, purge_only) if files.num_rows else None
     if purge_only:

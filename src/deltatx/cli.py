@@ -14,8 +14,10 @@ is :func:`deltatx.harness.run_stress`. Subcommands::
     deltatx stress URI [--processes N] [--ops N] [--workload mixed|bank|append]
                        [--isolation Serializable|WriteSerializable] [--duration S] [--seed N]
                        [--row-level]   (deletion vectors + row tracking; adds the row_ids checker)
-    deltatx stress DIR --workload bank2 --catalog URL   (two catalog tables under DIR, transfers
-                       between them in catalog transactions; checked at every catalog commit)
+    deltatx stress DIR --workload bank2 --catalog URL [--crash-at staged|ratified|published[:N]]
+                       (two catalog tables under DIR, created if missing; transfers between them
+                       in catalog transactions, checked at every catalog commit; --crash-at kills
+                       writer 0 at the Nth arrival at that phase of a commit, then checks)
 
 Every subcommand takes ``--json`` and ``--storage-option k=v`` (repeatable). Exit codes:
 0 success; 1 the stress run found an anomaly; 2 a usage error, a bad URI, a missing table or
@@ -28,6 +30,7 @@ import argparse
 import base64
 import json
 import math
+import os
 import sys
 from contextlib import contextmanager, nullcontext
 from datetime import datetime, timezone
@@ -43,6 +46,9 @@ EXIT_USAGE = 2
 
 WORKLOADS = ("mixed", "bank", "append", "bank2")
 ISOLATION_LEVELS = ("Serializable", "WriteSerializable")
+#: the phases of a catalog commit bank2 can crash a writer at (deltatx.harness.bank2.CRASH_PHASES;
+#: spelled here so that building the parser imports no harness)
+CRASH_PHASES = ("staged", "ratified", "published")
 
 
 class CliError(Exception):
@@ -83,6 +89,23 @@ def _number_parser(convert, ok, expected: str):
 _positive_int = _number_parser(int, lambda v: v > 0, "a positive integer")
 _non_negative_int = _number_parser(int, lambda v: v >= 0, "a version (an integer ≥ 0)")
 _non_negative_float = _number_parser(float, lambda v: v >= 0, "a number ≥ 0")
+
+
+def _crash_point(text: str) -> tuple[str, int]:
+    """``PHASE`` or ``PHASE:N`` (N ≥ 1, default 1) → ``(phase, n)``, as run_bank2's ``crash_at``."""
+    phase, sep, count = text.strip().partition(":")
+    if phase not in CRASH_PHASES:
+        raise argparse.ArgumentTypeError(f"expected {'|'.join(CRASH_PHASES)}[:N], got {text!r}")
+    if not sep:
+        return phase, 1
+    try:
+        n = int(count)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected {phase}:N with N a positive integer (the Nth arrival), "
+                                         f"got {text!r}")
+    return phase, n
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -134,16 +157,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--processes", type=_positive_int, default=8, help="writer processes (default 8)")
     p.add_argument("--ops", type=_positive_int, default=250, help="operations per process (default 250)")
     p.add_argument("--workload", choices=WORKLOADS, default="mixed")
-    p.add_argument("--isolation", choices=ISOLATION_LEVELS, default="WriteSerializable")
+    p.add_argument("--isolation", choices=ISOLATION_LEVELS, default="WriteSerializable",
+                   help="the table's isolation level (default WriteSerializable); not with --workload bank2, "
+                        "whose tables keep their default level")
     p.add_argument("--duration", type=_non_negative_float, default=None,
-                   help="run for this many seconds instead of a fixed number of operations")
+                   help="run for this many seconds instead of a fixed number of operations; not with "
+                        "--workload bank2, which runs --ops transfers per process")
     p.add_argument("--seed", type=int, default=0, help="seed of the workload's random choices")
     p.add_argument("--row-level", action="store_true",
                    help="create the table with deletion vectors and row tracking (row-level concurrency; "
-                        "the row_ids checker runs too)")
+                        "the row_ids checker runs too); not with --workload bank2")
     p.add_argument("--catalog", default=None, metavar="URL",
                    help="catalog URL (sqlite:///path/catalog.db or postgresql://...); required by --workload "
-                        "bank2, whose two tables are created under URI")
+                        "bank2, whose two tables are created under URI (a local directory, created if missing); "
+                        "--storage-option applies to those tables")
+    p.add_argument("--crash-at", type=_crash_point, default=None, metavar="PHASE[:N]",
+                   help=f"with --workload bank2: crash injection — writer 0 dies (os._exit) the Nth time "
+                        f"(default 1) it reaches PHASE of a catalog commit ({', '.join(CRASH_PHASES)}); the "
+                        f"others go on, then the checker proves every transfer changed both tables or none")
     return parser
 
 
@@ -474,6 +505,8 @@ def cmd_stress(args: argparse.Namespace) -> int:
         raise CliError(f"the stress harness is not available ({exc})") from None
     from .txnlog.store import open_store
 
+    if args.crash_at is not None and args.workload != "bank2":
+        raise CliError(f"--crash-at only goes with --workload bank2 (got --workload {args.workload})")
     if args.workload == "bank2" or args.catalog is not None:
         return _stress_bank2(args)
     with _uri_errors(args.uri):  # before any process starts
@@ -523,28 +556,74 @@ def _stress_bank2(args: argparse.Namespace) -> int:
         raise CliError(f"--workload bank2 does not take {', '.join(ignored)}: it runs --ops transfers per "
                        f"process on two catalog tables at their default level")
     from .catalog.db import open_database
-    from .harness.bank2 import run_bank2
+    from .harness.bank2 import BANK2_TABLES, run_bank2
+    from .txnlog.store import open_store
 
-    open_database(args.catalog).close()  # a bad URL fails here, before any process starts
+    options = dict(args.storage_option) or None
+    with _uri_errors(args.uri):  # a bad option value (fsync=maybe) fails here, before anything is made
+        open_store(os.path.join(args.uri, BANK2_TABLES[0]), options)
+    # DIR first, as run_bank2 and every other workload make it: the README's
+    # --catalog sqlite:///DIR/catalog.db lives inside it
+    made = _make_directory(args.uri)
+    try:
+        open_database(args.catalog).close()  # a bad URL fails here, before any process starts
+    except BaseException:
+        _remove_made(made, args.uri)  # a refused run leaves nothing behind
+        raise
     callback, context = _stress_progress(not args.json)
     with context:
         report = run_bank2(args.catalog, args.uri, processes=args.processes, ops=args.ops, seed=args.seed,
-                           progress=callback)
+                           progress=callback, crash_at=args.crash_at, storage_options=options)
     if args.json:
         _print_json(report.to_dict())
         return EXIT_OK if report.ok else EXIT_ANOMALY
     console = _console()
-    console.print(_kv_table(f"Stress bank2 {args.uri} (catalog {args.catalog})", [
+    rows: list[tuple[str, Any]] = [
         ("processes × ops", f"{args.processes} × {args.ops}"),
         ("commits", report.commits),
         ("commits/s", f"{report.commits_per_s:.1f}"),
         ("catalog commits", report.catalog_commits),
-        ("anomalies", len(report.anomalies)),
-        ("result", "OK" if report.ok else "ANOMALIES FOUND"),
-    ]))
+    ]
+    if args.crash_at is not None:
+        phase, nth = args.crash_at
+        rows.append(("crash injected", f"writer 0 at arrival {nth} at '{phase}': "
+                     + ("killed there" if report.crashed else "never got there, nothing was killed")))
+    rows += [("anomalies", len(report.anomalies)), ("result", "OK" if report.ok else "ANOMALIES FOUND")]
+    console.print(_kv_table(f"Stress bank2 {args.uri} (catalog {args.catalog})", rows))
     for anomaly in report.anomalies:
         console.print(_anomaly_line(anomaly))
     return EXIT_OK if report.ok else EXIT_ANOMALY
+
+
+def _make_directory(path: str) -> str | None:
+    """``os.makedirs(path)``; returns the topmost directory this call made (None: it existed)."""
+    path = os.path.abspath(path)
+    top = None
+    probe = path
+    while not os.path.exists(probe):
+        top = probe
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    os.makedirs(path, exist_ok=True)
+    return top
+
+
+def _remove_made(top: str | None, path: str) -> None:
+    """Remove the empty directories :func:`_make_directory` made, from ``path`` up to ``top``
+    (best effort: anything that is not empty stays)."""
+    if top is None:
+        return
+    current = os.path.abspath(path)
+    while True:
+        try:
+            os.rmdir(current)
+        except OSError:
+            return
+        if current == top:
+            return
+        current = os.path.dirname(current)
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

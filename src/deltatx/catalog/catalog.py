@@ -20,14 +20,16 @@ import os
 import shutil
 import threading
 import time
+import unicodedata
 import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
 
-from ..errors import (ArgumentTypeError, CatalogError, CatalogTableExistsError, CatalogTableNotFoundError,
-                      ConcurrentModificationException, InvalidArgumentError)
+from ..errors import (ArgumentTypeError, CatalogError, CatalogManagedTableError, CatalogTableExistsError,
+                      CatalogTableNotFoundError, ConcurrentModificationException, InvalidArgumentError,
+                      InvalidTableNameError, TableAlreadyExistsError)
 from ..tables.table import Table, create_table
 from ..txnlog.actions import Protocol, parse_commit
 from ..txnlog.features import CATALOG_MANAGED, required_protocol
@@ -42,6 +44,12 @@ CATALOG_CONFIG = {f"delta.feature.{CATALOG_MANAGED}": "supported", ICT_ENABLED: 
 
 #: a version past any table's: a lease taken only for its lock reads no commits
 _NO_VERSION = 2 ** 62
+
+#: the longest table name (characters): a key people type, and what most catalogs allow
+MAX_TABLE_NAME = 255
+#: refused anywhere in a name: control characters (NUL, tab, newline, DEL, C1), line and
+#: paragraph separators, unpaired surrogates (no UTF-8 form: neither database can store them)
+_BAD_NAME_CATEGORIES = ("Cc", "Zl", "Zp", "Cs")
 
 
 @dataclass(frozen=True)
@@ -75,14 +83,14 @@ class Catalog:
 
     # ------------------------------------------------------------------ names
     def _entry(self, name: str) -> CatalogEntry:
+        check_table_name(name)  # every public method that looks a name up comes here first
         rows = self._db.query("SELECT id, uri FROM deltatx_tables WHERE name = ?", (name,))
         if not rows:
             raise CatalogTableNotFoundError(f"no table named {name!r} in catalog {self.url!r}")
         return CatalogEntry(name, rows[0][1], rows[0][0])
 
     def _check_new(self, name: str, uri: str) -> None:
-        if not isinstance(name, str) or not name.strip():
-            raise CatalogTableNotFoundError(f"table name must be a non-empty string, got {name!r}")
+        check_table_name(name)
         rows = self._db.query("SELECT name, uri FROM deltatx_tables WHERE name = ? OR uri = ?", (name, uri))
         if rows:  # an unfinished release holds its name and path until someone looks: finish it
             rows = [(n, u) for n, u in rows if not self._finish_release(n)]
@@ -108,15 +116,21 @@ class Catalog:
         return open_store(uri, self.storage_options or None)
 
     # ------------------------------------------------------------------ tables
-    def table(self, name: str, version: int | None = None) -> Table:
-        """The table ``name`` (latest ratified version, or ``version``); its commits go through the catalog.
+    def table(self, name: str, version: int | None = None, timestamp: Any = None) -> Table:
+        """The table ``name`` (latest ratified version, or ``version``, or the latest version
+        committed at or before ``timestamp``); its commits go through the catalog.
 
+        ``timestamp`` takes what :class:`~deltatx.Table`'s does (a datetime, ISO text, epoch
+        milliseconds) and is compared with the versions' in-commit timestamps: on a
+        catalog-managed table they are the commit times (a published file's modification time is
+        its publication's). A pinned handle (``version`` or ``timestamp``) is read-only.
         Only the latest-version handle may run maintenance (VACUUM, OPTIMIZE), and only while the
         catalog's policy allows it (:mod:`deltatx.catalog.maintenance`)."""
         store = self.store(name)
-        store.maintenance = version is None
-        table = Table(store.inner.uri, version=version, _store=store)  # type: ignore[arg-type]
-        if version is None and _released(table):
+        pinned = version is not None or timestamp is not None
+        store.maintenance = not pinned
+        table = Table(store.inner.uri, version=version, timestamp=timestamp, _store=store)  # type: ignore[arg-type]
+        if not pinned and _released(table):
             # a release whose last step (forgetting the name) did not run: it is a path table
             # now, and the catalog must never ratify another version of it
             self._forget(CatalogEntry(name, store.inner.uri, store.table_id))
@@ -128,13 +142,20 @@ class Catalog:
     def create_table(self, name: str, uri: str, schema: pa.Schema, partition_by: list[str] | str | None = None,
                      properties: dict[str, Any] | None = None, **kwargs: Any) -> Table:
         """Create an empty catalog-managed table: version 0 is ratified together with the name."""
+        check_table_name(name)  # first: a bad name fails alone, before its location is looked at
         uri = _normal_uri(uri)
         self._check_new(name, uri)
         table_id = str(uuid.uuid4())
         store = _CreatingStore(self, table_id, self._open(uri), name)
         config = {**(properties or {}), **CATALOG_CONFIG, CATALOG_ID: self.catalog_id}
-        create_table(uri, schema, partition_by=partition_by, properties=config, _store=store,  # type: ignore[arg-type]
-                     **kwargs)
+        try:
+            create_table(uri, schema, partition_by=partition_by, properties=config, _store=store,  # type: ignore[arg-type]
+                         **kwargs)
+        except TableAlreadyExistsError:
+            # a concurrent create of this path (under any name) ratified and published version 0
+            # after this one's check: the loser gets what a later create gets, naming the winner
+            self._check_new(name, uri)
+            raise
         return self.table(name)
 
     def register(self, name: str, uri: str) -> Table:
@@ -145,16 +166,27 @@ class Catalog:
         A crash between the two leaves a table that path clients refuse; registering it again
         adopts it without another commit. A table another catalog manages (another identity,
         or none: managed by a catalog that did not say which) is refused with
-        :class:`CatalogTableOwnedError`: two catalogs would each ratify their own version N."""
+        :class:`CatalogTableOwnedError`: two catalogs would each ratify their own version N.
+
+        Of concurrent registrations of one path exactly one wins; the others raise what a later
+        registration raises (:class:`CatalogTableExistsError`, naming the winner), whichever
+        step they lost at."""
+        check_table_name(name)
         uri = _normal_uri(uri)
         self._check_new(name, uri)
         inner = self._open(uri)
         snapshot = load_snapshot(inner)
-        if CATALOG_MANAGED not in (snapshot.protocol.writer_features or ()):
+        for _ in range(REGISTER_ATTEMPTS):
+            if CATALOG_MANAGED in (snapshot.protocol.writer_features or ()):
+                break
             try:
                 self._commit_registration(inner, snapshot)
-            except ConcurrentModificationException:
-                pass  # registered meanwhile (by whom: the check below says)
+            except (ConcurrentModificationException, CatalogManagedTableError):
+                # changed meanwhile; CatalogManagedTableError: a winner's commit made it catalog-managed
+                # (registered meanwhile). By whom, and so which error this caller gets (the one a
+                # later registration gets): the checks below say. A winner that left it a path
+                # table (another job's property change) only makes this registration try again
+                pass
             snapshot = snapshot.refresh(inner)
         owner = snapshot.metadata.configuration.get(CATALOG_ID)
         if CATALOG_MANAGED not in (snapshot.protocol.writer_features or ()) or owner != self.catalog_id:
@@ -192,10 +224,16 @@ class Catalog:
 
     def release(self, name: str) -> Table:
         """Turn ``name`` back into a path table: a last catalog commit drops ``catalogManaged``
-        (and disables in-commit timestamps), then the name is forgotten."""
+        (and disables in-commit timestamps), then the name is forgotten. Its history stays
+        readable by path (``deltatx.Table(uri, version=...)``, RESTORE), catalog era included."""
+        entry = self._release(name)
+        return Table(entry.uri, storage_options=self.storage_options or None)
+
+    def _release(self, name: str) -> CatalogEntry:
+        """:meth:`release` without opening the path table after it; returns the entry released."""
         entry = self._entry(name)
         if self._finish_release(name):  # a release that died before forgetting the name
-            return Table(entry.uri, storage_options=self.storage_options or None)
+            return entry
         table = self.table(name)
         snap = table.snapshot
         tx = table.transaction()
@@ -213,22 +251,49 @@ class Catalog:
         tx.note_operation("RELEASE FROM CATALOG", {}, changes_data=False)
         tx.commit()
         self._forget(entry)
-        return Table(entry.uri, storage_options=self.storage_options or None)
+        return entry
 
     def drop_table(self, name: str, purge: bool = False) -> None:
-        """Forget ``name``; with ``purge`` delete its files too. Without purge the files stay a
-        catalog-managed table that path clients refuse (register it again to use it)."""
+        """Forget ``name``. Without ``purge`` the files stay, as a plain path table: the table is
+        released first (:meth:`release`: every ratified commit published, then a last commit
+        that drops ``catalogManaged``, the in-commit timestamps it required and
+        ``deltatx.catalogId``), so ``deltatx.Table(uri)``, deltalake and other engines read and
+        write it, and any catalog may register it again — as dropping an external table in Unity
+        Catalog removes only its entry and leaves usable data. Left catalog-managed, the files
+        would be refused by every path client and every other catalog, with no name left to
+        release them by. A table whose files are gone, or that another name of this catalog
+        manages too (a catalog from before a path had one name), is only forgotten. With
+        ``purge`` the files are deleted (nothing is committed to them first).
+
+        A drop or release another client finished meanwhile is no error."""
         entry = self._entry(name)
-        self._forget(entry, publish=not purge)
-        if purge:
-            path = self._open(entry.uri)
-            if os.path.isdir(path.root):
-                shutil.rmtree(path.root, ignore_errors=True)
-            else:
-                try:
-                    path.fs.rm(path.root, recursive=True)
-                except FileNotFoundError:
-                    pass  # purged meanwhile by another client dropping the same table
+        if not purge:
+            shared = self._db.query("SELECT name FROM deltatx_tables WHERE uri = ? AND id <> ?",
+                                    (entry.uri, entry.table_id))
+            if shared or not self._open(entry.uri).table_exists():
+                # the files are gone: nothing to release, nothing to publish. Or another name
+                # manages them still (a catalog from before one path had one name, schema 4):
+                # released, they would be taken from under it
+                self._forget(entry)
+                return
+            try:
+                self._release(name)
+            except CatalogTableNotFoundError:
+                # the release lost to another client's drop or release of this table: done if it
+                # is gone from the catalog, or finished here if that release did not get to it
+                rows = self._db.query("SELECT name FROM deltatx_tables WHERE id = ?", (entry.table_id,))
+                if rows and not self._finish_release(rows[0][0]):
+                    raise
+            return
+        self._forget(entry, publish=False)
+        path = self._open(entry.uri)
+        if os.path.isdir(path.root):
+            shutil.rmtree(path.root, ignore_errors=True)
+        else:
+            try:
+                path.fs.rm(path.root, recursive=True)
+            except FileNotFoundError:
+                pass  # purged meanwhile by another client dropping the same table
 
     def _forget(self, entry: CatalogEntry, publish: bool = True) -> None:
         """Delete the name and its ratified commits, once every one of them is in ``_delta_log``
@@ -242,25 +307,36 @@ class Catalog:
             latest = store.publish_pending() if publish else -1
             if publish:
                 store.drop_published_content()  # fsyncs what is published, on local disk
-            with self._db.write() as cur:
+
+            def forget(cur: Any) -> bool:
+                """False when a commit landed while publishing (publish it too, then forget).
+                The table's row lock comes first either way, as in every write that changes a
+                table's rows: two clients forgetting the same released table (the release, a
+                writer that found it released) queue instead of deadlocking (db.lock_tables).
+                One transaction, run again by the catalog if the database rolls it back."""
                 if publish:  # under the commit lock (the leases' own read): nobody ratified meanwhile
                     found = self._db._read_for_commit(cur, {entry.table_id: max(latest, 0)}, content=False)
                     moved = found.get(entry.table_id, [])
                     if moved and moved[-1].version != latest:
-                        continue  # a commit landed while publishing: publish it too, then forget
+                        return False
                     through = cur.execute("SELECT published_through FROM deltatx_tables WHERE id = ?",
                                           (entry.table_id,)).fetchall()
                     if not through:
-                        return  # another client finished this drop or release meanwhile: forgotten
+                        return True  # another client finished this drop or release meanwhile: forgotten
                     if latest >= 0 and through[0][0] < latest:
                         # the catalog could not verify some ratified version in _delta_log: its
                         # rows are the only copy of a committed version
                         raise CatalogError(
                             f"table {entry.name!r}: version {through[0][0] + 1} is ratified but "
                             f"could not be published to {entry.uri!r}; the catalog keeps it (nothing was dropped)")
+                else:
+                    self._db.lock_tables(cur, [entry.table_id])
                 cur.execute("DELETE FROM deltatx_commits WHERE table_id = ?", (entry.table_id,))
                 cur.execute("DELETE FROM deltatx_tables WHERE id = ?", (entry.table_id,))
-            return
+                return True
+
+            if self._db.transact(forget):
+                return
 
     def _finish_release(self, name: str) -> bool:
         """True (and the name forgotten) when ``name`` is a release that did not finish."""
@@ -321,9 +397,12 @@ class Catalog:
 
     def vacuum_staged(self, name: str, retention_hours: float = 1.0) -> list[str]:
         """Delete staged commits that were never ratified (dead transactions) and are older than
-        ``retention_hours`` (a live transaction may be between staging and ratifying), and drop
-        from the catalog the content of inline commits that are published (a committer usually
-        does at its next commit; a process that exited first leaves it to this). Log cleanup:
+        ``retention_hours`` (a live transaction may be between staging and ratifying), and those
+        whose version is published (at any age: ``_delta_log/<v>.json`` is that commit now, as
+        PROTOCOL.md's metadata cleanup has it; never one of a ratified version not verified
+        published, the only copy of it); drop from the catalog the content of inline commits
+        that are published (a committer usually does at its next commit; a process that exited
+        first leaves it to this). Returns the names of the staged files deleted. Log cleanup:
         runs only where the catalog's maintenance policy allows it."""
         try:
             hours = float(retention_hours)
@@ -349,8 +428,10 @@ class Catalog:
                 store.discard_staged(n)
         finally:
             lease.release()
+        store.publish_pending()  # a ratified version a dead committer left unpublished: published first
+        published = store.delete_published_staged()
         store.drop_published_content()  # inline commits already in _delta_log: the catalog's copy goes
-        return sorted(dead)
+        return sorted(dead + published)
 
     def _published_here(self, store: CatalogLogStore, version: int) -> None:
         with self._published_lock:
@@ -391,11 +472,43 @@ class CatalogSnapshot:
         self._cut = cut
 
     def table(self, name: str) -> Table:
+        check_table_name(name)
         if name not in self._cut:
             raise CatalogTableNotFoundError(f"no table named {name!r} in this snapshot of {self.catalog.url!r}")
         entry, version = self._cut[name]
         store = CatalogLogStore(self.catalog, entry.table_id, self.catalog._open(entry.uri))
         return Table(entry.uri, version=version, _store=store)  # type: ignore[arg-type]
+
+
+#: registration commits tried against path writers that keep changing the table's metadata
+REGISTER_ATTEMPTS = 5
+
+
+def check_table_name(name: object) -> str:
+    """``name`` if it can name a catalog table, else :class:`ArgumentTypeError` (not a ``str``) or
+    :class:`InvalidTableNameError` (empty, whitespace around it, a control character, a line
+    break, an unpaired surrogate, over :data:`MAX_TABLE_NAME` characters).
+
+    Why here and not in the database: the backends disagree (SQLite stores a NUL, PostgreSQL
+    raises its own DataError), and a name that is no table's must not read as "not found".
+    A name is only a key of ``deltatx_tables`` — never joined into a path (a table's location
+    is its own argument) — so ``/``, ``..``, dots and inner spaces are allowed: ``sales/2024``
+    and ``a b`` are just names. Whitespace *around* a name is refused because it is invisible
+    in messages and listings: ``"t "`` and ``"t"`` would be two tables no one can tell apart."""
+    if not isinstance(name, str):
+        raise ArgumentTypeError(f"a catalog table name must be a str, got {type(name).__name__} {name!r}")
+    if not name:
+        raise InvalidTableNameError("a catalog table name must not be empty")
+    if len(name) > MAX_TABLE_NAME:
+        raise InvalidTableNameError(f"a catalog table name has at most {MAX_TABLE_NAME} characters, got "
+                                    f"{len(name)} ({name[:40]!r}...)")
+    bad = next((c for c in name if unicodedata.category(c) in _BAD_NAME_CATEGORIES), None)
+    if bad is not None:
+        raise InvalidTableNameError(f"a catalog table name must not contain control characters, line breaks "
+                                    f"or unpaired surrogates: {name!r} has {bad!r}")
+    if name != name.strip():
+        raise InvalidTableNameError(f"a catalog table name must not start or end with whitespace, got {name!r}")
+    return name
 
 
 def _released(table: Table) -> bool:

@@ -21,16 +21,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import random
+import select
 import sqlite3
 import threading
+import time
 import uuid
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 from urllib.parse import urlparse
 
-from ..errors import CatalogError, CatalogURLError
+from ..errors import CatalogError, CatalogUnavailableError, CatalogURLError, DeltaTxError
 
 try:  # the SQLite writers' queue (POSIX); elsewhere SQLite's own busy handler alone
     import fcntl
@@ -42,6 +45,15 @@ except ImportError:  # pragma: no cover - Windows
 #: 5: deltatx_tables.uri UNIQUE (one path, one name), deltatx_tables.published_through (the
 #: versions the catalog verified in ``_delta_log``), deltatx_catalog_info (the catalog's identity)
 SCHEMA_VERSION = 5
+
+
+#: how often one database transaction runs when the database rolled it back whole — a deadlock
+#: victim, a serialization failure (SQLSTATE 40P01, 40001), or a connection lost before its
+#: COMMIT was sent: nothing of it was written, so running it again is safe. Past that the call
+#: raises CatalogUnavailableError.
+TRANSIENT_ATTEMPTS = 5
+
+_T = TypeVar("_T")
 
 
 class DuplicateRowError(Exception):
@@ -111,7 +123,16 @@ _URI_INDEX = "CREATE UNIQUE INDEX IF NOT EXISTS deltatx_tables_uri ON deltatx_ta
 
 
 class Database:
-    """A connection with the few operations the catalog needs; thread-safe by one lock."""
+    """A connection with the few operations the catalog needs; thread-safe by one lock.
+
+    Failures of the database reach callers typed: a unique row refused is :class:`DuplicateRowError`
+    (internal: the put-if-absent lost), anything else a :class:`~deltatx.errors.CatalogError` —
+    :class:`CatalogUnavailableError` when the connection was lost or the transaction kept being
+    rolled back, saying whether anything was written. A lost connection is discarded; the next
+    call connects again. A transaction the database rolled back whole runs again (up to
+    :data:`TRANSIENT_ATTEMPTS` times) where this layer holds all of it: a read, a
+    :meth:`transact` body, a lease's ratification (:meth:`CommitLease.ratify` re-takes the lock
+    and checks that nothing moved)."""
 
     dialect = "base"
     #: does :meth:`offer` record what ``on_ratified`` published (its return value) itself?
@@ -125,7 +146,7 @@ class Database:
         self._in_then = False  # end_write's ``then`` is running (the write committed, the lock held)
         self._pid = os.getpid()
         self._closed = False
-        self._conn = self._connect()
+        self._conn: Any = self._connect()
         #: the open write transaction's cursor (None outside one): reads inside it see its view
         self._write_cur: Any = None
         #: the commit lease that transaction belongs to, if any (its reads serve the rebase)
@@ -148,6 +169,23 @@ class Database:
     def _is_duplicate(self, exc: BaseException) -> bool:
         raise NotImplementedError
 
+    def _is_database_error(self, exc: BaseException) -> bool:
+        """Did the database (its driver) raise ``exc``? Those are translated (:meth:`_failure`)."""
+        return False
+
+    def _is_transient(self, exc: BaseException) -> bool:
+        """Did the database roll the transaction back whole, so that it may simply run again
+        (a deadlock victim, a serialization failure)?"""
+        return False
+
+    def _is_lost(self, exc: BaseException) -> bool:
+        """Is the connection gone with ``exc`` (server restart, terminated session, network)?"""
+        return False
+
+    def _alive(self, conn: Any) -> bool:
+        """Can ``conn`` take the next statement, as far as can be told without a round trip?"""
+        return True
+
     def _sql(self, sql: str) -> str:
         return sql
 
@@ -160,6 +198,15 @@ class Database:
     def _schema_lock(self, cur: "_Cursor") -> None:
         """Serialise concurrent first use (SQLite: BEGIN IMMEDIATE does already)."""
 
+    def lock_tables(self, cur: "_Cursor", table_ids: Sequence[str]) -> None:
+        """Inside an open write transaction: take the tables' rows' locks, in id order.
+
+        Why: every write transaction that changes a table's rows (its commits, its entry) takes
+        them first, so two such transactions queue on the same lock in the same order instead of
+        locking rows of ``deltatx_commits`` in different orders and deadlocking (a release
+        forgetting the table while a writer that found it released dropped its inline content).
+        SQLite: ``BEGIN IMMEDIATE`` serialises every writer already."""
+
     def _acquire_writer(self) -> None:
         """Queue for the right to write, before the transaction begins (SQLite: an flock)."""
 
@@ -171,6 +218,7 @@ class Database:
         """Inside an open write transaction: lock the tables' commits, then read every version
         ``>= since[table]`` (or the latest when there is none), oldest first; without their
         bytes unless ``content``."""
+        self.lock_tables(cur, sorted(since))
         return {table_id: self._ratified_since(cur, table_id, version, content)
                 for table_id, version in sorted(since.items())}
 
@@ -181,8 +229,65 @@ class Database:
             rows = cur.execute(_LATEST, (table_id,)).fetchall()
         return [_ratified(r) for r in rows]
 
+    # ---- failures -----------------------------------------------------------------------------
+    def _failure(self, exc: BaseException, *, committing: bool = False) -> BaseException:
+        """What ``exc``, raised while talking to the database, means for the caller.
+
+        A unique violation: :class:`DuplicateRowError`. A transaction rolled back whole
+        (deadlock, serialization failure), or a connection lost before the COMMIT (or the one
+        statement of an autocommit write) was sent: :class:`CatalogUnavailableError` with
+        ``committed=False`` — the callers that hold the whole transaction run it again. A
+        connection lost with ``committing`` (that statement was in flight):
+        ``committed=None``, the outcome is unknown. Any other database error: CatalogError.
+        Errors that are not the database's (ours, the caller's, KeyboardInterrupt) are returned
+        unchanged. A lost connection is discarded: the next call connects again."""
+        if isinstance(exc, (DeltaTxError, DuplicateRowError)) or not self._is_database_error(exc):
+            return exc
+        if self._is_duplicate(exc):
+            return DuplicateRowError(str(exc))
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if self._is_transient(exc):
+            return CatalogUnavailableError(
+                f"catalog {self.url!r}: the database rolled the transaction back ({first}); nothing was "
+                f"written (run again up to {TRANSIENT_ATTEMPTS} times where the catalog can)", committed=False)
+        if self._is_lost(exc):
+            self._discard()
+            if committing:
+                return CatalogUnavailableError(
+                    f"catalog {self.url!r}: the connection to the database was lost while a commit was in "
+                    f"flight ({first}); whether it was written is unknown — look before doing it again "
+                    f"(the next call reconnects)", committed=None)
+            return CatalogUnavailableError(
+                f"catalog {self.url!r}: the connection to the database was lost ({first}); nothing was "
+                f"written (the next call reconnects)", committed=False)
+        return CatalogError(f"catalog {self.url!r}: the database refused the call: {first}")
+
+    @staticmethod
+    def _retryable(err: BaseException) -> bool:
+        return isinstance(err, CatalogUnavailableError) and err.committed is False
+
+    @staticmethod
+    def _backoff(attempt: int) -> None:
+        """A short random pause before running a rolled-back transaction again: two deadlock
+        victims retrying in lockstep would meet again."""
+        time.sleep(random.uniform(0, 0.002 * attempt))
+
+    def _raise(self, exc: BaseException, *, committing: bool = False) -> None:
+        """Raise what :meth:`_failure` makes of ``exc`` (``exc`` itself when it is not the database's)."""
+        _throw(self._failure(exc, committing=committing), exc)
+
     # ---- plumbing -----------------------------------------------------------------------------
+    def _discard(self) -> None:
+        """Forget a connection that is gone (its server-side transaction and locks went with it)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:
+                pass
+
     def _conn_for_process(self) -> Any:
+        """This process's live connection: a new one after a fork, or when the last one was lost."""
         if self._closed:
             raise CatalogError(f"catalog {self.url!r} was closed (Catalog.close()); open it again with "
                                f"deltatx.Catalog(url) to read or commit")
@@ -190,27 +295,55 @@ class Database:
             self._pid = os.getpid()
             self._conn = self._connect()
             self._write_cur = None
+        elif self._conn is None or not self._alive(self._conn):
+            self._discard()
+            try:
+                self._conn = self._connect()
+            except CatalogURLError as exc:
+                raise CatalogUnavailableError(
+                    f"catalog {self.url!r}: the connection to the database was lost and cannot be "
+                    f"re-established ({exc}); nothing was written", committed=False) from exc
         return self._conn
+
+    def _rollback_quietly(self) -> None:
+        """Roll back the open transaction; on a connection that is gone there is nothing to roll
+        back (the server did), so it is only discarded."""
+        if self._conn is None:
+            return
+        try:
+            self._rollback(self._conn)
+        except BaseException as exc:
+            if not self._is_database_error(exc):
+                raise
+            self._discard()
 
     def begin_write(self) -> "_Cursor":
         """Open a write transaction (the caller ends it with :meth:`end_write`); this thread
-        holds the connection until then."""
+        holds the connection until then. A connection found lost at BEGIN — nothing sent yet —
+        is replaced and BEGIN sent again."""
         self._lock.acquire()
         try:
             if self._write_cur is not None:
                 raise RuntimeError("a catalog write transaction is open already on this connection")
-            conn = self._conn_for_process()
-            self._acquire_writer()
-            try:
-                cur = _Cursor(self, conn.cursor())
+            attempt = 0
+            while True:
+                attempt += 1
+                conn = self._conn_for_process()
+                self._acquire_writer()
                 try:
-                    self._begin(cur.cur)
-                except BaseException:
-                    cur.cur.close()
-                    raise
-            except BaseException:
-                self._release_writer()
-                raise
+                    cur = _Cursor(self, conn.cursor())
+                    try:
+                        self._begin(cur.cur)
+                    except BaseException:
+                        _close_quietly(cur.cur)
+                        raise
+                except BaseException as exc:
+                    self._release_writer()
+                    err = self._failure(exc)
+                    if self._retryable(err) and attempt < TRANSIENT_ATTEMPTS:
+                        continue
+                    _throw(err, exc)
+                break
             self._write_cur = cur
             self._write_thread = threading.get_ident()
             return cur
@@ -221,17 +354,23 @@ class Database:
     def end_write(self, cur: "_Cursor", commit: bool, then: Callable[[], None] | None = None) -> None:
         """Commit (or roll back) the open write transaction and let the next writer in; ``then``
         runs after a successful commit, before the next writer is let in (SQLite's queue: the
-        committer publishes its version before anyone can ratify the next one)."""
+        committer publishes its version before anyone can ratify the next one). A failed COMMIT
+        raises what :meth:`_failure` makes of it (the connection lost then: outcome unknown)."""
         try:
             try:
                 if commit:
+                    if self._conn is None:  # lost inside the transaction (an error someone caught)
+                        raise CatalogUnavailableError(
+                            f"catalog {self.url!r}: the connection to the database was lost before the "
+                            f"commit; nothing was written (the next call reconnects)", committed=False)
                     self._commit(self._conn)
-            except BaseException:
-                self._rollback(self._conn)
-                raise
+            except BaseException as exc:
+                err = self._failure(exc, committing=True)
+                self._rollback_quietly()
+                _throw(err, exc)
             else:
                 if not commit:
-                    self._rollback(self._conn)
+                    self._rollback_quietly()
                 elif then is not None:
                     self._in_then = True  # committed, writer lock still held: see mark_published
                     try:
@@ -242,7 +381,7 @@ class Database:
             self._write_cur = None
             self.current_lease = None
             try:
-                cur.cur.close()
+                _close_quietly(cur.cur)
             finally:
                 try:
                     self._release_writer()
@@ -251,112 +390,190 @@ class Database:
 
     @contextmanager
     def write(self) -> Iterator["_Cursor"]:
-        """One write transaction; a unique violation inside becomes DuplicateRowError."""
+        """One write transaction; a unique violation inside becomes DuplicateRowError, any other
+        database failure a CatalogError (see :meth:`_failure`). Not run again when the database
+        rolls it back: :meth:`transact` does that."""
         cur = self.begin_write()
         try:
             yield cur
         except BaseException as exc:
+            err = self._failure(exc)  # before the rollback: it tells whether the connection is gone
             self.end_write(cur, commit=False)
-            if self._is_duplicate(exc):
-                raise DuplicateRowError(str(exc)) from None
-            raise
-        try:
-            self.end_write(cur, commit=True)
-        except BaseException as exc:
-            if self._is_duplicate(exc):
-                raise DuplicateRowError(str(exc)) from None
-            raise
+            _throw(err, exc)
+        self.end_write(cur, commit=True)
+
+    def transact(self, body: Callable[["_Cursor"], _T]) -> _T:
+        """Run ``body(cur)`` in one write transaction and commit; returns what ``body`` returned.
+
+        When the database rolls the transaction back whole — a deadlock victim, a serialization
+        failure, the connection lost before COMMIT — ``body`` runs again in a new transaction (it
+        must only talk to the database), up to :data:`TRANSIENT_ATTEMPTS` times; then
+        :class:`CatalogUnavailableError` (``committed=False``). A connection lost during COMMIT
+        raises it with ``committed=None``: the outcome is unknown."""
+        attempt = 0
+        while True:
+            attempt += 1
+            cur = self.begin_write()
+            try:
+                result = body(cur)
+            except BaseException as exc:
+                err = self._failure(exc)
+                self.end_write(cur, commit=False)
+                if self._retryable(err) and attempt < TRANSIENT_ATTEMPTS:
+                    self._backoff(attempt)
+                    continue
+                _throw(err, exc)
+            try:
+                self.end_write(cur, commit=True)
+            except CatalogUnavailableError as err:
+                if err.committed is False and attempt < TRANSIENT_ATTEMPTS:  # rolled back at COMMIT
+                    self._backoff(attempt)
+                    continue
+                raise
+            return result
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         """A read in its own (short) transaction: one consistent view for a multi-row query.
-        Inside this thread's open write transaction it reads that transaction's view."""
+        Inside this thread's open write transaction it reads that transaction's view. A read is
+        run again on a new connection when the connection was lost (it changes nothing)."""
         with self._lock:
             if self._write_cur is not None:
-                return self._write_cur.execute(sql, params).fetchall()
-            conn = self._conn_for_process()
-            cur = conn.cursor()
-            try:
-                cur.execute(self._sql(sql), tuple(params))
-                rows = cur.fetchall()
-                conn.commit()
-                return rows
-            except BaseException:
-                conn.rollback()
-                raise
-            finally:
-                cur.close()
+                try:
+                    return self._write_cur.execute(sql, params).fetchall()
+                except BaseException as exc:
+                    self._raise(exc)
+            attempt = 0
+            while True:
+                attempt += 1
+                try:
+                    return self._read(sql, params)
+                except BaseException as exc:
+                    err = self._failure(exc)
+                    if self._retryable(err) and attempt < TRANSIENT_ATTEMPTS:
+                        continue
+                    _throw(err, exc)
+
+    def _read(self, sql: str, params: Sequence[Any]) -> list[tuple]:
+        """One read, outside any write transaction of this connection."""
+        conn = self._conn_for_process()
+        cur = conn.cursor()
+        try:
+            cur.execute(self._sql(sql), tuple(params))
+            rows = cur.fetchall()
+            conn.commit()
+            return rows
+        except BaseException:
+            self._rollback_quietly()
+            raise
+        finally:
+            _close_quietly(cur)
+
+    def _current_schema(self) -> str | None:
+        """This catalog's identity if its schema is current — nothing to create or upgrade — read
+        in a read transaction; None when the write path must run (a new catalog, an older schema).
+
+        Why a read first: the write path takes the writers' lock (SQLite: the flock queue and
+        BEGIN IMMEDIATE), so opening a catalog would wait for every committer ahead of it — a
+        rebase under the lock, a big staged file written to S3 — while a WAL reader never waits."""
+        try:
+            rows = self.query("SELECT v.version, i.id FROM deltatx_schema_version v CROSS JOIN deltatx_catalog_info i")
+        except CatalogUnavailableError:
+            raise
+        except Exception:  # no schema yet (or not readable as one): the write path creates or reports it
+            return None
+        if len(rows) != 1:
+            return None
+        found = rows[0][0]
+        if found > SCHEMA_VERSION:
+            raise CatalogURLError(f"catalog {self.url!r} has schema version {found}; this deltatx "
+                                  f"knows up to {SCHEMA_VERSION}: upgrade deltatx")
+        return str(rows[0][1]) if found == SCHEMA_VERSION else None
 
     def _ensure_schema(self) -> None:
-        with self.write() as cur:
-            self._schema_lock(cur)
-            for stmt in _ddl(self._serial(), self._blob()):
-                cur.execute(stmt)
-            cur.execute("CREATE INDEX IF NOT EXISTS deltatx_commits_seq ON deltatx_commits (catalog_seq)")
-            ids = cur.execute("SELECT id FROM deltatx_catalog_info").fetchall()
-            if not ids:
-                ids = [(str(uuid.uuid4()),)]
-                cur.execute("INSERT INTO deltatx_catalog_info (id) VALUES (?)", ids[0])
+        catalog_id = self._current_schema()
+        if catalog_id is not None:
             #: this catalog's identity (the same database under any URL): what a table it manages records
-            self.catalog_id = str(ids[0][0])
-            rows = cur.execute("SELECT version FROM deltatx_schema_version").fetchall()
-            if not rows:
+            self.catalog_id = catalog_id
+            return
+        self.transact(self._create_schema)
+
+    def _create_schema(self, cur: "_Cursor") -> None:
+        """Create or upgrade the schema, inside a write transaction (first use, or an upgrade)."""
+        self._schema_lock(cur)
+        for stmt in _ddl(self._serial(), self._blob()):
+            cur.execute(stmt)
+        cur.execute("CREATE INDEX IF NOT EXISTS deltatx_commits_seq ON deltatx_commits (catalog_seq)")
+        ids = cur.execute("SELECT id FROM deltatx_catalog_info").fetchall()
+        if not ids:
+            ids = [(str(uuid.uuid4()),)]
+            cur.execute("INSERT INTO deltatx_catalog_info (id) VALUES (?)", ids[0])
+        #: this catalog's identity (the same database under any URL of it): what a table it manages records
+        self.catalog_id = str(ids[0][0])
+        rows = cur.execute("SELECT version FROM deltatx_schema_version").fetchall()
+        if not rows:
+            cur.execute(_URI_INDEX)
+            cur.execute("INSERT INTO deltatx_schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+            return
+        found = rows[0][0]
+        if found > SCHEMA_VERSION:
+            raise CatalogURLError(f"catalog {self.url!r} has schema version {found}; this deltatx "
+                                  f"knows up to {SCHEMA_VERSION}: upgrade deltatx")
+        if found < 2:  # version 1 catalogs: every table keeps maintenance allowed
+            cur.execute("ALTER TABLE deltatx_tables ADD COLUMN maintenance TEXT NOT NULL DEFAULT 'allowed'")
+        if found < 3 and "content" not in cur.columns("deltatx_commits"):
+            # version 2 catalogs: their commits are all staged files (content NULL)
+            cur.execute(f"ALTER TABLE deltatx_commits ADD COLUMN content {self._blob()}")
+        if found < 4 and "plain" not in cur.columns("deltatx_commits"):
+            # older commits count as not plain: a commuting offer reads them as any rebase does
+            cur.execute("ALTER TABLE deltatx_commits ADD COLUMN plain BOOLEAN NOT NULL DEFAULT FALSE")
+        upgraded = SCHEMA_VERSION
+        if found < 5:
+            if "published_through" not in cur.columns("deltatx_tables"):
+                # nothing verified yet: the first publish_pending of each table checks its
+                # ratified versions whose bytes the catalog still has against _delta_log
+                cur.execute("ALTER TABLE deltatx_tables ADD COLUMN published_through BIGINT NOT NULL DEFAULT -1")
+            shared = cur.execute("SELECT uri FROM deltatx_tables GROUP BY uri HAVING COUNT(*) > 1").fetchall()
+            if shared:
+                # the defect the index prevents happened already: which name is right is the
+                # operator's call. New names are still refused a registered path (_check_new);
+                # the upgrade completes at the first open after one of each pair is dropped
+                names = cur.execute("SELECT name, uri FROM deltatx_tables WHERE uri IN (SELECT uri FROM "
+                                    "deltatx_tables GROUP BY uri HAVING COUNT(*) > 1) ORDER BY uri, name").fetchall()
+                warnings.warn(f"catalog {self.url!r}: several names share one path ({names}); each path "
+                              f"must have one name — drop all but one (drop_table without purge)",
+                              RuntimeWarning, stacklevel=6)
+                upgraded = 4
+            else:
                 cur.execute(_URI_INDEX)
-                cur.execute("INSERT INTO deltatx_schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
-                return
-            found = rows[0][0]
-            if found > SCHEMA_VERSION:
-                raise CatalogURLError(f"catalog {self.url!r} has schema version {found}; this deltatx "
-                                      f"knows up to {SCHEMA_VERSION}: upgrade deltatx")
-            if found < 2:  # version 1 catalogs: every table keeps maintenance allowed
-                cur.execute("ALTER TABLE deltatx_tables ADD COLUMN maintenance TEXT NOT NULL DEFAULT 'allowed'")
-            if found < 3 and "content" not in cur.columns("deltatx_commits"):
-                # version 2 catalogs: their commits are all staged files (content NULL)
-                cur.execute(f"ALTER TABLE deltatx_commits ADD COLUMN content {self._blob()}")
-            if found < 4 and "plain" not in cur.columns("deltatx_commits"):
-                # older commits count as not plain: a commuting offer reads them as any rebase does
-                cur.execute("ALTER TABLE deltatx_commits ADD COLUMN plain BOOLEAN NOT NULL DEFAULT FALSE")
-            upgraded = SCHEMA_VERSION
-            if found < 5:
-                if "published_through" not in cur.columns("deltatx_tables"):
-                    # nothing verified yet: the first publish_pending of each table checks its
-                    # ratified versions whose bytes the catalog still has against _delta_log
-                    cur.execute("ALTER TABLE deltatx_tables ADD COLUMN published_through BIGINT NOT NULL DEFAULT -1")
-                shared = cur.execute("SELECT uri FROM deltatx_tables GROUP BY uri HAVING COUNT(*) > 1").fetchall()
-                if shared:
-                    # the defect the index prevents happened already: which name is right is the
-                    # operator's call. New names are still refused a registered path (_check_new);
-                    # the upgrade completes at the first open after one of each pair is dropped
-                    names = cur.execute("SELECT name, uri FROM deltatx_tables WHERE uri IN (SELECT uri FROM "
-                                        "deltatx_tables GROUP BY uri HAVING COUNT(*) > 1) ORDER BY uri, name").fetchall()
-                    warnings.warn(f"catalog {self.url!r}: several names share one path ({names}); each path "
-                                  f"must have one name — drop all but one (drop_table without purge)",
-                                  RuntimeWarning, stacklevel=4)
-                    upgraded = 4
-                else:
-                    cur.execute(_URI_INDEX)
-            if found < upgraded:
-                cur.execute("UPDATE deltatx_schema_version SET version = ?", (upgraded,))
+        if found < upgraded:
+            cur.execute("UPDATE deltatx_schema_version SET version = ?", (upgraded,))
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            try:
-                self._conn.close()
-            except Exception:
-                pass
+            self._discard()
 
     # ---- the catalog's operations -------------------------------------------------------------
     def lease(self, since: dict[str, int], content: bool = True) -> "CommitLease":
         """Take the commit lock of the tables in ``since`` ({table id: first version wanted})
-        and read what was ratified from those versions on (their bytes too unless not ``content``)."""
-        cur = self.begin_write()
-        try:
-            commits = self._read_for_commit(cur, since, content)
-        except BaseException:
-            self.end_write(cur, commit=False)
-            raise
-        self.current_lease = CommitLease(self, cur, commits)
-        return self.current_lease
+        and read what was ratified from those versions on (their bytes too unless not ``content``).
+        Taken again when the database rolled the attempt back (nothing is written before the lease
+        is returned)."""
+        attempt = 0
+        while True:
+            attempt += 1
+            cur = self.begin_write()
+            try:
+                commits = self._read_for_commit(cur, since, content)
+            except BaseException as exc:
+                err = self._failure(exc)
+                self.end_write(cur, commit=False)
+                if self._retryable(err) and attempt < TRANSIENT_ATTEMPTS:
+                    self._backoff(attempt)
+                    continue
+                _throw(err, exc)
+            self.current_lease = CommitLease(self, cur, commits)
+            return self.current_lease
 
     def offer(self, table_id: str, version: int, make_row: "MakeRow", known: RatifiedCommit | None, now_ms: int,
               commutes: bool = False, on_ratified: "OnRatified | None" = None
@@ -401,7 +618,8 @@ class Database:
         ``extra(cur)`` runs inside the same transaction (register/drop)."""
         if lease is not None:
             return lease.ratify(rows, catalog_txn_id, now_ms, extra)
-        with self.write() as cur:
+
+        def ratify(cur: _Cursor) -> int:
             if extra is not None:
                 extra(cur)
             for r in sorted(rows, key=lambda r: (r.table_id, r.version)):
@@ -411,6 +629,8 @@ class Database:
                 if not prev and r.version != 0 and (r.staged_name is not None or r.content is not None):
                     raise DuplicateRowError(f"table {r.table_id} is not registered")
             return self._insert(cur, rows, catalog_txn_id, now_ms)
+
+        return self.transact(ratify)
 
     def _insert(self, cur: "_Cursor", rows: Sequence[Ratification], catalog_txn_id: str, now_ms: int,
                 commit: bool = False) -> int:
@@ -425,12 +645,17 @@ class Database:
         return seq
 
     def drop_content(self, table_id: str, versions: Sequence[int]) -> None:
-        """Forget the bytes of inline commits whose published files are durable."""
+        """Forget the bytes of inline commits whose published files are durable. The table's row
+        lock comes first (:meth:`lock_tables`): a release or drop forgetting the table deletes
+        these rows under it."""
         if versions:
-            with self.write() as cur:
+            def drop(cur: _Cursor) -> None:
+                self.lock_tables(cur, [table_id])
                 for version in versions:
                     cur.execute("UPDATE deltatx_commits SET content = NULL WHERE table_id = ? AND version = ?",
                                 (table_id, version))
+
+            self.transact(drop)
 
     def publish_state(self, table_id: str) -> tuple[int, int, int] | None:
         """(latest ratified version, its in-commit timestamp, published_through) in one query;
@@ -453,17 +678,22 @@ class Database:
                 # their own on this connection, in version order — none is lost, for a mark
                 # applies only next to the last one and a lost one would leave every later
                 # reader verifying every version since
+                if self._conn is None:  # lost with the write it followed: the next reader verifies again
+                    self._deferred_marks = []
+                    return
                 cur = self._conn.cursor()
                 try:
                     self._begin(cur)
                     for table_id, first, last in sorted([*self._deferred_marks, *marks], key=lambda m: (m[0], m[1])):
                         cur.execute(self._sql(_MARK_PUBLISHED), (last, table_id, first - 1, last))
                     self._commit(self._conn)
-                except BaseException:
-                    self._rollback(self._conn)
-                    raise
+                except BaseException as exc:
+                    err = self._failure(exc, committing=True)
+                    self._rollback_quietly()
+                    self._deferred_marks = []
+                    _throw(err, exc)
                 finally:
-                    cur.close()
+                    _close_quietly(cur)
                 self._deferred_marks = []
                 return
             # inside this thread's open write transaction: after it (the committer's record_published)
@@ -473,9 +703,13 @@ class Database:
         # (a lease's FOR UPDATE): two committers marking two tables in opposite orders deadlock
         marks = sorted([*self._deferred_marks, *marks], key=lambda m: (m[0], m[1]))
         self._deferred_marks = []
-        with self.write() as cur:
+
+        def mark(cur: _Cursor) -> None:
             for table_id, first, last in marks:
                 cur.execute(_MARK_PUBLISHED, (last, table_id, first - 1, last))
+
+        self.transact(mark)
+
     def latest(self, table_id: str) -> tuple[int, int] | None:
         """(latest ratified version, its in-commit timestamp), None for an unknown table."""
         rows = self.query("SELECT version, ict FROM deltatx_commits WHERE table_id = ? ORDER BY version DESC LIMIT 1",
@@ -516,6 +750,22 @@ def next_free_version(commits: Sequence[RatifiedCommit], version: int, commutes:
     if commutes and latest >= version and all(c.plain for c in commits if c.version >= version):
         return latest + 1
     return None
+
+
+def _throw(err: BaseException, exc: BaseException) -> None:
+    """Raise ``err``, the typed meaning of ``exc`` (see :meth:`Database._failure`), chained to
+    it for the traceback; ``exc`` itself when it had no other meaning."""
+    if err is exc:
+        raise exc
+    raise err from (None if isinstance(err, DuplicateRowError) else exc)
+
+
+def _close_quietly(cur: Any) -> None:
+    """Close a cursor; one of a lost connection has nothing left to close."""
+    try:
+        cur.close()
+    except Exception:
+        pass
 
 
 def _ratified(row: Sequence[Any]) -> RatifiedCommit:
@@ -563,34 +813,72 @@ class CommitLease:
     def ratify(self, rows: Sequence[Ratification], catalog_txn_id: str, now_ms: int, extra: Any = None,
                then: Callable[[], None] | None = None) -> int:
         """Insert the rows and commit; the lock is released either way. ``then`` runs after the
-        commit (the rows are this lease's latest by then), before the next writer is let in."""
+        commit (the rows are this lease's latest by then), before the next writer is let in.
+
+        When the database rolled the transaction back before it committed (a deadlock victim,
+        the connection lost before COMMIT: nothing written), the lock is taken again
+        (:meth:`_retake`) and, if nothing was ratified meanwhile, the same rows are ratified —
+        they are still next; if something was, DuplicateRowError (the caller rebases, as for a
+        lost race). A connection lost during COMMIT raises CatalogUnavailableError with
+        ``committed=None``: the caller looks whether its version landed."""
         if not self.open:
             raise RuntimeError("this commit lease has ended")
         self.open = False
         db = self.db
-        try:
-            if extra is not None:
-                extra(self._cur)
-            seq = db._insert(self._cur, rows, catalog_txn_id, now_ms, commit=True)
-        except BaseException as exc:
-            db.end_write(self._cur, commit=False)
-            if db._is_duplicate(exc):
-                raise DuplicateRowError(str(exc)) from None
-            raise
-        def ratified() -> None:  # the new versions are the lease's latest now (the committer publishes from here)
-            for r in rows:
-                self.commits.setdefault(r.table_id, []).append(
-                    RatifiedCommit(r.version, r.ict, r.staged_name, r.content, r.plain))
-            if then is not None:
-                then()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                if extra is not None:
+                    extra(self._cur)
+                seq = db._insert(self._cur, rows, catalog_txn_id, now_ms, commit=True)
+            except BaseException as exc:
+                err = db._failure(exc)
+                db.end_write(self._cur, commit=False)
+                if db._retryable(err) and attempt < TRANSIENT_ATTEMPTS:
+                    db._backoff(attempt)
+                    self._retake()
+                    continue
+                _throw(err, exc)
+            committed = False
 
-        try:
-            db.end_write(self._cur, commit=True, then=ratified)
-        except BaseException as exc:
-            if db._is_duplicate(exc):
-                raise DuplicateRowError(str(exc)) from None
-            raise
-        return seq
+            def ratified() -> None:  # the new versions are the lease's latest now (the committer publishes from here)
+                nonlocal committed
+                committed = True
+                for r in rows:
+                    self.commits.setdefault(r.table_id, []).append(
+                        RatifiedCommit(r.version, r.ict, r.staged_name, r.content, r.plain))
+                if then is not None:
+                    then()
+
+            try:
+                db.end_write(self._cur, commit=True, then=ratified)
+            except CatalogUnavailableError as err:
+                # rolled back at COMMIT (not ``then``'s failure: it runs once committed)
+                if not committed and err.committed is False and attempt < TRANSIENT_ATTEMPTS:
+                    db._backoff(attempt)
+                    self._retake()
+                    continue
+                raise
+            return seq
+
+    def _retake(self) -> None:
+        """Take this lease's lock again after the database rolled its transaction back, and check
+        that every table it locked is where it read it (same latest version, same in-commit
+        timestamp): then what the caller checked and built under the lock still holds. Raises
+        DuplicateRowError when one moved (or went): the caller rebases, as when it loses a race."""
+        since = {table_id: (commits[-1].version if commits else 0) for table_id, commits in self.commits.items()}
+        fresh = self.db.lease(since, content=False)
+        for table_id, commits in self.commits.items():
+            now = fresh.commits.get(table_id, [])
+            was = [(c.version, c.ict) for c in commits[-1:]]
+            if [(c.version, c.ict) for c in now] != was:
+                fresh.release()
+                raise DuplicateRowError(f"table {table_id} moved while the catalog's transaction was rolled back "
+                                        f"(now {[(c.version, c.ict) for c in now]}, read {was})")
+        self._cur = fresh._cur
+        fresh.open = False  # this lease carries on with its transaction
+        self.db.current_lease = self
 
     def release(self) -> None:
         """Roll back and let the next writer in (no-op once ratified or released)."""
@@ -707,9 +995,13 @@ class SQLiteDatabase(Database):
     def _is_duplicate(self, exc: BaseException) -> bool:
         return isinstance(exc, sqlite3.IntegrityError)
 
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        with self._lock:
-            return self._conn_for_process().execute(sql, tuple(params)).fetchall()
+    def _is_database_error(self, exc: BaseException) -> bool:
+        return isinstance(exc, sqlite3.Error)
+
+    def _read(self, sql: str, params: Sequence[Any]) -> list[tuple]:
+        # autocommit (isolation_level=None): the statement is its own read transaction, which in
+        # WAL mode never waits for a writer
+        return self._conn_for_process().execute(sql, tuple(params)).fetchall()
 
 
 
@@ -734,7 +1026,7 @@ class PostgresDatabase(Database):
             raise CatalogURLError("a postgresql:// catalog needs psycopg 3: pip install 'psycopg[binary]>=3.2'") from exc
         try:
             return psycopg.connect(self.url, autocommit=True)
-        except psycopg.OperationalError as exc:
+        except psycopg.Error as exc:
             raise CatalogURLError(f"cannot connect to catalog {self.url!r}: {exc}") from exc
 
     def _serial(self) -> str:
@@ -749,8 +1041,44 @@ class PostgresDatabase(Database):
     def _is_duplicate(self, exc: BaseException) -> bool:
         import psycopg
 
-        # a deadlock victim was rolled back whole: nothing ratified, so it lost the race like a duplicate
-        return isinstance(exc, (psycopg.errors.UniqueViolation, psycopg.errors.DeadlockDetected))
+        # only a unique violation: a deadlock victim did not lose a race for a row, it was rolled
+        # back whole and runs again (_is_transient)
+        return isinstance(exc, psycopg.errors.UniqueViolation)
+
+    def _is_database_error(self, exc: BaseException) -> bool:
+        import psycopg
+
+        return isinstance(exc, psycopg.Error)
+
+    def _is_transient(self, exc: BaseException) -> bool:
+        import psycopg
+
+        # SQLSTATE 40P01 and 40001: the transaction was rolled back whole, nothing was written
+        return isinstance(exc, (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure))
+
+    def _is_lost(self, exc: BaseException) -> bool:
+        import psycopg
+
+        if not isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+            return False
+        conn = self._conn
+        return conn is None or conn.closed or conn.broken
+
+    def _alive(self, conn: Any) -> bool:
+        """Without a round trip: not closed or known broken, no transaction left open, and
+        nothing to read. An idle connection receives nothing unasked unless its session is
+        ending: a server restart or ``pg_terminate_backend`` sends its FATAL message and closes
+        the socket, which psycopg only notices at the next statement — too late for a write,
+        whose outcome would then be unknown. Found here, nothing was sent: the caller reconnects."""
+        import psycopg
+
+        try:
+            if conn.closed or conn.broken or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                return False
+            readable, _, _ = select.select([conn.fileno()], [], [], 0)
+        except (OSError, ValueError, psycopg.Error):
+            return False
+        return not readable
 
     def _sql(self, sql: str) -> str:
         return sql.replace("?", "%s")
@@ -759,32 +1087,35 @@ class PostgresDatabase(Database):
         # CREATE TABLE IF NOT EXISTS races in PostgreSQL: first users queue on an advisory lock
         cur.execute("SELECT pg_advisory_xact_lock(7461636174)")
 
-    def _ensure_schema(self) -> None:
-        super()._ensure_schema()
-        with self.write() as cur:
-            self._schema_lock(cur)
-            cur.execute(_OFFER_FUNCTION)
+    def _current_schema(self) -> str | None:
+        """Current when the tables are and ``deltatx_offer`` is this deltatx's (its body compared:
+        replacing it on every open would take a lock on the function's catalog row each time)."""
+        catalog_id = super()._current_schema()
+        if catalog_id is None:
+            return None
+        rows = self.query("SELECT p.prosrc FROM pg_proc p WHERE p.oid = to_regprocedure(?)", (_OFFER_SIGNATURE,))
+        return catalog_id if rows and rows[0][0] == _OFFER_BODY else None
 
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+    def _create_schema(self, cur: "_Cursor") -> None:
+        super()._create_schema(cur)
+        cur.execute(_OFFER_FUNCTION)  # under the same advisory lock: concurrent replaces collide
+
+    def _read(self, sql: str, params: Sequence[Any]) -> list[tuple]:
         """A read: one statement in its own transaction (autocommit), one round trip."""
-        with self._lock:
-            if self._write_cur is not None:
-                return self._write_cur.execute(sql, params).fetchall()
-            cur = self._conn_for_process().cursor()
-            try:
-                cur.execute(self._sql(sql), tuple(params))
-                return cur.fetchall()
-            finally:
-                cur.close()
+        cur = self._conn_for_process().cursor()
+        try:
+            cur.execute(self._sql(sql), tuple(params))
+            return cur.fetchall()
+        finally:
+            _close_quietly(cur)
 
-    def _read_for_commit(self, cur: "_Cursor", since: dict[str, int], content: bool = True
-                         ) -> dict[str, list[RatifiedCommit]]:
+    def lock_tables(self, cur: "_Cursor", table_ids: Sequence[str]) -> None:
         # The row locks come first, in one order for everyone (no deadlock between two
-        # multi-table commits), and in their own statement: in READ COMMITTED the reads after it
-        # take a new snapshot, which sees every version the previous lock holder ratified.
-        ids = sorted(since)
-        cur.execute("SELECT id FROM deltatx_tables WHERE id = ANY(?) ORDER BY id FOR UPDATE", (ids,))
-        return super()._read_for_commit(cur, since, content)
+        # multi-table commits, or a commit and a release), and in their own statement: in READ
+        # COMMITTED the reads after it take a new snapshot, which sees every version the previous
+        # lock holder ratified.
+        cur.execute("SELECT id FROM deltatx_tables WHERE id = ANY(?) ORDER BY id FOR UPDATE", (sorted(table_ids),))
+        cur.fetchall()
 
     def _end_publishing_turn(self, table_id: str, mark: tuple[int, int] | None = None) -> None:
         """Release the table's publishing turn that a ratifying ``deltatx_offer`` kept (a no-op
@@ -792,7 +1123,14 @@ class PostgresDatabase(Database):
         ``mark`` = (first, last) are verified in ``_delta_log`` (:meth:`mark_published`).
         Should this connection be gone, so is the turn."""
         with self._lock:
-            cur = self._conn_for_process().cursor()
+            conn = self._conn
+            if conn is None or self._closed or os.getpid() != self._pid:
+                return  # the session that held the turn is gone, and the turn with it
+            try:
+                cur = conn.cursor()
+            except Exception:
+                self._discard()
+                return
             try:
                 if mark is None:
                     cur.execute("SELECT pg_advisory_unlock(hashtext('deltatx_publish'), hashtext(%s))", (table_id,))
@@ -801,10 +1139,13 @@ class PostgresDatabase(Database):
                                 "SELECT pg_advisory_unlock(hashtext('deltatx_publish'), hashtext(%s))",
                                 (mark[1], table_id, mark[0] - 1, mark[1], table_id))
                 cur.fetchall()
-            except Exception:
-                pass  # a broken connection: the server released the session's locks with it
+            except Exception as exc:
+                # a broken connection: the server released the session's locks with it (discarded
+                # here: the next call reconnects); the mark is best effort, the next reader verifies
+                if self._is_database_error(exc) and self._is_lost(exc):
+                    self._discard()
             finally:
-                cur.close()
+                _close_quietly(cur)
 
     def offer(self, table_id: str, version: int, make_row: MakeRow, known: RatifiedCommit | None, now_ms: int,
               commutes: bool = False, on_ratified: OnRatified | None = None
@@ -812,28 +1153,41 @@ class PostgresDatabase(Database):
         """One round trip (``deltatx_offer``, which decides where a commuting offer lands — see
         :meth:`Database.offer`). The row is stamped from ``known`` beforehand; if that guess was
         stale but the offer could land (the timestamp was too small), it is sent again, stamped
-        after what the first one read."""
+        after what the first one read.
+
+        The statement is its own transaction: rolled back whole (a deadlock victim) it is sent
+        again, up to :data:`TRANSIENT_ATTEMPTS` times. A connection found gone before sending is
+        replaced (:meth:`_alive`); one lost while the statement was in flight raises
+        CatalogUnavailableError with ``committed=None`` — the caller looks whether it landed."""
         if known is None or known.version != version - 1:
             known = None
         view = CommitLease.view(self, {table_id: []})
-        for _ in range(3):
+        stale = rolled_back = 0
+        while stale < 3:
             row = make_row(known, version)
             with self._lock:
                 if self._write_cur is not None:
                     raise RuntimeError("a catalog write transaction is open already on this connection")
-                cur = self._conn_for_process().cursor()
+                try:
+                    cur = self._conn_for_process().cursor()
+                except BaseException as exc:  # nothing sent: the connection could not be had
+                    self._raise(exc)
                 try:
                     cur.execute("SELECT * FROM deltatx_offer(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                                 (table_id, version, row.staged_name, row.txn_id, row.ict, row.content, now_ms,
                                  row.plain, commutes, row.ict_at))
                     rows = cur.fetchall()
                 except BaseException as exc:
+                    err = self._failure(exc, committing=True)  # sent: a lost connection leaves it unknown
                     self._end_publishing_turn(table_id)  # the statement failed: no turn to keep
-                    if self._is_duplicate(exc):
-                        raise DuplicateRowError(str(exc)) from None
-                    raise
+                    rolled_back += 1
+                    if self._retryable(err) and rolled_back < TRANSIENT_ATTEMPTS:
+                        self._backoff(rolled_back)
+                        continue
+                    _throw(err, exc)
                 finally:
-                    cur.close()
+                    _close_quietly(cur)
+            stale += 1
             commits = [_ratified(r[1:]) for r in rows]
             view = CommitLease.view(self, {table_id: commits})
             if rows and rows[0][0]:  # the last row is the one ratified (the one before it has its bytes)
@@ -906,6 +1260,10 @@ BEGIN
 END
 $$
 """
+#: how :meth:`PostgresDatabase._current_schema` finds the installed function and tells whether it
+#: is this one (PostgreSQL keeps the body between the dollar quotes as given)
+_OFFER_SIGNATURE = "deltatx_offer(text, bigint, text, text, bigint, bytea, bigint, boolean, boolean, integer)"
+_OFFER_BODY = _OFFER_FUNCTION.split("$$")[1]
 
 
 def open_database(url: str) -> Database:
@@ -921,6 +1279,13 @@ def open_database(url: str) -> Database:
         if prefix.lower() != "sqlite:///" or not path or path.endswith("/"):
             raise CatalogURLError(f"catalog URL {url!r} names no database file (sqlite:///relative/catalog.db "
                                   f"or sqlite:////absolute/catalog.db)")
+        if path.split("?", 1)[0] == ":memory:":
+            # SQLAlchemy's in-memory database: here it would be a file named ':memory:' in the
+            # working directory. An in-memory catalog would be one process's alone, and a table
+            # ratified there outlives it in _delta_log, managed by a catalog nobody can open again
+            raise CatalogURLError(f"catalog URL {url!r}: a catalog cannot live in memory; it must be a database "
+                                  f"file that every process writing its tables opens (sqlite:///relative/catalog.db "
+                                  f"or sqlite:////absolute/catalog.db), or a postgresql:// server")
         return SQLiteDatabase(url, os.path.abspath(path))
     if scheme in ("postgresql", "postgres"):
         return PostgresDatabase(url)

@@ -7,8 +7,10 @@
   :data:`CATALOG_ID`, so that a second catalog refuses to adopt a table another one manages.
 * **in-commit timestamps**: "must be supported and active" on a catalog-managed table (published
   files' mtimes are publish times, not commit times). A commit that would turn them off, or name
-  another catalog, is refused before it is ratified (:func:`check_catalog_metadata`); RESTORE
-  keeps the current values (:func:`keep_catalog_properties`).
+  another catalog, or name none, is refused before it is ratified (:func:`check_catalog_metadata`);
+  RESTORE keeps the current values (:func:`keep_catalog_properties`), and a path table released
+  from its catalog restored to a catalog-era version gets neither back
+  (:func:`released_restored_metadata`).
 * **maintenance at commit time**: an OPTIMIZE or REORG is checked against the catalog's policy
   when it is ratified, not only when it was staged (:func:`maintenance_operation`).
 * **checkpoints the catalog can vouch for** (:func:`vouched`).
@@ -86,7 +88,16 @@ def check_catalog_metadata(data: bytes, catalog_id: str, uri: str) -> None:
             f"enabled ({ICT_ENABLED}=true); nothing was committed. Release the table from its catalog "
             f"(cat.release(name)) to turn them off")
     owner = config.get(CATALOG_ID)
-    if owner is not None and owner != catalog_id:
+    if owner is None:
+        # removing the identity (UNSET TBLPROPERTIES, a REPLACE TABLE without it) would leave a
+        # table no catalog may adopt again, its own included (register refuses a catalog-managed
+        # table that names no catalog): refused as naming another catalog is
+        raise CatalogManagedPropertyError(
+            f"the table at {uri!r} is managed by catalog {catalog_id!r}: {CATALOG_ID} records that and "
+            f"cannot be removed; nothing was committed. Release the table from its catalog "
+            f"(cat.release(name)) to make it a path table (a table this catalog adopted before it recorded "
+            f"its identity records it with set_properties({{{CATALOG_ID!r}: cat.catalog_id}}))")
+    if owner != catalog_id:
         raise CatalogManagedPropertyError(
             f"the table at {uri!r} is managed by catalog {catalog_id!r}: {CATALOG_ID} cannot name another "
             f"catalog ({owner!r}); nothing was committed")
@@ -100,6 +111,22 @@ def keep_catalog_properties(current: Any, restored: Any) -> Any:
     for key in KEPT_ON_RESTORE:
         if key in current.configuration:
             config[key] = current.configuration[key]
+    return restored if config == dict(restored.configuration) else restored.replace(configuration=config)
+
+
+def released_restored_metadata(current: Any, restored: Any) -> Any:
+    """RESTORE of a path table to a version written while it was catalog-managed (it was
+    released since: ``Catalog.release``, ``drop_table``): the restored metadata takes the
+    current values of :data:`KEPT_ON_RESTORE` and drops those the table has not now.
+
+    Why: catalog ownership is not table content. Restored, ``deltatx.catalogId`` would name a
+    catalog that forgot the table (and block every other catalog's ``register``), and
+    ``delta.enableInCommitTimestamps=true`` — which a catalog requires, and ``release`` turned
+    off so that engines without the feature (deltalake 1.x) can write the table — would put
+    ``inCommitTimestamp`` back into the protocol. The protocol's ``catalogManaged`` never comes
+    back either way (RESTORE raises a protocol only for what the restored properties need)."""
+    config = {k: v for k, v in restored.configuration.items() if k not in KEPT_ON_RESTORE}
+    config.update({k: current.configuration[k] for k in KEPT_ON_RESTORE if k in current.configuration})
     return restored if config == dict(restored.configuration) else restored.replace(configuration=config)
 
 

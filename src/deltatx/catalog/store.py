@@ -148,13 +148,22 @@ class CatalogLogStore:
         """Checkpoints are maintenance: written only through ``cat.table(name)`` and where the
         catalog's policy allows (the post-commit hook then only warns: the commit stands), and
         only of versions the catalog verified in ``_delta_log`` (PROTOCOL.md: a checkpoint of v
-        needs ``<v>.json``)."""
+        needs ``<v>.json``). After one, the staged commits of published versions are deleted
+        (:meth:`delete_published_staged`)."""
         if ".checkpoint." in name:
             self.check_maintenance("CHECKPOINT")
             version = int(name[:20]) if name[:20].isdigit() else -1
             if version > self._through:
                 self.publish_pending()
         self.inner.write_log_file(name, data)
+        if ".checkpoint." in name:
+            # metadata cleanup's part that applies here (PROTOCOL.md, catalogManaged: it deletes
+            # the staged commits of versions up to its checkpoint; deltatx deletes no other log
+            # file): best effort, the checkpoint stands and vacuum_staged deletes them later
+            try:
+                self.delete_published_staged()
+            except Exception:
+                pass
 
     # ---- reading the log --------------------------------------------------------------------
     def latest_ratified(self) -> int:
@@ -282,20 +291,27 @@ class CatalogLogStore:
         if commit.staged_name is None:
             return  # ratified in place (the registration commit), or published and its content dropped
         staged = f"{self.staged_root}/{commit.staged_name}"
-        if isinstance(self.inner, LocalLogStore):
-            try:
-                os.link(staged, os.path.join(self.inner.log_root, commit_name(version)))
-                # a link keeps the staged file's mtime, from before ratification: the published
-                # file's must be its publication's (rules.vouched compares checkpoints with it)
-                os.utime(os.path.join(self.inner.log_root, commit_name(version)))
-            except FileExistsError:
-                self._correct_published(version, self._read_staged(commit.staged_name))
-        else:
-            data = self.inner.fs.cat_file(staged)
-            try:
-                self.inner.put_commit(version, data)
-            except VersionExistsError:
-                self._correct_published(version, data)
+        try:
+            if isinstance(self.inner, LocalLogStore):
+                try:
+                    os.link(staged, os.path.join(self.inner.log_root, commit_name(version)))
+                    # a link keeps the staged file's mtime, from before ratification: the published
+                    # file's must be its publication's (rules.vouched compares checkpoints with it)
+                    os.utime(os.path.join(self.inner.log_root, commit_name(version)))
+                except FileExistsError:
+                    self._correct_published(version, self._read_staged(commit.staged_name))
+            else:
+                data = self.inner.fs.cat_file(staged)
+                try:
+                    self.inner.put_commit(version, data)
+                except VersionExistsError:
+                    self._correct_published(version, data)
+        except FileNotFoundError:
+            # another publisher was first, the catalog verified its file and the staged copy was
+            # cleaned up since (delete_published_staged): nothing left to do. Anything else is
+            # a ratified commit whose bytes are gone, and stays an error
+            if not self._published(version):
+                raise
 
     def _correct_published(self, version: int, ratified: bytes) -> None:
         """``_delta_log/<version>.json`` was there already: another publisher's copy of the same
@@ -419,7 +435,7 @@ class CatalogLogStore:
                     self.publish_pending()
                     found.append(self.inner.read_commit(commit.version))
                 else:
-                    found.append(self._read_staged(commit.staged_name))
+                    found.append(self._read_staged_or_published(commit.version, commit.staged_name))
         return found
 
     def _read_leased(self, lease: CommitLease, version: int) -> bytes:
@@ -436,7 +452,16 @@ class CatalogLogStore:
         except FileNotFoundError:
             if commit is None or commit.staged_name is None:
                 raise
-            return self._read_staged(commit.staged_name)
+            return self._read_staged_or_published(version, commit.staged_name)
+
+    def _read_staged_or_published(self, version: int, name: str) -> bytes:
+        """A ratified version whose published file was not there a moment ago: its staged file —
+        or, when that is gone too, the published file after all (published meanwhile, and the
+        staged copy cleaned up since: :meth:`delete_published_staged`)."""
+        try:
+            return self._read_staged(name)
+        except FileNotFoundError:
+            return self.inner.read_commit(version)
 
     def _read_staged(self, name: str) -> bytes:
         if isinstance(self.inner, LocalLogStore):
@@ -489,7 +514,8 @@ class CatalogLogStore:
             self.inner.fs.pipe_file(f"{self.staged_root}/{name}", data)
 
     def discard_staged(self, name: str) -> None:
-        """Delete a staged commit that lost (never ratified: nobody will ever read it)."""
+        """Delete a staged commit that lost (never ratified: nobody will ever read it), or one
+        whose version is published (:meth:`delete_published_staged`)."""
         try:
             self.inner.fs.rm_file(f"{self.staged_root}/{name}") if not isinstance(self.inner, LocalLogStore) \
                 else os.unlink(os.path.join(self.staged_root, name))
@@ -505,6 +531,43 @@ class CatalogLogStore:
         from ..txnlog.store import _mtime_ms
 
         return [(i["name"].rstrip("/").rsplit("/", 1)[-1], _mtime_ms(i)) for i in infos]
+
+    def delete_published_staged(self) -> list[str]:
+        """Log cleanup of staged commits: delete the staged file of every ratified version the
+        catalog has verified in ``_delta_log`` (at or below ``published_through``); returns
+        their names.
+
+        Why it may: PROTOCOL.md (catalogManaged) has the catalog keep a ratified commit only
+        until it is published (from then on ``_delta_log/<v>.json`` is the commit, and readers
+        list it), and has metadata cleanup delete staged commits too. Each one is as big as its
+        commit (they are the commits over :data:`INLINE_COMMIT_MAX_BYTES`): kept, they double
+        the log. Never one of a version not verified published: the catalog's row points at it
+        and it is the only copy of a committed version. Before the delete, each published file is
+        compared with its staged bytes once more (and replaced if something else was put there
+        since: a client that ignored the catalog), as an inline commit's bytes are before the
+        catalog drops them, and made durable (on local disk a publication is a hard link of the
+        staged file: an OS crash must not lose both names). The catalog's rows keep the names
+        (the database is not written: a name whose file is gone is skipped here, and every
+        reader goes to the published file first, a reader of a staged file falling back to it:
+        :meth:`_read_staged_or_published`, :meth:`publish`)."""
+        state = self.catalog._db.publish_state(self.table_id)
+        if state is None:
+            return []
+        rows = self.catalog._db.query(
+            "SELECT version, staged_name FROM deltatx_commits WHERE table_id = ? AND staged_name IS NOT NULL "
+            "AND version <= ? ORDER BY version", (self.table_id, state[2]))
+        if not rows:  # inline commits only (the common case): no listing
+            return []
+        on_disk = {name for name, _ in self.list_staged()}
+        published = [(int(v), str(n)) for v, n in rows if n in on_disk]
+        if not published:
+            return []
+        for version, name in published:
+            self._correct_published(version, self._read_staged(name))  # a no-op when it holds them
+        self.make_durable([v for v, _ in published])
+        for _, name in published:
+            self.discard_staged(name)
+        return [name for _, name in published]
 
     def drop_published_content(self, only: Any = None) -> list[int]:
         """Log cleanup of inline commits (those in ``only``, if given): the catalog drops its

@@ -57,6 +57,9 @@ class CatalogTransaction(CommitsOnExit):
         """The transaction of table ``name``, pinned at this transaction's cut of the catalog."""
         if self._state != "open":
             raise DeltaTxError(f"this catalog transaction is {self._state}; start a new one")
+        from .catalog import check_table_name  # catalog imports this module
+
+        check_table_name(name)  # before the database is asked, as every Catalog method does
         tx = self._txs.get(name)
         if tx is None:
             if self._cut is None:

@@ -15,7 +15,8 @@ tables must never change, and every catalog commit after the setup must have rat
 
 Crash injection: ``crash_at=(phase, nth)`` makes writer 0 die (``os._exit``) the ``nth`` time it
 reaches ``phase`` (``staged``, ``ratified``, ``published``): a real process death between two steps
-of the commit. The checker then runs on what is left: every table changed or none.
+of the commit. The checker then runs on what is left: every table changed or none. The command
+line's ``deltatx stress DIR --workload bank2 --catalog URL --crash-at PHASE[:N]`` runs the same.
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ class Bank2Report:
     anomalies: list[Anomaly] = field(default_factory=list)
     crashed: bool = False
     catalog_commits: int = 0
+    #: the crash asked for (phase, nth), None without one; ``crashed`` says whether it happened
+    crash_at: tuple[str, int] | None = None
 
     @property
     def ok(self) -> bool:
@@ -92,7 +95,8 @@ class Bank2Report:
                 "ops": self.ops, "seed": self.seed, "elapsed_s": round(self.elapsed_s, 3),
                 "operations": len(self.records), "commits": self.commits,
                 "commits_per_s": round(self.commits_per_s, 2), "conflicts_by_class": self.conflicts_by_class,
-                "crashed": self.crashed, "catalog_commits": self.catalog_commits,
+                "crash_at": list(self.crash_at) if self.crash_at else None, "crashed": self.crashed,
+                "catalog_commits": self.catalog_commits,
                 "anomalies": [a.to_dict() for a in self.anomalies]}
 
 
@@ -170,7 +174,8 @@ def _install_crash(phase: str, nth: int) -> None:
 
 
 def _worker_main(index: int, catalog_url: str, ops: int, seed: int, worker_init: str | None,
-                 crash_at: tuple[str, int] | None, barrier: Any, events: Any) -> None:
+                 crash_at: tuple[str, int] | None, barrier: Any, events: Any,
+                 storage_options: dict[str, Any] | None = None) -> None:
     """One writer process (module-level so that spawn can import it)."""
     try:
         if worker_init:
@@ -179,7 +184,7 @@ def _worker_main(index: int, catalog_url: str, ops: int, seed: int, worker_init:
             _call_init(worker_init)
         from ..catalog.catalog import Catalog
 
-        catalog = Catalog(catalog_url)
+        catalog = Catalog(catalog_url, storage_options)
         if crash_at is not None and index == 0:
             _install_crash(*crash_at)
         rng = random.Random(f"deltatx-bank2:{seed}:{index}")
@@ -213,12 +218,15 @@ def _worker_main(index: int, catalog_url: str, ops: int, seed: int, worker_init:
 
 def run_bank2(catalog_url: str, root: str, processes: int = 4, ops: int = 50, seed: int = 0, *,
               worker_init: str | None = None, crash_at: tuple[str, int] | None = None,
-              timeout_s: float | None = None, progress: Any = None) -> Bank2Report:
+              timeout_s: float | None = None, progress: Any = None,
+              storage_options: dict[str, Any] | None = None) -> Bank2Report:
     """Create the two bank tables in the catalog at ``catalog_url`` (files under ``root``), run
     ``processes`` writers of ``ops`` transfers each, and check every catalog cut.
 
     ``worker_init`` ("module:function") runs in every writer first (faults); ``crash_at`` kills
-    writer 0 at the ``nth`` time it reaches ``phase``. Writers are spawned: guard scripts with
+    writer 0 at the ``nth`` time it reaches ``phase``. ``storage_options`` open the tables' files
+    in the setup, every writer and the checker (``deltatx.Catalog(url, storage_options)``; on
+    local disk e.g. ``fsync``). Writers are spawned: guard scripts with
     ``if __name__ == "__main__":``.
     """
     from ..catalog.catalog import Catalog
@@ -229,27 +237,30 @@ def run_bank2(catalog_url: str, root: str, processes: int = 4, ops: int = 50, se
         raise HarnessError(f"ops must be a positive integer, got {ops!r}")
     if crash_at is not None and crash_at[0] not in CRASH_PHASES:
         raise HarnessError(f"crash phase must be one of {', '.join(CRASH_PHASES)}, got {crash_at[0]!r}")
+    options = dict(storage_options or {}) or None
     root = os.path.abspath(root)
     os.makedirs(root, exist_ok=True)
-    with Catalog(catalog_url) as catalog:
+    with Catalog(catalog_url, options) as catalog:
         prepare_bank2(catalog, root)
-    report = Bank2Report(catalog_url, processes, ops, seed)
+    report = Bank2Report(catalog_url, processes, ops, seed, crash_at=tuple(crash_at) if crash_at else None)
     timeout_s = timeout_s if timeout_s is not None else 300.0 + 2.0 * ops * processes
-    failures = _run_writers(report, catalog_url, worker_init, crash_at, timeout_s, progress)
+    failures = _run_writers(report, catalog_url, worker_init, crash_at, timeout_s, progress, options)
     report.anomalies = [Anomaly("workers", f) for f in failures]
-    with Catalog(catalog_url) as catalog:  # a fresh process's view: publishes what a crash left
+    with Catalog(catalog_url, options) as catalog:  # a fresh process's view: publishes what a crash left
         report.anomalies += check_bank2(catalog, report.records)
         report.catalog_commits = len(catalog_commit_order(catalog))
     return report
 
 
 def _run_writers(report: Bank2Report, catalog_url: str, worker_init: str | None,
-                 crash_at: tuple[str, int] | None, timeout_s: float, progress: Any) -> list[str]:
+                 crash_at: tuple[str, int] | None, timeout_s: float, progress: Any,
+                 storage_options: dict[str, Any] | None = None) -> list[str]:
     ctx = mp.get_context("spawn")
     n = report.processes
     barrier, events = ctx.Barrier(n + 1), ctx.Queue()
     procs = [ctx.Process(target=_worker_main, args=(i, catalog_url, report.ops, report.seed, worker_init,
-                                                    crash_at, barrier, events), daemon=True) for i in range(n)]
+                                                    crash_at, barrier, events, storage_options), daemon=True)
+             for i in range(n)]
     for p in procs:
         p.start()
     failures: list[str] = []

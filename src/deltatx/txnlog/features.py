@@ -238,15 +238,37 @@ def check_writable(protocol: Protocol, metadata: Metadata) -> None:
 
 def check_path_access(protocol: Protocol, store: object, uri: str) -> None:
     """Refuse a catalog-managed table opened by path (PROTOCOL.md: path-only clients must not
-    read or write it; its latest version is whatever the catalog ratified). O(1) when off."""
+    read or write it; its latest version is whatever the catalog ratified). O(1) when off.
+
+    ``protocol`` is the version being opened's. A version written while the table was
+    catalog-managed is readable by path once the table's *latest* version is not (it was
+    released from its catalog: ``Catalog.release``, ``drop_table``): the table belongs to path
+    clients again, its whole published history with it (time travel, RESTORE). Only a refusal
+    pays for that look at the latest version."""
     if protocol.writer_features and CATALOG_MANAGED in protocol.writer_features \
             and not getattr(store, "catalog_managed", False):
+        if _released_since(store):
+            return
         from ..errors import CatalogManagedTableError
 
         raise CatalogManagedTableError(
             f"the table at {uri!r} is catalog-managed: open it through its catalog "
             f"(deltatx.Catalog(url).table(name)), or release it from the catalog to use it by path"
         )
+
+
+def _released_since(store: object) -> bool:
+    """Is the latest version of the table at path ``store`` free of ``catalogManaged``? Only the
+    catalog publishes a catalog-managed table's versions, in order, so a latest version without
+    the feature is the catalog's release commit (or a later path commit): nothing after it is
+    the catalog's. Unreadable (no log, a corrupt one): False, the refusal stands."""
+    from .snapshot_cache import SNAPSHOTS
+
+    try:
+        latest = SNAPSHOTS.latest(store)  # type: ignore[arg-type]
+    except Exception:
+        return False
+    return not (latest.protocol.writer_features and CATALOG_MANAGED in latest.protocol.writer_features)
 
 
 def check_catalog_still_manages(protocol: Protocol, store: object, uri: str) -> None:

@@ -81,6 +81,12 @@ def stage_replace_table(tx: "Transaction", schema: pa.Schema, partition_by: list
     metadata = Metadata(id=Metadata.new_id(), schema_string=schema_to_json(schema),
                         partition_columns=tuple(partition_by), configuration=props.stored_configuration(config),
                         description=description, created_time=int(time.time() * 1000))
+    keep = getattr(tx.store, "restored_metadata", None)
+    if keep is not None:
+        # a catalog-managed table stays managed through a REPLACE: the catalog's identity and the
+        # in-commit timestamps it requires carry over, as through a RESTORE (catalog/rules.py)
+        metadata = keep(tx.metadata, metadata)
+        config = {**{k: v for k, v in metadata.configuration.items() if k not in config}, **config}
     protocol = required_protocol(config, schema, props.requested_protocol(config, tx.protocol))
     check_writable(protocol, metadata)
     clustered = is_clustered(protocol)

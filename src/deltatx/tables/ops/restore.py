@@ -9,14 +9,18 @@ same path without one)::
     re-add  old − current   (dataChange=true; their data files must still exist)
     metaData of the old version when it differs (schema, partitioning, properties)
 
-The protocol is never downgraded (Delta keeps the newer protocol). A re-added file that VACUUM
-already deleted — its data file or the file holding its deletion vector — makes the restore fail
-with :class:`DataFileNotFoundError` before anything is committed: committed, it would leave a
-latest version no engine can read. A clustered table gets the old version's clustering columns
-back (none when that version was not clustered), as Delta's RESTORE rewrites the
-``delta.clustering`` domain; other domains (the row-id high-water mark above all) stay as they
-are. Restoring the current version is refused, as in Delta (there is nothing to commit). The
-whole current table is the read: a concurrent change to any file conflicts.
+The protocol is never downgraded (Delta keeps the newer protocol). Catalog ownership is not
+restored: a catalog-managed table keeps its current ``deltatx.catalogId`` and in-commit-timestamp
+properties, and a table released from its catalog restored to a version from its catalog era
+gets neither back (:mod:`deltatx.catalog.rules`), so it stays a path table other engines write.
+A re-added file that VACUUM already deleted — its data file or the file holding its deletion
+vector — makes the restore fail with :class:`DataFileNotFoundError` before anything is
+committed: committed, it would leave a latest version no engine can read. A clustered table
+gets the old version's clustering columns back (none when that version was not clustered), as
+Delta's RESTORE rewrites the ``delta.clustering`` domain; other domains (the row-id high-water
+mark above all) stay as they are. Restoring the current version is refused, as in Delta (there
+is nothing to commit). The whole current table is the read: a concurrent change to any file
+conflicts.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from ...errors import DataFileNotFoundError, TimeTravelError
 from ...io.paths import decode_path, first_and_more, missing_files
 from ...txnlog import row_tracking
 from ...txnlog.clustering import clustering_domain, clustering_paths, is_clustered
+from ...txnlog.features import CATALOG_MANAGED
 from ...txnlog.history import refuse_after_last_commit
 from ...txnlog.replay import file_keys
 from ...txnlog.snapshot import load_snapshot
@@ -145,6 +150,12 @@ def stage_restore(tx: "Transaction", version: int | None = None, timestamp_ms: i
         tx.require_at_commit(needed)
     restored = keep_high_water_marks(old.metadata, tx.metadata)
     keep = getattr(tx.store, "restored_metadata", None)  # a catalog keeps what managing the table requires
+    if keep is None and CATALOG_MANAGED in (old.protocol.writer_features or ()):
+        # a path table released from its catalog, back to a version from its catalog era: the
+        # catalog's identity and its in-commit-timestamp requirement do not come back with it
+        from ...catalog.rules import released_restored_metadata
+
+        keep = released_restored_metadata
     if keep is not None:
         restored = keep(tx.metadata, restored)
     if restored != tx.metadata:  # a column dropped since comes back with its own data

@@ -388,3 +388,18 @@ def test_matches_requires_a_boolean():
     with pytest.raises(PredicateError, match="not boolean"):
         matches(parse_expression("1 + 1"), T)
     assert pc.sum(matches(parse_predicate("NULL"), T)).as_py() in (0, None)
+
+
+def test_float_remainder_is_javas_exactly():
+    """Spark's % on DOUBLE is Java's: the exact remainder with the dividend's sign. A floored
+    remainder shifted by the divisor rounds tiny dividends away and turns x % Infinity into NaN."""
+    t = pa.table({"f": [-1.7e-19, -5.5, -3.0, 3.0, 7.0, 5.5], "g": [1.0, 2.0, math.inf, math.inf, -2.0, -2.0]})
+    expected = [-1.7e-19, -1.5, -3.0, 3.0, 1.0, 1.5]
+    assert [math.fmod(f, g) for f, g in zip(t["f"].to_pylist(), t["g"].to_pylist())] == expected
+    e = bind(parse_expression("f % g"), t.schema)
+    assert evaluate(e, t).to_pylist() == expected
+    keep = bind_predicate(parse_predicate("f % g < 0"), t.schema)
+    lazy = to_arrow_filter(keep, t.schema)  # as a scan passes it: the lazy form knows the types
+    assert ds.dataset(t).to_table(filter=lazy).column("f").to_pylist() == [-1.7e-19, -5.5, -3.0]
+    assert matches(bind_predicate(parse_predicate("0 = f % 1"), t.schema), t).to_pylist() == [
+        False, False, True, True, True, False]

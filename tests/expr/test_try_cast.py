@@ -39,14 +39,27 @@ def _comparable(values: list) -> list:
     return ["NaN" if isinstance(v, float) and v != v else v for v in values]
 
 
+def _py(values) -> list:
+    """Values as Python; a timestamp past Python's year 9999 (CAST(2^40 AS TIMESTAMP)) as its microseconds."""
+    if not pa.types.is_timestamp(values.type):
+        return values.to_pylist()
+    out = []
+    for v in values:
+        try:
+            out.append(v.as_py())
+        except OverflowError:
+            out.append(v.cast(pa.int64()).as_py())
+    return out
+
+
 def _eager(sql: str, table: pa.Table) -> list:
-    return _comparable(evaluate(bind(parse_expression(sql), table.schema), table).to_pylist())
+    return _comparable(_py(evaluate(bind(parse_expression(sql), table.schema), table)))
 
 
 def _lazy(sql: str, table: pa.Table) -> list:
     """The lazy expression, computed by a dataset scan as a projected column."""
     e = bind(parse_expression(sql), table.schema)
-    return _comparable(ds.dataset(table).to_table(columns={"x": to_arrow(e, table.schema)}).column("x").to_pylist())
+    return _comparable(_py(ds.dataset(table).to_table(columns={"x": to_arrow(e, table.schema)}).column("x")))
 
 
 def _cast_each(sql: str, table: pa.Table) -> list:

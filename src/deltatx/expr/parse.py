@@ -252,6 +252,9 @@ def _convert_node(node: exp.Expression) -> Expr:  # noqa: C901 - one branch per 
             raise _unsupported(node, "subquery")
         if node.args.get("unnest") is not None or node.args.get("field") is not None:
             raise _unsupported(node)
+        if not node.expressions:  # Spark's parser refuses it (INVALID_SQL_SYNTAX.EMPTY_IN_PREDICATE)
+            raise PredicateError(f"an IN list needs at least one value: {_fragment(node)} is not SQL Spark "
+                                 f"accepts (EMPTY_IN_PREDICATE); for a condition that is never true write FALSE")
         return In(_convert(node.this), tuple(_convert(v) for v in node.expressions))
     if isinstance(node, exp.Is):
         return _convert_is(node)
@@ -385,7 +388,9 @@ def _convert_cast(node: exp.Cast) -> Expr:
     operand = _convert(node.this)
     try_ = node.args.get("safe") is True
     if isinstance(operand, Literal):  # folded by the row-level CAST itself (a string: parsed)
-        if operand.value is None or isinstance(operand.value, str) and not pa.types.is_decimal(target):
+        # (a NULL of a type goes to cast_constant, which refuses a cast its type does not have)
+        untyped_null = operand.value is None and operand.type is None
+        if untyped_null or isinstance(operand.value, str) and not pa.types.is_decimal(target):
             try:
                 return convert_literal(operand, target, context=_fragment(node))
             except PredicateError:

@@ -28,8 +28,12 @@ A column qualified as ``t.id`` that is still qualified when evaluated names the 
 
 from __future__ import annotations
 
+import datetime as _dt
+import functools
 import math
+import re
 import threading
+import zoneinfo
 from decimal import Decimal
 from typing import Any, Callable, Sequence
 
@@ -462,6 +466,38 @@ def _known_type(b: _Backend, e: Expr, lowered: Any) -> pa.DataType | None:
     return None if t is None else plain_type(t)
 
 
+def _no_cast(source: pa.DataType, to: pa.DataType) -> str | None:
+    """What Spark (ANSI mode) has no cast for, from ``source`` to ``to`` (its DATATYPE_MISMATCH
+    when it analyses the query, before any value is read), or None.
+
+    A DATE or a TIMESTAMP_NTZ is no number to Spark, and no number or boolean is one of them
+    (Arrow would read days or microseconds); a BOOLEAN and a TIMESTAMP have no cast either way
+    with ANSI mode on. (A TIMESTAMP and a number do: seconds, :func:`_timestamp_to_number`.)"""
+
+    def number_or_boolean(t: pa.DataType) -> bool:
+        return is_number(t) or pa.types.is_boolean(t)
+
+    def local(t: pa.DataType) -> bool:
+        return pa.types.is_date(t) or pa.types.is_timestamp(t) and t.tz is None
+
+    if local(source) and number_or_boolean(to):
+        return f"{type_sql(source)} to a number or a boolean"
+    if number_or_boolean(source) and local(to):
+        return f"a number or a boolean to {type_sql(to)}"
+    if (pa.types.is_boolean(source) and pa.types.is_timestamp(to)
+            or pa.types.is_timestamp(source) and pa.types.is_boolean(to)):
+        return "a BOOLEAN to a TIMESTAMP or back with ANSI mode on"
+    return None
+
+
+def _refuse_missing_cast(source: pa.DataType, to: pa.DataType) -> None:
+    """Raise Spark's DATATYPE_MISMATCH where it has no cast from ``source`` to ``to`` (:func:`_no_cast`)."""
+    refused = _no_cast(source, to)
+    if refused is not None:
+        raise PredicateError(f"cannot cast {type_sql(source)} to {type_sql(to)}: Spark has no cast from "
+                             f"{refused} (DATATYPE_MISMATCH), for CAST and TRY_CAST alike")
+
+
 def _spark_cast(b: _Backend, operand: Any, source: pa.DataType | None, to: pa.DataType) -> Any:
     """Spark's CAST (ANSI) of a lowered value of type ``source`` (None: unknown) to ``to``.
 
@@ -475,19 +511,21 @@ def _spark_cast(b: _Backend, operand: Any, source: pa.DataType | None, to: pa.Da
     around it (:func:`~deltatx.expr.values.spark_trim_for`) and a leading '+' dropped; text that
     is no number fails, hexadecimal included. To STRING, floats and timestamps print as Spark
     prints them (:func:`_float_text`, :func:`_timestamp_text`). A timestamp cast to a date
-    drops its time. Text read as a TIMESTAMP_NTZ keeps its local time and drops a zone after it
-    (:func:`_local_timestamp_text`). A DATE is no number to Spark: its cast to a number or a
-    boolean is refused whatever the value (Spark's DATATYPE_MISMATCH, TRY_CAST too), where
-    Arrow would give the days since 1970 as an INT. An eager dictionary-encoded (or large or
-    view string) ``operand`` is cast as its values, of the plain type ``source``."""
+    drops its time. Text read as a timestamp may end in a zone after its seconds, as Java names
+    zones (:func:`_text_to_timestamp`): a TIMESTAMP_NTZ keeps the local time and drops it.
+    A TIMESTAMP and a number convert as seconds since 1970-01-01 UTC
+    (:func:`_timestamp_to_number`, :func:`_number_to_timestamp`). The casts Spark does not
+    have are refused whatever the value (:func:`_no_cast`: a DATE and a number, a
+    TIMESTAMP_NTZ and a number, ...), where Arrow would give days or microseconds. An eager
+    dictionary-encoded (or large or view string) ``operand`` is cast as its values, of the
+    plain type ``source``."""
     stored = getattr(operand, "type", None)
     if stored is not None and not stored.equals(plain_type(stored)):
         operand = b.call("cast", [operand], pc.CastOptions(plain_type(stored)))
     if source is not None and source.equals(to):
         return operand
-    if source is not None and pa.types.is_date(source) and (is_number(to) or pa.types.is_boolean(to)):
-        raise PredicateError(f"cannot cast DATE to {type_sql(to)}: Spark has no cast from DATE to a "
-                             f"number or a boolean (DATATYPE_MISMATCH), for CAST and TRY_CAST alike")
+    if source is not None:
+        _refuse_missing_cast(source, to)
     if source is None:  # unknown here: truncate in the cast (an overflow then wraps)
         if pa.types.is_integer(to):
             opts = pc.CastOptions(to, allow_float_truncate=True, allow_decimal_truncate=True)
@@ -501,10 +539,16 @@ def _spark_cast(b: _Backend, operand: Any, source: pa.DataType | None, to: pa.Da
             return _timestamp_text(b, operand, source)
     if pa.types.is_string(source) and pa.types.is_date(to):
         return b.call("cast", [_iso_date_text(b, operand)], pc.CastOptions(to))
-    if pa.types.is_string(source) and pa.types.is_timestamp(to) and to.tz is not None:
-        operand = _zoned_timestamp_text(b, operand)
-    elif pa.types.is_string(source) and pa.types.is_timestamp(to):
-        operand = _local_timestamp_text(b, operand)
+    if pa.types.is_string(source) and pa.types.is_timestamp(to):
+        return _text_to_timestamp(b, operand, to)
+    if pa.types.is_timestamp(source) and is_number(to):
+        return _timestamp_to_number(b, operand, source, to)
+    if is_number(source) and pa.types.is_timestamp(to):
+        return _number_to_timestamp(b, operand, source, to)
+    if pa.types.is_decimal(source) and pa.types.is_boolean(to):  # Arrow has no such cast: not zero is true
+        return b.call("not_equal", [operand, b.scalar(pa.scalar(Decimal(0), source))])
+    if pa.types.is_boolean(source) and pa.types.is_decimal(to):  # 1 or 0, which DECIMAL(1,1) cannot hold
+        return _spark_cast(b, b.call("cast", [operand], pc.CastOptions(pa.int8())), pa.int8(), to)
     if pa.types.is_string(source) and pa.types.is_boolean(to):
         # Spark's words, any case: t/true/y/yes/1 and f/false/n/no/0; other text fails the cast
         operand = b.call("utf8_lower", [b.call("utf8_trim", [operand], pc.TrimOptions(SPARK_INTEGER_TRIM))])
@@ -609,39 +653,230 @@ def _iso_date_text(b: _Backend, operand: Any) -> Any:
     return b.call("coalesce", [iso, operand])
 
 
-#: a zone at the end of timestamp text, as txnlog.stats.parse_timestamps (a literal's reader) finds it
-_ZONE_SUFFIX = r"(Z|z|[+-][0-9]{2}(:?[0-9]{2})?)$"
+#: units of a timestamp in one second
+_PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
+_INT64_MIN, _INT64_MAX = integer_range(pa.int64())
 
 
-def _zoned_timestamp_text(b: _Backend, operand: Any) -> Any:
-    """Timestamp text for a cast to a zoned TIMESTAMP: Spark reads text without a zone in the
-    session time zone (UTC for deltatx), as a literal is read (``TIMESTAMP '2024-01-02'``);
-    Arrow's cast wants the zone in the text, so 'Z' is added where none is (a bare date gets
-    its midnight first: its '-02' is no zone)."""
-    text = b.call("utf8_trim_whitespace", [operand])
-    date_only = b.call("match_substring_regex", [text], pc.MatchSubstringOptions(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"))
-    text = b.call("if_else", [date_only, b.call("binary_join_element_wise", [text, b.scalar(pa.scalar("T00:00:00")),
-                                                                             b.scalar(pa.scalar(""))]), text])
-    zoned = b.call("match_substring_regex", [text], pc.MatchSubstringOptions(_ZONE_SUFFIX))
-    with_zone = b.call("binary_join_element_wise", [text, b.scalar(pa.scalar("Z")), b.scalar(pa.scalar(""))])
-    return b.call("if_else", [zoned, text, with_zone])
+def _timestamp_to_number(b: _Backend, operand: Any, source: pa.TimestampType, to: pa.DataType) -> Any:
+    """Spark's CAST of a TIMESTAMP to a number: seconds since 1970-01-01 00:00:00 UTC (Arrow's
+    cast gives the stored microseconds). An integer type takes the whole seconds rounded down
+    (``23:59:59.9`` on 1969-12-31 is -1), and fails where they do not fit it (TRY_CAST: NULL);
+    DOUBLE and FLOAT divide the microseconds as doubles (then rounded to FLOAT); a DECIMAL takes
+    the exact seconds and rounds them half up to its scale."""
+    per_second = _PER_SECOND[source.unit]
+    units = b.call("cast", [operand], pc.CastOptions(pa.int64()))
+    if pa.types.is_floating(to):
+        as_double = b.call("cast", [units], pc.CastOptions.unsafe(pa.float64()))
+        seconds = b.call("divide", [as_double, b.scalar(pa.scalar(float(per_second)))])
+        return _spark_cast(b, seconds, pa.float64(), to)
+    if pa.types.is_decimal(to):
+        digits = len(str(per_second)) - 1
+        unit_type = pa.decimal128(max(digits, 1), digits)  # one unit in seconds: 0.000001 for microseconds
+        exact_type = pa.decimal128(20 + unit_type.precision + 1, digits)  # Arrow's product: p1 + p2 + 1 digits
+        whole = b.call("cast", [units], pc.CastOptions(pa.decimal128(20, 0)))
+        unit = b.scalar(pa.scalar(Decimal(1).scaleb(-digits), unit_type))
+        return _spark_cast(b, b.call("multiply", [whole, unit]), exact_type, to)
+    step = b.scalar(pa.scalar(per_second, pa.int64()))
+    truncated = b.call("divide", [units, step])  # toward zero: one less where a negative value had a fraction
+    below = b.call("less", [b.call("subtract", [units, b.call("multiply", [truncated, step])]),
+                            b.scalar(pa.scalar(0, pa.int64()))])
+    seconds = b.call("if_else", [below, b.call("subtract", [truncated, b.scalar(pa.scalar(1, pa.int64()))]), truncated])
+    return _spark_cast(b, seconds, pa.int64(), to)
 
 
-#: timestamp text with seconds and a zone Spark reads after them: 'Z' or an offset of at most 18
-#: hours (+hh, +hh:mm, +hhmm); group 1 is the text before the zone
-_LOCAL_TIME_AND_ZONE = (r"^([0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]*)?)"
-                        r"(?:Z|[+-](?:(?:0[0-9]|1[0-7])(?::?[0-5][0-9])?|18(?::?00)?))$")
+def _number_to_timestamp(b: _Backend, operand: Any, source: pa.DataType, to: pa.TimestampType) -> Any:
+    """Spark's CAST of a number to TIMESTAMP: seconds since 1970-01-01 00:00:00 UTC, kept to the
+    microsecond (Arrow's cast would read microseconds, and has none from a float or DECIMAL).
+
+    Each kind of number is Spark's own conversion: an integer's microseconds saturate at
+    BIGINT's range (Java's ``TimeUnit.SECONDS.toMicros``: no error); a float (a FLOAT as its
+    double) is multiplied by 10^6 as a double and truncated toward zero, NaN, an infinity or a
+    product beyond BIGINT's range failing (TRY_CAST: NULL), 2^63 itself saturating as Java's
+    conversion to long does; a DECIMAL's exact microseconds, truncated toward zero, keep their
+    low 64 bits (``BigDecimal.longValue``: a value beyond the range wraps, without an error)."""
+    if pa.types.is_integer(source):
+        whole = operand if pa.types.is_int64(source) else b.call("cast", [operand], pc.CastOptions(pa.int64()))
+        limit = _INT64_MAX // 10**6
+        scaled = b.call("multiply", [whole, b.scalar(pa.scalar(10**6, pa.int64()))])  # wraps where replaced below
+        micros = b.call("if_else", [b.call("greater", [whole, b.scalar(pa.scalar(limit, pa.int64()))]),
+                                    b.scalar(pa.scalar(_INT64_MAX, pa.int64())),
+                                    b.call("if_else", [b.call("less", [whole, b.scalar(pa.scalar(-limit, pa.int64()))]),
+                                                       b.scalar(pa.scalar(_INT64_MIN, pa.int64())), scaled])])
+    elif pa.types.is_floating(source):
+        value = operand if pa.types.is_float64(source) else b.call("cast", [operand], pc.CastOptions(pa.float64()))
+        product = b.call("trunc", [b.call("multiply", [value, b.scalar(pa.scalar(1e6))])])
+        top = b.call("equal", [product, b.scalar(pa.scalar(2.0**63))])
+        fits = b.call("cast", [b.call("if_else", [top, b.scalar(pa.scalar(0.0)), product])],
+                      pc.CastOptions(pa.int64()))  # fails on NaN, an infinity, beyond the range
+        micros = b.call("if_else", [top, b.scalar(pa.scalar(_INT64_MAX, pa.int64())), fits])
+    else:
+        wide = pa.decimal256(source.precision, source.scale)
+        scaled = b.call("multiply", [b.call("cast", [operand], pc.CastOptions(wide)),
+                                     b.scalar(pa.scalar(Decimal(10**6), pa.decimal256(7, 0)))])
+        whole = b.call("round", [scaled], pc.RoundOptions(0, "towards_zero"))
+        micros = b.call("cast", [whole], pc.CastOptions(pa.int64(), allow_int_overflow=True,
+                                                        allow_decimal_truncate=True))
+    stamp = b.call("cast", [micros], pc.CastOptions(pa.timestamp("us", to.tz)))
+    return stamp if to.unit == "us" else b.call("cast", [stamp], pc.CastOptions(to))
 
 
-def _local_timestamp_text(b: _Backend, operand: Any) -> Any:
-    """Timestamp text for a cast to TIMESTAMP_NTZ: Spark reads the local date and time and
-    ignores a zone after them ('2024-01-02 03:04:05+02:00' is 03:04:05, not the UTC 01:04:05);
-    Arrow's cast refuses any zone, so a valid one is cut off first (an offset beyond 18 hours, or
-    a zone without seconds before it, stays, and the cast refuses it as Spark does). Whitespace
-    around the text is trimmed, as Spark trims it."""
-    text = b.call("utf8_trim_whitespace", [operand])
-    return b.call("replace_substring_regex", [text],
-                  pc.ReplaceSubstringOptions(_LOCAL_TIME_AND_ZONE, r"\1", max_replacements=1))
+#: Spark's timestamp text with a zone: a date, ' ' or 'T', a time with its seconds and any
+#: fraction (``local``), then the zone (``zone``: Spark reads one only after the seconds, and a
+#: bare '.' after them may stand before it)
+_TIME_THEN_ZONE = (r"^(?P<local>[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?)\.?"
+                   r"(?P<zone>[^0-9].*)$")
+#: Java's ZoneId.SHORT_IDS, which Spark's zone reader (``getZoneId``) hands to ``ZoneId.of``
+_SHORT_ZONE_IDS = {
+    "EST": "-05:00", "HST": "-10:00", "MST": "-07:00", "ACT": "Australia/Darwin", "AET": "Australia/Sydney",
+    "AGT": "America/Argentina/Buenos_Aires", "ART": "Africa/Cairo", "AST": "America/Anchorage",
+    "BET": "America/Sao_Paulo", "BST": "Asia/Dhaka", "CAT": "Africa/Harare", "CNT": "America/St_Johns",
+    "CST": "America/Chicago", "CTT": "Asia/Shanghai", "EAT": "Africa/Addis_Ababa", "ECT": "Europe/Paris",
+    "IET": "America/Indiana/Indianapolis", "IST": "Asia/Kolkata", "JST": "Asia/Tokyo", "MIT": "Pacific/Apia",
+    "NET": "Asia/Yerevan", "NST": "Pacific/Auckland", "PLT": "Asia/Karachi", "PNT": "America/Phoenix",
+    "PRT": "America/Puerto_Rico", "PST": "America/Los_Angeles", "SST": "Pacific/Guadalcanal",
+    "VST": "Asia/Ho_Chi_Minh",
+}
+#: names the system's zone files have and Java's zone database does not (Spark 4.3 refuses them)
+_NOT_JAVA_ZONES = frozenset({"Factory", "localtime", "posixrules", "ROC"})
+#: Java's ZoneOffset.of forms after the sign: hh, hhmm, hhmmss, hh:mm, hh:mm:ss
+_OFFSET_ID = re.compile(r"([+-])([0-9]{2})(?:([0-9]{2})([0-9]{2})?|:([0-9]{2})(?::([0-9]{2}))?)?")
+_REGION_ID = re.compile(r"[A-Za-z][A-Za-z0-9~/._+-]+")
+_LOCAL_FIELDS = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})[T ]([0-9]{2}):([0-9]{2}):([0-9]{2})")
+#: what Java's String.trim drops around the zone text: every character up to the space
+_JAVA_TRIM = "".join(chr(c) for c in range(0x21))
+
+
+def _offset_seconds(text: str) -> int | None:
+    """Java's ``ZoneOffset.of``: 'Z', or a sign and one of +h, +hh, +hhmm, +hh:mm, +hhmmss,
+    +hh:mm:ss, of at most 18 hours; the offset in seconds east of UTC, None for other text."""
+    if text == "Z":
+        return 0
+    if len(text) == 2 and text[1:].isdigit() and text[1:].isascii():
+        text = f"{text[0]}0{text[1]}"
+    m = _OFFSET_ID.fullmatch(text)
+    if m is None:
+        return None
+    hours = int(m.group(2))
+    minutes = int(m.group(3) or m.group(5) or 0)
+    seconds = int(m.group(4) or m.group(6) or 0)
+    total = hours * 3600 + minutes * 60 + seconds
+    if hours > 18 or minutes > 59 or seconds > 59 or total > 18 * 3600:
+        return None
+    return -total if m.group(1) == "-" else total
+
+
+@functools.lru_cache(maxsize=1)
+def _zone_names() -> frozenset[str]:
+    """The region names the system's zone database has (read once, when a region is first named)."""
+    return frozenset(zoneinfo.available_timezones()) - _NOT_JAVA_ZONES
+
+
+@functools.lru_cache(maxsize=256)
+def _java_zone(text: str) -> int | _dt.tzinfo | None:
+    """The zone Spark reads from the text after a timestamp's seconds (its ``getZoneId``): a
+    fixed offset in seconds, a region's rules, or None where Java's ``ZoneId.of`` has none.
+
+    Spark first writes +h:mm as +0h:mm and +hh:m as +hh:0m; Java then maps its short ids (PST,
+    ECT, ...), reads an offset ('Z', '+02', '+0200', '+02:00:30', ...), a prefix with one ('UTC',
+    'GMT+2', 'UT-01:30'), or a region of its database by its exact name ('Europe/Paris', 'CET';
+    'utc' and 'europe/paris' are none)."""
+    name = text.strip(_JAVA_TRIM)
+    name = re.sub(r"([+-])([0-9]):", r"\g<1>0\2:", name, count=1)
+    name = re.sub(r"([+-])([0-9]{2}):([0-9])$", r"\1\2:0\3", name, count=1)
+    name = _SHORT_ZONE_IDS.get(name, name)
+    if len(name) <= 1 or name[0] in "+-":
+        return _offset_seconds(name)
+    prefix = next((p for p in ("UTC", "GMT", "UT") if name.startswith(p)), None)
+    if prefix is not None and (len(name) == len(prefix) or name[len(prefix)] in "+-"):
+        return 0 if len(name) == len(prefix) else _offset_seconds(name[len(prefix):])
+    if _REGION_ID.fullmatch(name) is None or name not in _zone_names():
+        return None
+    return zoneinfo.ZoneInfo(name)
+
+
+def _region_offset(zone: _dt.tzinfo, local: str) -> int | None:
+    """Seconds east of UTC of region ``zone`` at the local time ``local`` begins with, as Java
+    resolves it: in a gap the offset before it (02:30 on a spring-forward night is 03:30),
+    in an overlap the earlier one (Python's ``fold=0`` is the same choice). None where
+    ``local`` is no date and time (the cast refuses it)."""
+    m = _LOCAL_FIELDS.match(local)
+    try:
+        when = _dt.datetime(*(int(g) for g in m.groups())) if m is not None else None
+    except ValueError:
+        return None
+    offset = None if when is None else zone.utcoffset(when)
+    return None if offset is None else int(offset.total_seconds())
+
+
+_ZONE_SPLIT_TYPE = pa.struct([("local", pa.string()), ("offset", pa.int64())])
+
+
+def _split_zones(ctx: Any, text: pa.Array) -> pa.Array:
+    """Timestamp text split into its local part and its zone's offset in seconds east of UTC
+    (0 where it names no zone). Text whose zone Java does not know is kept whole, offset 0:
+    the cast of the local part then refuses it (Arrow reads no zone there).
+
+    An Arrow scalar function (:data:`_ZONE_SPLIT`), so that a lazy expression computes it as a
+    kernel. Columnar but for the zones: each distinct zone is read once, and only text naming
+    a region is resolved value by value (its offset depends on the date)."""
+    scalar = isinstance(text, pa.Scalar)
+    values = pa.array([text.as_py()], pa.string()) if scalar else text
+    parts = pc.extract_regex(values, _TIME_THEN_ZONE)
+    zone, local = pc.struct_field(parts, "zone"), pc.struct_field(parts, "local")
+    if len(values) == 0 or zone.null_count == len(values):
+        out = pa.StructArray.from_arrays([values, pa.repeat(pa.scalar(0, pa.int64()), len(values))],
+                                         fields=list(_ZONE_SPLIT_TYPE))
+        return out[0] if scalar else out
+    encoded = pc.dictionary_encode(zone)
+    zones = [_java_zone(z) for z in encoded.dictionary.to_pylist()]
+    offset = pa.array([z if isinstance(z, int) else None for z in zones], pa.int64()).take(encoded.indices)
+    region_kinds = pa.array([isinstance(z, _dt.tzinfo) for z in zones])
+    regions = pc.fill_null(region_kinds.take(encoded.indices), False)
+    if pc.any(regions).as_py():
+        rows = np.flatnonzero(regions.to_numpy(zero_copy_only=False))
+        seen: dict[tuple[int, str], int | None] = {}  # (zone, local time to the second): one lookup each
+        found = []
+        for i, t in zip(encoded.indices.take(rows).to_pylist(), local.take(rows).to_pylist()):
+            key = (i, t[:19])
+            if key not in seen:
+                seen[key] = _region_offset(zones[i], key[1])
+            found.append(seen[key])
+        offset = pc.replace_with_mask(offset, regions, pa.array(found, pa.int64()))
+    known = pc.is_valid(offset)
+    out = pa.StructArray.from_arrays([pc.if_else(known, local, values), pc.fill_null(offset, 0)],
+                                     fields=list(_ZONE_SPLIT_TYPE))
+    return out[0] if scalar else out
+
+
+_ZONE_SPLIT = "deltatx_timestamp_zone"
+try:
+    pc.register_scalar_function(
+        _split_zones, _ZONE_SPLIT,
+        {"summary": "Spark's timestamp text: its local part and its zone's offset",
+         "description": "struct<local: string, offset: int64 seconds east of UTC>"},
+        {"text": pa.string()}, _ZONE_SPLIT_TYPE)
+except pa.ArrowKeyError:  # registered by an earlier import of this module
+    pass
+
+
+def _text_to_timestamp(b: _Backend, operand: Any, to: pa.TimestampType) -> Any:
+    """Spark's CAST of text to a timestamp. Whitespace around it is trimmed; a zone may follow
+    the seconds (:func:`_split_zones`: 'Z', '+02:00', ' +2', ' UTC', 'GMT+2', 'Europe/Paris',
+    with or without a space before it; an offset beyond 18 hours or a name Java does not know
+    fails). A TIMESTAMP takes the instant: the local time less the zone's offset, text without
+    a zone being in the session time zone (UTC for deltatx); a TIMESTAMP_NTZ keeps the local
+    date and time and drops the zone. A zone after a time without seconds or after a bare date
+    fails, as in Spark."""
+    split = b.call(_ZONE_SPLIT, [b.call("utf8_trim_whitespace", [operand])])
+    local = b.call("struct_field", [split], pc.StructFieldOptions(["local"]))
+    naive = b.call("cast", [local], pc.CastOptions(pa.timestamp(to.unit)))
+    if to.tz is None:
+        return naive
+    offset = b.call("struct_field", [split], pc.StructFieldOptions(["offset"]))
+    units = b.call("multiply", [offset, b.scalar(pa.scalar(_PER_SECOND[to.unit], pa.int64()))])
+    shift = b.call("cast", [units], pc.CastOptions(pa.duration(to.unit)))
+    return b.call("cast", [b.call("subtract_checked", [naive, shift])], pc.CastOptions(to))
 
 
 #: Arrow's shortest text of a float: sign, integer digits, fraction digits, exponent
@@ -715,6 +950,8 @@ def cast_constant(value: Literal, to: pa.DataType, context: str = "", *, try_: b
     value (a cast the types do not have still fails)."""
     to = plain_type(to)
     if value.value is None:
+        if value.type is not None:  # a NULL of a type: refused where the type has no such cast
+            _refuse_missing_cast(plain_type(value.type), to)
         return Literal(None, to)
     try:
         if try_:
@@ -1040,6 +1277,13 @@ def _lower_arithmetic(e: Arithmetic, b: _Backend) -> Any:
     # (No abs(): |-2^63| does not exist, so BIGINT's smallest value would wrap.)
     zero = b.call("equal", [right, b.scalar(pa.scalar(0))])
     divisor = b.call("if_else", [zero, null, right])
+    if lt is not None and rt is not None and (pa.types.is_floating(lt) or pa.types.is_floating(rt)):
+        # Floats: the remainder of the magnitudes (exact, as C's fmod), with the dividend's sign.
+        # Shifting a floored remainder by the divisor instead rounds: -1.7e-19 % 1 came out 0.0
+        # (Java: -1.7e-19), and -3.0 % Infinity NaN (Java: -3.0).
+        magnitude = b.call("modulo", [b.call("abs", [left]), b.call("abs", [divisor])])
+        negative = b.call("less", [left, b.scalar(pa.scalar(0.0))])
+        return b.call("if_else", [negative, b.call("negate", [magnitude]), magnitude])
     floored = b.call("modulo", [left, divisor])
     zero_value = b.scalar(pa.scalar(0))
     signs_differ = b.call("xor", [b.call("less", [left, zero_value]), b.call("less", [divisor, zero_value])])

@@ -16,7 +16,6 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import PredicateError
-from ..txnlog.stats import parse_timestamps
 from .model import Literal
 
 _NUMERIC = (int, float, Decimal)
@@ -127,22 +126,27 @@ def is_number(t: pa.DataType) -> bool:
 def _scalar_value(s: pa.Scalar) -> Any:
     if pa.types.is_timestamp(s.type) and s.type.unit == "ns":
         return s.cast(pa.int64()).as_py()  # keep full precision; Literal pairs it with its type
-    return s.as_py()
+    try:
+        return s.as_py()
+    except (OverflowError, ValueError):
+        if not pa.types.is_timestamp(s.type):
+            raise
+        # past Python's years 1..9999 (CAST(9223372036854 AS TIMESTAMP) is in year 294247): the
+        # stored count, which Literal pairs with its type as it does nanoseconds
+        return s.cast(pa.int64()).as_py()
 
 
 def _from_string(text: str, target: pa.DataType) -> pa.Scalar:
-    if pa.types.is_timestamp(target) and target.tz is None:
+    if pa.types.is_timestamp(target):
         # the row-level CAST itself, so that a constant reads as a column of the same text does
-        # (a zone after the time is dropped, as Spark drops it for TIMESTAMP_NTZ); imported here
-        # because rows imports this module
+        # (a zone after the time: its instant for a TIMESTAMP, dropped for a TIMESTAMP_NTZ, and
+        # refused where Spark knows no such zone); imported here because rows imports this module
         from .rows import cast_values
 
         try:
             return cast_values(pa.array([text], pa.string()), target)[0]
         except PredicateError as exc:
             raise ValueError(str(exc)) from None
-    if pa.types.is_timestamp(target):
-        return parse_timestamps(pa.array([text]), target)[0]
     if pa.types.is_date(target):
         return pa.scalar(parse_date_text(text), type=target)
     if pa.types.is_boolean(target):

@@ -320,7 +320,8 @@ def _from_list_view(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.Chunked
 def _refused_conversion(source: pa.DataType, target: pa.DataType) -> str | None:
     """Why values of ``source`` may not be stored as ``target`` at all (at any depth), or None.
     Spark's store assignment refuses these, and Arrow's cast would invent values: a number as a
-    BOOLEAN (2 -> true), text as a number or BOOLEAN ('007' -> 7, '1e400' -> inf)."""
+    BOOLEAN (2 -> true), text as a number or BOOLEAN ('007' -> 7, '1e400' -> inf), a number as a
+    DATE or TIMESTAMP and back (days or microseconds since 1970)."""
     if pa.types.is_boolean(target) and not (pa.types.is_boolean(source) or pa.types.is_null(source)):
         return f"{source} values are not booleans (a write does not turn numbers or text into true/false)"
     if is_text_type(source) and is_number(target):
@@ -328,6 +329,9 @@ def _refused_conversion(source: pa.DataType, target: pa.DataType) -> str | None:
                 f"number type first")
     if is_number(source) and (pa.types.is_date(target) or pa.types.is_timestamp(target)):
         return f"{source} values are no {target} (a write does not read numbers as days or microseconds)"
+    if (pa.types.is_date(source) or pa.types.is_timestamp(source)) and is_number(target):
+        return (f"{source} values are no {target} (a write does not store dates or timestamps as days or "
+                f"microseconds; Spark cannot safely cast them either)")
     if pa.types.is_floating(source) and pa.types.is_decimal(target):  # reached inside a struct, list, map
         return (f"a {source} field is not rounded into {target} inside a nested value (Arrow's cast would "
                 f"not round as Spark does): cast it to the DECIMAL first")
@@ -425,6 +429,8 @@ def assign_value(values: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.
             raise
         if is_number(values.type) and (pa.types.is_date(target) or pa.types.is_timestamp(target)):
             raise  # Spark's CAST takes no number as a DATE (and seconds, not microseconds, as a TIMESTAMP)
+        if (pa.types.is_date(values.type) or pa.types.is_timestamp(values.type)) and is_number(target):
+            raise  # nor a DATE as a number; a TIMESTAMP's seconds only when written as a CAST
     from ..expr.rows import cast_values
 
     try:

@@ -10,6 +10,13 @@ import os
 import uuid
 
 import pytest
+from hypothesis import settings
+
+# Property tests are deterministic, as every test here must be: the same examples on every run and
+# machine (derandomize), none replayed from a local example database, no wall-clock deadline (CI's
+# two cores are slower than a laptop). A test's own @settings still sets its example count.
+settings.register_profile("deltatx", derandomize=True, database=None, deadline=None)
+settings.load_profile("deltatx")
 
 
 @pytest.fixture

@@ -85,6 +85,13 @@ class _Binder:
             if struct is not None and pa.types.is_struct(struct.type):
                 nested = Column(struct.name, None, (c.name, *c.path))
                 return Column(struct.name, None, _resolve_path(struct, nested.path, str(c)))
+            if c.qualifier.lower() == "_metadata":
+                raise PredicateError(
+                    f"{c} in {root} is a metadata column: a read's where= (Table.to_arrow, "
+                    f"Transaction.read) can filter on _metadata.row_index, file_path, row_id and "
+                    f"row_commit_version, but DELETE, UPDATE, MERGE, replaceWhere, OPTIMIZE and "
+                    f"constraint conditions name table columns only. Available columns: {self.available()}"
+                )
             known = f"; known aliases: {', '.join(self.aliases)}" if self.aliases else ""
             raise PredicateError(
                 f"column {c} in {root} is qualified by {c.qualifier!r}, which is neither a table alias "

@@ -24,6 +24,7 @@ as SchemaMismatchError naming the file.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Iterator, NoReturn, Sequence, TypeVar
 
 import numpy as np
@@ -253,9 +254,13 @@ def _read(store: "LogStore", files: pa.Table, schema: pa.Schema, partition_colum
     out_schema = _output_schema(schema, columns)
     if files.num_rows == 0:
         return out_schema.empty_table()
-    if by_field_id or any(is_metadata_column(n) for n in out_schema.names):
+    if (by_field_id or any(is_metadata_column(n) for n in out_schema.names)
+            or (filter is not None and _reads_metadata(prune))):
         plan = _ScanPlan(store, files, schema, partition_columns, materialized, prune, by_field_id)
-        return _conform(plan.read_per_file(out_schema.names, filter), out_schema)
+        # the metadata columns the predicate reads but the caller did not ask for are read for it
+        # and dropped by the conform (Spark's ``WHERE _metadata.row_id < 10`` returns no row_id)
+        extra = [n for n in plan.filter_metadata if n not in out_schema.names] if filter is not None else []
+        return _conform(plan.read_per_file(out_schema.names + extra, filter), out_schema)
     plain, with_dvs = split_deletion_vectors(files)
     parts = []
     if plain.num_rows:
@@ -426,6 +431,12 @@ def _iter_plain(plan: "_ScanPlan", out_schema: pa.Schema, filter: pc.Expression 
         raise
 
 
+def _reads_metadata(prune: "Expr | None") -> bool:
+    """Whether the bound predicate ``prune`` reads a ``_metadata.*`` column (those reads go file
+    by file: the columns are made per file, before the predicate runs)."""
+    return prune is not None and any(is_metadata_column(c) for c in prune.columns())
+
+
 def split_deletion_vectors(files: pa.Table) -> tuple[pa.Table, pa.Table]:
     """(files without a deletion vector, files with one)."""
     if "deletionVector" not in files.column_names or files.num_rows == 0:
@@ -458,6 +469,11 @@ class _ScanPlan:
             files.column("deletionVector").to_pylist() if "deletionVector" in files.column_names
             else [None] * files.num_rows
         )
+
+    @cached_property
+    def filter_metadata(self) -> list[str]:
+        """The ``_metadata.*`` columns ``prune`` reads (none without it)."""
+        return sorted(c for c in self.prune.columns() if is_metadata_column(c)) if self.prune is not None else []
 
     def scan_table(self, names: list[str], filter: pc.Expression | None) -> pa.Table:
         """The ``names`` columns of every file (no deletion vectors here), ``filter`` applied."""
@@ -539,13 +555,14 @@ class _ScanPlan:
         """
         meta = [n for n in names if is_metadata_column(n)]
         prune = self.prune if filter is not None else None
+        by_predicate = self.filter_metadata if prune is not None else []
         if filter is not None and prune is None:
             wanted = self.schema
         else:
             needed = [n for n in dict.fromkeys(names) if not is_metadata_column(n)]
             needed += [n for n in self.schema.names if prune is not None and n in prune.columns() and n not in needed]
             wanted = pa.schema([self.schema.field(n) for n in needed])
-        physical = self.materialized.physical() if meta and self.materialized else []
+        physical = self.materialized.physical() if (meta or by_predicate) and self.materialized else []
         cache_key = self._cache_key(i)
         try:
             with pq.ParquetFile(self.paths[i], filesystem=self.filesystem, coerce_int96_timestamp_unit="us",
@@ -579,6 +596,11 @@ class _ScanPlan:
         # no column wanted (a predicate without columns, ``TRUE``; only ``_metadata.*``): the file's
         # rows without columns, not a table of none (which matched no row)
         table = pa.table(self._file_columns(wanted, raw, i), schema=wanted) if len(wanted) else raw.select([])
+        if by_predicate:
+            # the predicate reads metadata columns: made for every row read, before it runs, from
+            # the same physical positions a read of those columns uses (deleted rows included)
+            read_at = None if groups is None else _group_positions(pf_metadata, groups)
+            table = self._with_metadata(table, by_predicate, raw, i, read_at)
         if prune is not None:
             from ..expr.point_rows import matching_positions  # expr imports this module (partition values)
             from ..expr.rows import matches
@@ -598,15 +620,11 @@ class _ScanPlan:
                         else _group_positions(pf_metadata, groups)
                     live = self._live_among(i, read_positions, file_rows)
                     hit = live[_true_positions(matches(prune, table.take(live)))]
-            table, raw = table.take(hit), raw.take(hit)
+            table, raw = _take(table, hit), _take(raw, hit)
             positions = hit if groups is None else _positions_in_file(pf_metadata, groups, hit)
             filter = None
         if meta:
-            values = metadata_columns(meta, raw, self.files.column("path")[i].as_py(),
-                                      self._file_long("baseRowId", i), self._file_long("defaultRowCommitVersion", i),
-                                      self.materialized, positions)
-            table = pa.table(table.columns + [values[n] for n in meta],
-                             schema=pa.schema(list(wanted) + [metadata_field(n) for n in meta]))
+            table = self._with_metadata(table, [n for n in meta if n not in by_predicate], raw, i, positions)
         descriptor = self.deletion_vectors[i]
         if descriptor is None:
             return (table.filter(filter) if filter is not None else table).select(names)
@@ -627,6 +645,18 @@ class _ScanPlan:
             positions = table.column("__position").to_numpy()
         live = ~_deleted_among(np.asarray(positions, dtype=np.uint64), deleted)
         return table.filter(pa.array(live)).select(names)
+
+    def _with_metadata(self, table: pa.Table, meta: list[str], raw: pa.Table, i: int,
+                       positions: np.ndarray | None) -> pa.Table:
+        """``table`` (rows of file ``i``, as ``raw``) with the ``meta`` columns appended; rows at
+        ``positions`` of the file (None: all of them, in order)."""
+        if not meta:
+            return table
+        values = metadata_columns(meta, raw, self.files.column("path")[i].as_py(),
+                                  self._file_long("baseRowId", i), self._file_long("defaultRowCommitVersion", i),
+                                  self.materialized, positions)
+        return pa.table(table.columns + [values[n] for n in meta],
+                        schema=pa.schema(list(table.schema) + [metadata_field(n) for n in meta]))
 
     def _live_among(self, i: int, positions: np.ndarray, file_rows: int) -> np.ndarray:
         """The indexes into ``positions`` (row positions of file ``i``) of the rows its DV keeps."""
@@ -822,6 +852,13 @@ def _deleted_among(positions: np.ndarray, deleted: np.ndarray) -> np.ndarray:
         return np.zeros(len(positions), dtype=bool)
     at = np.searchsorted(deleted, positions)
     return deleted[np.minimum(at, len(deleted) - 1)] == positions
+
+
+def _take(table: pa.Table, rows: np.ndarray) -> pa.Table:
+    """``table.take(rows)``, also for a table of no columns (a predicate on metadata columns or
+    on none reads no column of a file that has no materialized ones), whose ``take`` would lose
+    the row count: its rows are all alike, so the first ``len(rows)`` are the ones taken."""
+    return table.take(rows) if table.num_columns else table.slice(0, len(rows))
 
 
 def _check_dv_fits(deleted: np.ndarray, num_rows: int, path: str) -> None:

@@ -193,20 +193,37 @@ class Table:
 
     # ------------------------------------------------------------------ reads
     def to_arrow(self, where: str | None = None, columns: list[str] | None = None) -> pa.Table:
-        """Rows of this version, pruned by partition values and file stats, then filtered."""
+        """Rows of this version, pruned by partition values and file stats, then filtered.
+
+        ``where`` may name the ``_metadata.*`` columns ``columns`` accepts (as Spark's WHERE
+        does); they filter without being returned unless ``columns`` asks for them."""
         from ..expr import bind_predicate, files_matching, parse_predicate, to_arrow
         from ..io.reader import read_files
-        from ..io.row_metadata import MaterializedColumns, check_row_tracking_columns
+        from ..io.row_metadata import (MaterializedColumns, check_row_tracking_columns, mentions_metadata,
+                                       metadata_filter)
 
         snap = self._snapshot
-        check_row_tracking_columns(columns, row_tracking.is_supported(snap.protocol), self.uri)
+        supported = row_tracking.is_supported(snap.protocol)
+        check_row_tracking_columns(columns, supported, self.uri)
         files = snap.files
         row_filter = pred = None
         if where is not None:
-            pred = bind_predicate(parse_predicate(where), snap.schema)
-            if files.num_rows:
-                files = files.filter(files_matching(pred, files, snap.schema, snap.partition_columns))
-            row_filter = to_arrow(pred, snap.schema)
+            parsed = parse_predicate(where)
+            meta = metadata_filter(parsed, snap.schema) if mentions_metadata(where) else None
+            if meta is None:
+                pred = bind_predicate(parsed, snap.schema)
+                if files.num_rows:
+                    files = files.filter(files_matching(pred, files, snap.schema, snap.partition_columns))
+                row_filter = to_arrow(pred, snap.schema)
+            else:  # no stats for metadata columns: only the rest prunes (file_path exactly, by path)
+                check_row_tracking_columns(meta.columns, supported, self.uri)
+                pred = meta.predicate
+                if files.num_rows and meta.table_part is not None:
+                    files = files.filter(files_matching(meta.table_part, files, snap.schema, snap.partition_columns))
+                on_path = meta.file_mask(files)
+                if on_path is not None:
+                    files = files.filter(on_path)
+                row_filter = to_arrow(pred, meta.schema)
         return read_files(self._store, files, snap.schema, snap.partition_columns, columns=columns,
                           filter=row_filter, prune=pred,
                           materialized=MaterializedColumns.from_configuration(snap.properties),

@@ -282,15 +282,31 @@ class Transaction(CommitsOnExit):
 
         On a deletion-vector table the rows read are recorded too (by file and position): under
         Serializable a concurrent DELETE of one of them is a conflict, of any other row not.
+
+        ``where`` may name ``_metadata.*`` columns, as :meth:`Table.to_arrow`'s; the read
+        predicate recorded for conflict detection is then its conjuncts on table columns (a
+        superset of the rows read; the whole table when there are none).
         """
-        from ..expr import to_arrow
+        from ..expr import parse_predicate, to_arrow
         from ..io.reader import read_files
-        from ..io.row_metadata import FILE_PATH, ROW_ID, ROW_INDEX, MaterializedColumns, check_row_tracking_columns
+        from ..io.row_metadata import (FILE_PATH, ROW_ID, ROW_INDEX, MaterializedColumns, check_row_tracking_columns,
+                                       mentions_metadata, metadata_filter)
         from .ops.merge_on_read import record_reads_by_file, tracks_rows, uses_deletion_vectors
 
-        check_row_tracking_columns(columns, row_tracking.is_supported(self.protocol), self.table.uri)
-        pred, files = self.scan(where)
-        row_filter = to_arrow(pred, self.schema) if pred is not None else None
+        supported = row_tracking.is_supported(self.protocol)
+        check_row_tracking_columns(columns, supported, self.table.uri)
+        meta = metadata_filter(parse_predicate(where) if isinstance(where, str) else where, self.schema) \
+            if where is not None and mentions_metadata(where) else None
+        if meta is None:
+            pred, files = self.scan(where)
+            row_filter = to_arrow(pred, self.schema) if pred is not None else None
+        else:
+            check_row_tracking_columns(meta.columns, supported, self.table.uri)
+            files = self.scan(meta.table_part)[1]
+            on_path = meta.file_mask(files)
+            if on_path is not None:
+                files = files.filter(on_path)
+            pred, row_filter = meta.predicate, to_arrow(meta.predicate, meta.schema)
         materialized = MaterializedColumns.from_configuration(self.properties)
         mapping = self.column_mapping
         if not uses_deletion_vectors(self) or not files.num_rows:
@@ -814,18 +830,25 @@ class Transaction(CommitsOnExit):
         except Exception:  # only a message depends on it
             return {}
 
-    def _landed_at(self, version: int) -> bool | None:
-        """Is our commit the one at ``version``? None when storage cannot tell us right now."""
-        try:
-            raw = self.store.read_commit(version)
-        except FileNotFoundError:
-            return False
-        except Exception:
-            return None
-        try:
-            return parse_commit(raw, version).txn_id == self.txn_id
-        except DeltaTxError:
-            return False  # someone else's (corrupt) commit holds the version
+    def _landed_at(self, version: int) -> int | bool | None:
+        """The version our commit landed at, looking from ``version`` on; False when it did not
+        land; None when storage cannot tell us right now.
+
+        Why on from ``version``: a catalog may ratify a blind append after plain winners, at a
+        later version than the one offered (catalog/store.py), and a lost response hides which."""
+        while True:
+            try:
+                raw = self.store.read_commit(version)
+            except FileNotFoundError:
+                return False
+            except Exception:
+                return None
+            try:
+                if parse_commit(raw, version).txn_id == self.txn_id:
+                    return version
+            except DeltaTxError:
+                pass  # someone else's (corrupt) commit holds the version
+            version += 1
 
     def _commit(self) -> CommitResult:
         info = self._transaction_info()
@@ -888,7 +911,8 @@ class Transaction(CommitsOnExit):
                 except Exception:
                     # The put may have landed before the error (a lost response): look first.
                     landed = self._landed_at(version)
-                    if landed:
+                    if landed is not None and landed is not False:
+                        version = landed
                         break
                     if landed is False:
                         self._may_have_landed = False

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conflict_builders import S, WS, PROTOCOL, file_row, metadata, predicate, remove_row, winner
+from conflict_builders import S, WS, PROTOCOL, file_row, metadata, predicate, winner
 from pyroaring import BitMap64
+from test_row_level import add, dv, rm  # the DV, add and remove rows every row-level unit test builds
 
 from deltatx.conflicts import ReadSet, TransactionInfo, check_commit
 from deltatx.conflicts.row_level import FileRows, RowLevelState, WinnerRows, dv_unique_id, load_request
@@ -28,25 +29,6 @@ SI = IsolationLevel.SNAPSHOT_ISOLATION
 POSITIONS = np.arange(100, dtype=np.int64)
 #: the compaction wrote F's rows into G in reverse order: row id 1000 + p sits at position 99 - p
 G_IDS = POSITIONS[::-1] + 1000
-
-
-def dv(name: str, cardinality: int) -> dict:
-    return {"storageType": "u", "pathOrInlineDv": name.ljust(20, "0"), "offset": 1, "sizeInBytes": 40,
-            "cardinality": cardinality}
-
-
-def add(path: str, descriptor: dict | None = None, **extra) -> dict:
-    row = file_row(path, None, range(0, 100))
-    row["deletionVector"] = descriptor
-    row.update(extra)
-    return row
-
-
-def rm(path: str, descriptor: dict | None = None, data_change: bool = True, **extra) -> dict:
-    row = remove_row(path, None, data_change=data_change)
-    row["deletionVector"] = descriptor
-    row.update(extra)
-    return row
 
 
 def read_rows(read: list[int]) -> FileRows:

@@ -30,7 +30,7 @@ import uuid
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence, TypeVar
+from typing import Any, Callable, Iterator, NoReturn, Sequence, TypeVar
 from urllib.parse import urlparse
 
 from ..errors import CatalogError, CatalogUnavailableError, CatalogURLError, DeltaTxError
@@ -366,10 +366,15 @@ class Database:
                     self._commit(self._conn)
             except BaseException as exc:
                 err = self._failure(exc, committing=True)
+                _close_quietly(cur.cur)  # before a rollback that may discard the connection (below)
                 self._rollback_quietly()
                 _throw(err, exc)
             else:
                 if not commit:
+                    # the cursor first: a SQLite connection closed (discarded after a failed
+                    # ROLLBACK) while a cursor holds a statement stays open, its write lock held,
+                    # until that cursor is garbage-collected — which a traceback can put off
+                    _close_quietly(cur.cur)
                     self._rollback_quietly()
                 elif then is not None:
                     self._in_then = True  # committed, writer lock still held: see mark_published
@@ -412,17 +417,7 @@ class Database:
         raises it with ``committed=None``: the outcome is unknown."""
         attempt = 0
         while True:
-            attempt += 1
-            cur = self.begin_write()
-            try:
-                result = body(cur)
-            except BaseException as exc:
-                err = self._failure(exc)
-                self.end_write(cur, commit=False)
-                if self._retryable(err) and attempt < TRANSIENT_ATTEMPTS:
-                    self._backoff(attempt)
-                    continue
-                _throw(err, exc)
+            cur, result, attempt = self._run_open(body, attempt)
             try:
                 self.end_write(cur, commit=True)
             except CatalogUnavailableError as err:
@@ -431,6 +426,24 @@ class Database:
                     continue
                 raise
             return result
+
+    def _run_open(self, body: Callable[["_Cursor"], _T], attempt: int = 0) -> tuple["_Cursor", _T, int]:
+        """``body(cur)`` in a new write transaction left open for the caller to end; run again in
+        another one when the database rolled it back whole, the attempts counted on from
+        ``attempt`` up to :data:`TRANSIENT_ATTEMPTS`. Returns the open cursor, what ``body``
+        returned and the attempts made so far (:meth:`transact` and :meth:`lease` share it)."""
+        while True:
+            attempt += 1
+            cur = self.begin_write()
+            try:
+                return cur, body(cur), attempt
+            except BaseException as exc:
+                err = self._failure(exc)
+                self.end_write(cur, commit=False)
+                if self._retryable(err) and attempt < TRANSIENT_ATTEMPTS:
+                    self._backoff(attempt)
+                    continue
+                _throw(err, exc)
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         """A read in its own (short) transaction: one consistent view for a multi-row query.
@@ -559,21 +572,9 @@ class Database:
         and read what was ratified from those versions on (their bytes too unless not ``content``).
         Taken again when the database rolled the attempt back (nothing is written before the lease
         is returned)."""
-        attempt = 0
-        while True:
-            attempt += 1
-            cur = self.begin_write()
-            try:
-                commits = self._read_for_commit(cur, since, content)
-            except BaseException as exc:
-                err = self._failure(exc)
-                self.end_write(cur, commit=False)
-                if self._retryable(err) and attempt < TRANSIENT_ATTEMPTS:
-                    self._backoff(attempt)
-                    continue
-                _throw(err, exc)
-            self.current_lease = CommitLease(self, cur, commits)
-            return self.current_lease
+        cur, commits, _ = self._run_open(lambda cur: self._read_for_commit(cur, since, content))
+        self.current_lease = CommitLease(self, cur, commits)
+        return self.current_lease
 
     def offer(self, table_id: str, version: int, make_row: "MakeRow", known: RatifiedCommit | None, now_ms: int,
               commutes: bool = False, on_ratified: "OnRatified | None" = None
@@ -689,6 +690,7 @@ class Database:
                     self._commit(self._conn)
                 except BaseException as exc:
                     err = self._failure(exc, committing=True)
+                    _close_quietly(cur)  # before a rollback that may discard the connection (end_write)
                     self._rollback_quietly()
                     self._deferred_marks = []
                     _throw(err, exc)
@@ -752,12 +754,26 @@ def next_free_version(commits: Sequence[RatifiedCommit], version: int, commutes:
     return None
 
 
-def _throw(err: BaseException, exc: BaseException) -> None:
+def _throw(err: BaseException, exc: BaseException) -> NoReturn:
     """Raise ``err``, the typed meaning of ``exc`` (see :meth:`Database._failure`), chained to
     it for the traceback; ``exc`` itself when it had no other meaning."""
     if err is exc:
         raise exc
     raise err from (None if isinstance(err, DuplicateRowError) else exc)
+
+
+def _readable_now(fd: int) -> bool:
+    """Is there something to read on ``fd`` (or has its peer hung up), without waiting?
+
+    ``poll`` where there is one: ``select`` refuses descriptors at or above FD_SETSIZE (1024), so
+    in a process holding that many files (a service, a big scan) every connection would look
+    dead and be replaced before each statement — and with it the session's publishing turn."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP)
+        return bool(poller.poll(0))
+    readable, _, _ = select.select([fd], [], [], 0)  # pragma: no cover - Windows
+    return bool(readable)
 
 
 def _close_quietly(cur: Any) -> None:
@@ -930,6 +946,7 @@ class SQLiteDatabase(Database):
     def __init__(self, url: str, path: str):
         self.path = path
         self._lock_fd: int | None = None
+        self._lock_pid: int | None = None  # the process that opened ``_lock_fd``
         super().__init__(url)
 
     def _connect(self) -> sqlite3.Connection:
@@ -938,7 +955,7 @@ class SQLiteDatabase(Database):
             raise CatalogURLError(f"catalog {self.url!r}: directory {parent!r} does not exist")
         if os.path.isdir(self.path):
             raise CatalogURLError(f"catalog {self.url!r}: {self.path!r} is a directory, not a SQLite database file")
-        self._lock_fd = os.open(self.path + ".writelock", os.O_RDWR | os.O_CREAT, 0o644) if fcntl else None
+        self._open_writer_lock()
         conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
         try:
             conn.execute("PRAGMA busy_timeout = 60000")
@@ -952,6 +969,27 @@ class SQLiteDatabase(Database):
             raise CatalogURLError(f"catalog {self.url!r}: {self.path!r} cannot be opened as a SQLite database "
                                   f"({exc})") from exc
         return conn
+
+    def _open_writer_lock(self) -> None:
+        """Open ``<db>.writelock`` (:meth:`_acquire_writer`) once per process.
+
+        A reconnect (the connection discarded after a failed rollback) keeps the open file:
+        opening another each time leaked one descriptor per reconnect. A forked child opens its
+        own — an flock belongs to the open file both processes' descriptors share, so the
+        parent's would not exclude the child — and closes the copy it inherited, which leaves
+        the parent's lock alone (it goes only with the last descriptor of that open file)."""
+        if not fcntl:
+            self._lock_fd = None
+            return
+        if self._lock_fd is not None:
+            if self._lock_pid == os.getpid():
+                return
+            try:
+                os.close(self._lock_fd)
+            except OSError:
+                pass
+        self._lock_fd = os.open(self.path + ".writelock", os.O_RDWR | os.O_CREAT, 0o644)
+        self._lock_pid = os.getpid()
 
     def _commit(self, conn: Any) -> None:
         if conn.in_transaction:
@@ -1075,10 +1113,9 @@ class PostgresDatabase(Database):
         try:
             if conn.closed or conn.broken or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                 return False
-            readable, _, _ = select.select([conn.fileno()], [], [], 0)
+            return not _readable_now(conn.fileno())
         except (OSError, ValueError, psycopg.Error):
             return False
-        return not readable
 
     def _sql(self, sql: str) -> str:
         return sql.replace("?", "%s")

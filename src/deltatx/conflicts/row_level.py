@@ -20,11 +20,12 @@ compared row by row:
   (``ConcurrentDeleteDeleteException``) or, under Serializable, read (``ConcurrentDeleteReadException``)
   conflicts.
 
-A file can play two parts in one transaction: read row by row (``tx.read()``) and then compacted
-(OPTIMIZE, REORG) or removed whole (a DELETE by partition, an overwrite). Each part is settled on
-its own: the compaction carries the winner's deletes into its new files whatever was read, and a
-whole-file remove is followed by row id (or left to the file level), never mistaken for a read
-that changed nothing.
+A file can play two parts in one transaction: read or changed row by row (``tx.read()``, a DV
+DELETE) and then compacted (OPTIMIZE, REORG) or removed whole (a DELETE by partition, an
+overwrite). Each part is settled on its own: the compaction carries the winner's deletes into its
+new files whatever was read, and a whole-file remove is followed by row id (every live row of the
+file, or else the file level decides), never mistaken for a read that changed nothing nor for a
+change of only the rows a DML recorded.
 
 What it cannot resolve it leaves to the file-level checks (``deleted_read``, ``deleted_deleted``),
 which skip only the paths resolved here. The DV bitmaps are rebased in memory
@@ -145,9 +146,13 @@ def _by_path(table: pa.Table) -> dict[str, int]:
 
 def whole_file_removes(state: RowLevelState, own_adds: pa.Table, own_removes: pa.Table | None,
                        winner: CommitActions) -> pa.Table | None:
-    """This transaction's removes of whole files it did not read row by row (a DELETE by
-    partition, an overwrite) that the winner moved without changing data (OPTIMIZE, purge), on a
-    row-tracking table: their rows can be followed into the winner's new files by row id."""
+    """This transaction's removes of whole files (a DELETE by partition, an overwrite, a DV
+    DELETE of a file's last rows) that the winner moved without changing data (OPTIMIZE, purge),
+    on a row-tracking table: their rows can be followed into the winner's new files by row id.
+
+    Whatever this transaction read or changed of such a file row by row beforehand (``tx.read()``,
+    a DELETE of one row, then the partition's DELETE), it deletes every live row: following only
+    the rows a DML recorded would leave the others alive in the winner's files."""
     if own_removes is None or own_removes.num_rows == 0 or "baseRowId" not in own_removes.column_names:
         return None
     moved = {p for p, dc in zip(winner.removes.column("path").to_pylist(),
@@ -160,7 +165,7 @@ def whole_file_removes(state: RowLevelState, own_adds: pa.Table, own_removes: pa
                                                     own_removes.column("dataChange").to_pylist(),
                                                     own_removes.column("baseRowId").to_pylist()))
             if p in moved and dc is not False and base is not None and p not in readded
-            and _only_read(state, p) and p not in state.compacted]
+            and p not in state.compacted]
     return own_removes.take(pa.array(keep, pa.int64())) if keep else None
 
 
@@ -170,6 +175,15 @@ def _only_read(state: RowLevelState, path: str) -> bool:
     whole-file remove: what it read says nothing about which rows it deletes (all of them)."""
     fr = state.files.get(path)
     return fr is None or not fr.changed
+
+
+def _every_live_row_changed(fr: FileRows) -> FileRows:
+    """``fr`` as this transaction leaves it when it removes the file whole after changing some
+    rows (a DELETE of one row, then of the partition): every row live when it read the file is
+    deleted, not only those the DML recorded. (Against a winner's larger DV the recorded rows
+    suffice: the rebased remove still takes the whole file.)"""
+    live = BitMap64(range(fr.num_records)) - fr.base_deleted
+    return dataclasses.replace(fr, changed=fr.changed | live, read=fr.read | live)
 
 
 def _removed_whole(txn_removes: pa.Table | None, txn_adds: pa.Table) -> set[str]:
@@ -305,6 +319,11 @@ def resolve_row_level(txn: Any, winner: CommitActions, loaded: WinnerRows = NO_R
         fr = work.files.get(path)
         if fr is None or w_removed_id != dv_unique_id(fr.base_dv):
             continue  # the winner removed another version of the file than ours: file level decides
+        if path in removed_whole and i is None and _moved_without_change(winner, w_removes[path]):
+            # changed row by row, then removed whole, and compacted by the winner but not
+            # followed above: following only the rows the DML recorded would leave the others
+            # alive in the winner's files; every live row or the file level
+            fr = _every_live_row_changed(fr)
         if _settle_rows(work, fr, path, txn, winner, w_removes[path], i, w_dv, loaded, serializable):
             resolved.add(path)
     if not resolved:

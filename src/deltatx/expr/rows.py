@@ -155,6 +155,13 @@ class _Lazy(_Backend):
         return self.call(_try_cast_udf(raw, to), [operand])
 
 
+#: Arrow type ids of the storage variants :func:`~deltatx.expr.values.plain_type` folds (any
+#: dictionary, large and view strings and binaries): a column read on every evaluation is tested
+#: by one integer, not by building its plain type and comparing
+_STORAGE_VARIANTS = frozenset(t.id for t in (pa.dictionary(pa.int32(), pa.string()), pa.large_string(),
+                                             pa.string_view(), pa.large_binary(), pa.binary_view()))
+
+
 class _Eager(_Backend):
     def __init__(self, table: pa.Table):
         self.table = table
@@ -173,11 +180,12 @@ class _Eager(_Backend):
             if not pa.types.is_struct(t) or t.get_field_index(part) < 0:
                 raise PredicateError(f"column {c}: {part!r} is not a field of {t}")
             arr = pc.struct_field(arr, [t.get_field_index(part)])
-        if not arr.type.equals(plain_type(arr.type)):
+        t = arr.type
+        if t.id in _STORAGE_VARIANTS:
             # a dictionary (or a large or view string) is how the values are stored, not what SQL
             # sees: string kernels (LIKE, upper, CAST's text parsing) have no kernels for those
             # (Arrow 26), so the values are read as the plain type
-            arr = arr.cast(plain_type(arr.type))
+            arr = arr.cast(plain_type(t))
         return arr
 
     def scalar(self, value: pa.Scalar) -> Any:
@@ -473,21 +481,23 @@ def _no_cast(source: pa.DataType, to: pa.DataType) -> str | None:
     A DATE or a TIMESTAMP_NTZ is no number to Spark, and no number or boolean is one of them
     (Arrow would read days or microseconds); a BOOLEAN and a TIMESTAMP have no cast either way
     with ANSI mode on. (A TIMESTAMP and a number do: seconds, :func:`_timestamp_to_number`.)"""
-
-    def number_or_boolean(t: pa.DataType) -> bool:
-        return is_number(t) or pa.types.is_boolean(t)
-
-    def local(t: pa.DataType) -> bool:
-        return pa.types.is_date(t) or pa.types.is_timestamp(t) and t.tz is None
-
-    if local(source) and number_or_boolean(to):
+    if _local_time(source) and _number_or_boolean(to):
         return f"{type_sql(source)} to a number or a boolean"
-    if number_or_boolean(source) and local(to):
+    if _number_or_boolean(source) and _local_time(to):
         return f"a number or a boolean to {type_sql(to)}"
     if (pa.types.is_boolean(source) and pa.types.is_timestamp(to)
             or pa.types.is_timestamp(source) and pa.types.is_boolean(to)):
         return "a BOOLEAN to a TIMESTAMP or back with ANSI mode on"
     return None
+
+
+def _number_or_boolean(t: pa.DataType) -> bool:
+    return is_number(t) or pa.types.is_boolean(t)
+
+
+def _local_time(t: pa.DataType) -> bool:
+    """A DATE or a TIMESTAMP_NTZ: a calendar value without a zone, no count of anything to Spark."""
+    return pa.types.is_date(t) or pa.types.is_timestamp(t) and t.tz is None
 
 
 def _refuse_missing_cast(source: pa.DataType, to: pa.DataType) -> None:
@@ -520,7 +530,7 @@ def _spark_cast(b: _Backend, operand: Any, source: pa.DataType | None, to: pa.Da
     dictionary-encoded (or large or view string) ``operand`` is cast as its values, of the
     plain type ``source``."""
     stored = getattr(operand, "type", None)
-    if stored is not None and not stored.equals(plain_type(stored)):
+    if stored is not None and stored.id in _STORAGE_VARIANTS:
         operand = b.call("cast", [operand], pc.CastOptions(plain_type(stored)))
     if source is not None and source.equals(to):
         return operand

@@ -234,7 +234,9 @@ def read_files(
     ``columns`` may name ``_metadata.*`` columns (:mod:`.row_metadata`); those reads go file by
     file, and ``materialized`` names the row-tracking columns of the files. ``prune`` (the bound
     predicate ``filter`` was made from) lets those reads skip the columns it does not name and
-    the row groups whose footer statistics it cannot match. With a ``column_mapping`` the files
+    the row groups whose footer statistics it cannot match. ``filter`` and ``prune`` may name
+    ``_metadata.*`` columns too (a read's ``where=``): those are made for the predicate, file by
+    file, and left out of the result unless ``columns`` names them. With a ``column_mapping`` the files
     hold physical columns (:func:`_read_mapped`); names, ``filter`` and the result stay logical.
     """
     try:

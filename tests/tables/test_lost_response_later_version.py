@@ -38,6 +38,7 @@ def test_a_lost_response_finds_the_commit_at_a_later_version(table_uri):
     table = deltatx.Table(table_uri, _store=store)
     result = table.append(pa.table({"id": [1]}, schema=SCHEMA))
     assert (result.read_version, result.version) == (1, 3)  # offered 2, landed at 3
+    assert result.conflicts_resolved == 1  # the winner at 2, passed unread
     assert table.version == 3
     assert sorted(deltatx.Table(table_uri).to_arrow()["id"].to_pylist()) == [0, 1, 2]  # its file was kept
     history = [h["operation"] for h in deltatx.Table(table_uri).history()]

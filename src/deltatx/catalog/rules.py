@@ -107,11 +107,7 @@ def keep_catalog_properties(current: Any, restored: Any) -> Any:
     """RESTORE of a catalog-managed table: the restored metadata keeps the current values of
     :data:`KEPT_ON_RESTORE` (a version from before the table was registered had in-commit
     timestamps off and no owner)."""
-    config = dict(restored.configuration)
-    for key in KEPT_ON_RESTORE:
-        if key in current.configuration:
-            config[key] = current.configuration[key]
-    return restored if config == dict(restored.configuration) else restored.replace(configuration=config)
+    return _with_current_catalog_properties(current, restored, drop_absent=False)
 
 
 def released_restored_metadata(current: Any, restored: Any) -> Any:
@@ -125,7 +121,13 @@ def released_restored_metadata(current: Any, restored: Any) -> Any:
     off so that engines without the feature (deltalake 1.x) can write the table — would put
     ``inCommitTimestamp`` back into the protocol. The protocol's ``catalogManaged`` never comes
     back either way (RESTORE raises a protocol only for what the restored properties need)."""
-    config = {k: v for k, v in restored.configuration.items() if k not in KEPT_ON_RESTORE}
+    return _with_current_catalog_properties(current, restored, drop_absent=True)
+
+
+def _with_current_catalog_properties(current: Any, restored: Any, *, drop_absent: bool) -> Any:
+    """``restored`` whose :data:`KEPT_ON_RESTORE` properties are the current ones; with
+    ``drop_absent`` those the current metadata lacks are dropped too (else kept as restored)."""
+    config = {k: v for k, v in restored.configuration.items() if not (drop_absent and k in KEPT_ON_RESTORE)}
     config.update({k: current.configuration[k] for k in KEPT_ON_RESTORE if k in current.configuration})
     return restored if config == dict(restored.configuration) else restored.replace(configuration=config)
 

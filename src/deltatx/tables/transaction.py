@@ -912,6 +912,10 @@ class Transaction(CommitsOnExit):
                     # The put may have landed before the error (a lost response): look first.
                     landed = self._landed_at(version)
                     if landed is not None and landed is not False:
+                        # later than offered: ratified after winners it never read, counted as
+                        # the ratified-later path above counts them
+                        unread = landed - version
+                        resolved += unread
                         version = landed
                         break
                     if landed is False:

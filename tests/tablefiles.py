@@ -28,3 +28,12 @@ def age_files(uri: str, hours: float, relative: Iterable[str] | None = None) -> 
     when = time.time() - hours * 3600
     for rel in data_files(uri) if relative is None else relative:
         os.utime(os.path.join(uri, rel), (when, when))
+
+
+def flip_byte(path: str, at: int, mask: int = 0xFF) -> None:
+    """Corrupt the file at ``path`` in place: XOR its byte at offset ``at`` with ``mask``."""
+    with open(path, "r+b") as fh:
+        fh.seek(at)
+        byte = fh.read(1)
+        fh.seek(at)
+        fh.write(bytes([byte[0] ^ mask]))

@@ -22,10 +22,10 @@ import datetime as dt
 from decimal import Decimal
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pytest
 
 import deltatx
+import sql_values
 from deltatx.errors import PredicateError
 from deltatx.expr import (
     Literal,
@@ -45,13 +45,11 @@ DV = {"delta.enableDeletionVectors": "true"}
 
 
 def _eager(sql: str, table: pa.Table) -> list:
-    return evaluate(bind(parse_expression(sql), table.schema), table).to_pylist()
+    return sql_values.eager(sql, table).to_pylist()
 
 
 def _lazy(sql: str, table: pa.Table) -> list:
-    """The lazy expression, computed by a dataset scan as a projected column."""
-    e = bind(parse_expression(sql), table.schema)
-    return ds.dataset(table).to_table(columns={"x": to_arrow(e, table.schema)}).column("x").to_pylist()
+    return sql_values.lazy(sql, table).to_pylist()
 
 
 def _where(table: pa.Table, sql: str) -> list[int]:

@@ -30,10 +30,10 @@ import zoneinfo
 from decimal import Decimal
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pytest
 
 import deltatx
+import sql_values
 from deltatx.errors import PredicateError
 from deltatx.expr import Literal, bind, evaluate, parse_expression, parse_predicate, to_arrow
 
@@ -50,14 +50,7 @@ ARROW = {
 }
 
 
-def _eager(sql: str, table: pa.Table) -> pa.Array | pa.ChunkedArray:
-    return evaluate(bind(parse_expression(sql), table.schema), table)
-
-
-def _lazy(sql: str, table: pa.Table) -> pa.Array | pa.ChunkedArray:
-    """The lazy expression, computed by a dataset scan as a projected column."""
-    e = bind(parse_expression(sql), table.schema)
-    return ds.dataset(table).to_table(columns={"x": to_arrow(e, table.schema)}).column("x")
+_eager, _lazy = sql_values.eager, sql_values.lazy
 
 
 def _constant(sql: str) -> pa.Scalar:

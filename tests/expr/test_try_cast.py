@@ -17,6 +17,7 @@ import pyarrow.dataset as ds
 import pytest
 
 import deltatx
+import sql_values
 from deltatx.errors import PredicateError
 from deltatx.expr import (
     Cast,
@@ -53,13 +54,11 @@ def _py(values) -> list:
 
 
 def _eager(sql: str, table: pa.Table) -> list:
-    return _comparable(_py(evaluate(bind(parse_expression(sql), table.schema), table)))
+    return _comparable(_py(sql_values.eager(sql, table)))
 
 
 def _lazy(sql: str, table: pa.Table) -> list:
-    """The lazy expression, computed by a dataset scan as a projected column."""
-    e = bind(parse_expression(sql), table.schema)
-    return _comparable(_py(ds.dataset(table).to_table(columns={"x": to_arrow(e, table.schema)}).column("x")))
+    return _comparable(_py(sql_values.lazy(sql, table)))
 
 
 def _cast_each(sql: str, table: pa.Table) -> list:

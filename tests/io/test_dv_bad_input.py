@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 import deltatx
+from tablefiles import flip_byte
 from deltatx.errors import CorruptDeletionVectorError, MissingDeletionVectorError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64())])
@@ -40,12 +41,7 @@ WRITES = {
 }
 
 
-def _flip_byte(path: str, at: int) -> None:
-    with open(path, "r+b") as fh:
-        fh.seek(at)
-        byte = fh.read(1)
-        fh.seek(at)
-        fh.write(bytes([byte[0] ^ 0xFF]))
+_flip_byte = flip_byte
 
 
 @pytest.mark.parametrize("write", sorted(WRITES))

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 
 import deltatx
+from tablefiles import flip_byte
 from deltatx.errors import CorruptDeletionVectorError, MissingDeletionVectorError
 from deltatx.io.deletion_vectors import dv_file_relative_path
 from deltatx.txnlog.snapshot_cache import SNAPSHOTS
@@ -63,11 +64,7 @@ def _edit_dv(uri: str, index: int, change: Callable[[dict[str, Any]], None]) -> 
 
 
 def _flip(path: str, at: int) -> None:
-    with open(path, "r+b") as fh:
-        fh.seek(at)
-        byte = fh.read(1)
-        fh.seek(at)
-        fh.write(bytes([byte[0] ^ 0x01]))
+    flip_byte(path, at, 0x01)
 
 
 def _truncate(path: str, at: int) -> None:

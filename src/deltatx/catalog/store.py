@@ -550,15 +550,17 @@ class CatalogLogStore:
         (the database is not written: a name whose file is gone is skipped here, and every
         reader goes to the published file first, a reader of a staged file falling back to it:
         :meth:`_read_staged_or_published`, :meth:`publish`)."""
+        # the folder first: it is empty in the common case (inline commits, or cleaned up already),
+        # while the catalog's rows keep every staged name ever ratified
+        on_disk = {name for name, _ in self.list_staged()}
+        if not on_disk:
+            return []
         state = self.catalog._db.publish_state(self.table_id)
         if state is None:
             return []
         rows = self.catalog._db.query(
             "SELECT version, staged_name FROM deltatx_commits WHERE table_id = ? AND staged_name IS NOT NULL "
             "AND version <= ? ORDER BY version", (self.table_id, state[2]))
-        if not rows:  # inline commits only (the common case): no listing
-            return []
-        on_disk = {name for name, _ in self.list_staged()}
         published = [(int(v), str(n)) for v, n in rows if n in on_disk]
         if not published:
             return []

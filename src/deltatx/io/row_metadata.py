@@ -143,6 +143,12 @@ class MetadataFilter:
     table_part: "Expr | None"
     file_part: "Expr | None"
 
+    def narrow(self, files: pa.Table) -> pa.Table:
+        """``files`` without those :attr:`file_part` excludes by their path (all of them when it
+        cannot tell)."""
+        mask = self.file_mask(files)
+        return files if mask is None else files.filter(mask)
+
     def file_mask(self, files: pa.Table) -> pa.Array | None:
         """Per file of ``files`` (add rows): may it hold a row :attr:`file_part` keeps? None when
         there is no such part, or when it cannot be computed on the paths (then the rows decide,

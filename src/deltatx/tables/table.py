@@ -220,9 +220,7 @@ class Table:
                 pred = meta.predicate
                 if files.num_rows and meta.table_part is not None:
                     files = files.filter(files_matching(meta.table_part, files, snap.schema, snap.partition_columns))
-                on_path = meta.file_mask(files)
-                if on_path is not None:
-                    files = files.filter(on_path)
+                files = meta.narrow(files)
                 row_filter = to_arrow(pred, meta.schema)
         return read_files(self._store, files, snap.schema, snap.partition_columns, columns=columns,
                           filter=row_filter, prune=pred,

@@ -302,10 +302,7 @@ class Transaction(CommitsOnExit):
             row_filter = to_arrow(pred, self.schema) if pred is not None else None
         else:
             check_row_tracking_columns(meta.columns, supported, self.table.uri)
-            files = self.scan(meta.table_part)[1]
-            on_path = meta.file_mask(files)
-            if on_path is not None:
-                files = files.filter(on_path)
+            files = meta.narrow(self.scan(meta.table_part)[1])
             pred, row_filter = meta.predicate, to_arrow(meta.predicate, meta.schema)
         materialized = MaterializedColumns.from_configuration(self.properties)
         mapping = self.column_mapping

@@ -1,0 +1,21 @@
+"""One SQL expression evaluated by both back ends a test holds to the same answer: the eager
+evaluator (``evaluate``) and the lazy Arrow expression a dataset scan runs (``to_arrow``),
+bound against the table's schema. Shared by the CAST and TRY_CAST tests."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+from deltatx.expr import bind, evaluate, parse_expression, to_arrow
+
+
+def eager(sql: str, table: pa.Table) -> pa.Array | pa.ChunkedArray:
+    """``sql`` evaluated eagerly over ``table``."""
+    return evaluate(bind(parse_expression(sql), table.schema), table)
+
+
+def lazy(sql: str, table: pa.Table) -> pa.Array | pa.ChunkedArray:
+    """``sql`` as a lazy expression, computed by a dataset scan as a projected column."""
+    e = bind(parse_expression(sql), table.schema)
+    return ds.dataset(table).to_table(columns={"x": to_arrow(e, table.schema)}).column("x")

@@ -36,7 +36,6 @@ from deltatx.expr import (
     parse_expression,
     parse_predicate,
     to_arrow,
-    to_arrow_filter,
 )
 from deltatx.expr.rows import cast_values
 
@@ -52,13 +51,7 @@ def _lazy(sql: str, table: pa.Table) -> list:
     return sql_values.lazy(sql, table).to_pylist()
 
 
-def _where(table: pa.Table, sql: str) -> list[int]:
-    """ids selected eagerly; the lazy filter must agree."""
-    bound = bind_predicate(parse_predicate(sql), table.schema)
-    eager = table.filter(matches(bound, table))["id"].to_pylist()
-    lazy = table.filter(to_arrow_filter(bound, table.schema))["id"].to_pylist()
-    assert eager == lazy, sql
-    return eager
+_where = sql_values.where
 
 
 def _constant(sql: str) -> object:

@@ -14,27 +14,19 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
+import sql_values
 from deltatx.errors import PredicateError
 from deltatx.expr import (
     Literal,
     bind,
-    bind_predicate,
     evaluate,
     files_matching,
-    matches,
     parse_expression,
     parse_predicate,
-    to_arrow_filter,
 )
 
 
-def where(table: pa.Table, sql: str) -> list[int]:
-    """ids selected eagerly; the lazy filter must agree."""
-    bound = bind_predicate(parse_predicate(sql), table.schema)
-    eager = table.filter(matches(bound, table))["id"].to_pylist()
-    lazy = table.filter(to_arrow_filter(bound, table.schema))["id"].to_pylist()
-    assert eager == lazy, sql
-    return eager
+where = sql_values.where
 
 
 def values(table: pa.Table, sql: str) -> list:

@@ -231,7 +231,9 @@ def test_the_adds_that_bring_rows_keep_their_rows_whatever_the_mix(readds, new_f
                 expected.append(path)
         if i < new_files:
             compacted = i % 4 == 1
-            adds.append(add(f"n{i}.parquet", dataChange=False) if compacted else add(f"n{i}.parquet"))
+            # dataChange missing (null) reads as true, as Delta reads it
+            flag = False if compacted else (None if i % 4 == 3 else True)
+            adds.append(add(f"n{i}.parquet", dataChange=flag))
             if not compacted:
                 expected.append(f"n{i}.parquet")
     adds_table = table(adds, FILE_SCHEMA)
@@ -240,6 +242,21 @@ def test_the_adds_that_bring_rows_keep_their_rows_whatever_the_mix(readds, new_f
     assert kept.schema == adds_table.schema
     assert _new_rows_only(adds_table, table([], REMOVE_SCHEMA)).column("path").to_pylist() == [
         r["path"] for r in adds if r.get("dataChange") is not False]
+
+
+@pytest.mark.parametrize("size", [1, 3, 8, 9, 40])
+def test_the_first_candidate_that_may_match_is_found_whatever_the_mask_size(size):
+    """A null (no statistics) may match and counts as a hit; few and many candidates agree."""
+    from deltatx.conflicts.checker import _first_true
+
+    assert _first_true(pa.array([False] * size, pa.bool_())) is None
+    for hit in (True, None):
+        for at in {0, size // 2, size - 1}:
+            values = [False] * size
+            values[at] = hit
+            assert _first_true(pa.array(values, pa.bool_())) == at
+            chunked = pa.chunked_array([pa.array(values[:at], pa.bool_()), pa.array(values[at:], pa.bool_())])
+            assert _first_true(chunked) == at
 
 
 @pytest.mark.parametrize("winner_is_backfill", [True, False])

@@ -119,6 +119,11 @@ class CatalogLogStore:
         if lease is not None:
             lease.release()
 
+    def version_taken(self, version: int) -> bool:
+        """Never guessed from the path store: a published file says a version is taken, but the
+        catalog may ratify a commuting append after it unread (conflicts/commuting.py)."""
+        return False
+
     def check_maintenance(self, operation: str) -> None:
         """Raise CatalogMaintenanceError unless this route AND the catalog's policy allow ``operation``."""
         from .maintenance import refuse_route

@@ -878,46 +878,51 @@ class Transaction(CommitsOnExit):
         try:
             while True:
                 attempts += 1
-                if prepared is None or prepared_for is not info or clock.stale:
-                    # The bytes name no version: re-encode only when a rebase changed the actions
-                    # (or moved the in-commit timestamp). The old bytes are closed after the new
-                    # ones are prepared: a catalog's commit lock passes from one to the other.
-                    previous = prepared
-                    info, commit_info, payload = self._encode(info, version)
-                    prepared = store.prepare_commit(payload, plain=is_plain(info),
-                                                    commutes=commutes_with_plain_commits(info))
-                    prepared_for = info
-                    if previous is not None:
-                        previous.close()
-                self.check_required_files()
-                phases.reached("attempt_commit", txn_id=self.txn_id, version=version, attempt=attempts)
-                # from here an interruption (KeyboardInterrupt, a publishing error after a
-                # catalog ratified) may hide a landed commit, whose data files must stay
-                self._may_have_landed = True
-                try:
-                    landed = prepared.put(version)
-                    if landed is not None and landed != version:
-                        # ratified after winners that were all plain (a catalog's word): the
-                        # checker passes this commit unchanged against them, unread
-                        unread = landed - version
-                        resolved += unread
-                        version = landed
-                    break
-                except VersionExistsError:
-                    self._may_have_landed = False
-                except Exception:
-                    # The put may have landed before the error (a lost response): look first.
-                    landed = self._landed_at(version)
-                    if landed is not None and landed is not False:
-                        # later than offered: ratified after winners it never read, counted as
-                        # the ratified-later path above counts them
-                        unread = landed - version
-                        resolved += unread
-                        version = landed
+                stale = prepared is None or prepared_for is not info or clock.stale
+                # A version already taken is lost before encoding: bytes that cannot win are
+                # wasted work (with many writers, most of a commit's encodings were).
+                if not (stale and store.version_taken(version)):
+                    if stale:
+                        # The bytes name no version: re-encode only when a rebase changed the
+                        # actions (or moved the in-commit timestamp). The old bytes are closed
+                        # after the new ones are prepared: a catalog's commit lock passes from
+                        # one to the other.
+                        previous = prepared
+                        info, commit_info, payload = self._encode(info, version)
+                        prepared = store.prepare_commit(payload, plain=is_plain(info),
+                                                        commutes=commutes_with_plain_commits(info))
+                        prepared_for = info
+                        if previous is not None:
+                            previous.close()
+                    self.check_required_files()
+                    phases.reached("attempt_commit", txn_id=self.txn_id, version=version, attempt=attempts)
+                    # from here an interruption (KeyboardInterrupt, a publishing error after a
+                    # catalog ratified) may hide a landed commit, whose data files must stay
+                    self._may_have_landed = True
+                    try:
+                        landed = prepared.put(version)
+                        if landed is not None and landed != version:
+                            # ratified after winners that were all plain (a catalog's word): the
+                            # checker passes this commit unchanged against them, unread
+                            unread = landed - version
+                            resolved += unread
+                            version = landed
                         break
-                    if landed is False:
+                    except VersionExistsError:
                         self._may_have_landed = False
-                    raise  # landed None: unknown, the files stay (VACUUM can clean up)
+                    except Exception:
+                        # The put may have landed before the error (a lost response): look first.
+                        landed = self._landed_at(version)
+                        if landed is not None and landed is not False:
+                            # later than offered: ratified after winners it never read, counted
+                            # as the ratified-later path above counts them
+                            unread = landed - version
+                            resolved += unread
+                            version = landed
+                            break
+                        if landed is False:
+                            self._may_have_landed = False
+                        raise  # landed None: unknown, the files stay (VACUUM can clean up)
                 phases.reached("resolve_conflict", txn_id=self.txn_id, version=version, attempt=attempts)
                 if attempts >= self.max_attempts:
                     winner = self._winner_info(version)

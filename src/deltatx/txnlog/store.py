@@ -184,6 +184,13 @@ class LogStore:
         """
         return PreparedCommit(self, data)
 
+    def version_taken(self, version: int) -> bool:
+        """True when ``version``'s commit is known to exist already, by a check much cheaper than
+        a put (False: unknown, or free). A writer asks before encoding an attempt's bytes, so
+        a race lost while it staged costs no encoding. Only local disk answers (one stat); a
+        remote HEAD costs about what the losing put itself costs."""
+        return False
+
     def _put_if_absent(self, name: str, data: bytes, version: int) -> None:
         path = f"{self.log_root}/{name}"
         self.fs.makedirs(self.log_root, exist_ok=True)
@@ -339,6 +346,9 @@ class LocalLogStore(LogStore):
 
     def _write_tmp(self, tmp: str, data: bytes) -> None:
         write_new_file(tmp, data, fsync=self.fsync)
+
+    def version_taken(self, version: int) -> bool:
+        return os.path.exists(os.path.join(self.log_root, commit_name(version)))
 
     def _put_if_absent(self, name: str, data: bytes, version: int) -> None:
         with self.prepare_commit(data) as prepared:

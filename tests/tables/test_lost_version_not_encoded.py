@@ -73,3 +73,25 @@ def test_only_local_disk_answers_whether_a_version_is_taken(tmp_path):
     assert store.version_taken(0) and not store.version_taken(1)
     memory = deltatx.create_table("memory://lost-version-probe", SCHEMA)._store
     assert not memory.version_taken(0)  # unknown: the put decides
+
+
+def test_the_staged_files_are_durable_before_the_first_look_at_the_version(tmp_path, monkeypatch):
+    """The data file's fsync happens before the commit loop looks at the next version, not in
+    the window between that look and the put, where it would let other writers take it."""
+    uri = str(tmp_path / "t")
+    table = deltatx.create_table(uri, SCHEMA)
+    calls: list[str] = []
+    durable, taken = LocalLogStore.make_files_durable, LocalLogStore.version_taken
+
+    def recording_durable(self, paths):
+        calls.append("durable")
+        return durable(self, paths)
+
+    def recording_taken(self, version):
+        calls.append("look")
+        return taken(self, version)
+
+    monkeypatch.setattr(LocalLogStore, "make_files_durable", recording_durable)
+    monkeypatch.setattr(LocalLogStore, "version_taken", recording_taken)
+    table.append(_rows([1, 2]))
+    assert calls[:2] == ["durable", "look"]

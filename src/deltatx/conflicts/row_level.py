@@ -46,6 +46,7 @@ from pyroaring import BitMap64
 from ..errors import ConcurrentDeleteDeleteException, ConcurrentDeleteReadException
 from ..isolation import IsolationLevel
 from ..txnlog.actions import CommitActions, removes_for
+from .txn_info import fast_replace
 from ..txnlog.actions import deletion_vector_unique_id as dv_unique_id
 
 
@@ -106,7 +107,7 @@ class RowLevelState:
         return self.resolved[1] if self.resolved[0] == version else frozenset()
 
     def replace(self, **changes: Any) -> "RowLevelState":
-        return dataclasses.replace(self, **changes)
+        return fast_replace(self, changes)
 
 
 @dataclass(frozen=True, eq=False)

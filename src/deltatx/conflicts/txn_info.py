@@ -111,5 +111,40 @@ class TransactionInfo:
         return self.read_set.app_ids | own if own else self.read_set.app_ids
 
     def replace(self, **changes: Any) -> "TransactionInfo":
-        """A copy with some fields changed (how the checker rebases)."""
-        return dataclasses.replace(self, **changes)
+        """A copy with some fields changed (how the checker rebases).
+
+        Copies the field values instead of calling ``dataclasses.replace`` (~10 µs: it walks the
+        fields and runs ``__init__``): every checked winner replaces it a few times. The checks
+        of ``__post_init__`` rerun when a field they read changes."""
+        return fast_replace(self, changes, _REVALIDATED)
+
+
+#: the fields ``TransactionInfo.__post_init__`` reads: a replace that changes one reruns it
+_REVALIDATED = frozenset({"is_blind_append", "read_set", "removes", "isolation_level"})
+
+
+def fast_replace(obj: Any, changes: dict[str, Any], revalidated: frozenset[str] = frozenset()) -> Any:
+    """``dataclasses.replace(obj, **changes)`` for a frozen dataclass without slots or cached
+    properties, by copying its ``__dict__``; ``__post_init__`` reruns only when ``changes``
+    touches a field in ``revalidated``. Unknown field names raise TypeError, as replace does."""
+    names = _field_names(type(obj))
+    unknown = changes.keys() - names
+    if unknown:
+        raise TypeError(f"{type(obj).__name__}.replace() got unexpected field(s) {sorted(unknown)}")
+    new = object.__new__(type(obj))
+    state = new.__dict__
+    state.update(obj.__dict__)
+    state.update(changes)
+    if not revalidated.isdisjoint(changes):
+        new.__post_init__()
+    return new
+
+
+_FIELD_NAMES: dict[type, frozenset[str]] = {}
+
+
+def _field_names(cls: type) -> frozenset[str]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(f.name for f in dataclasses.fields(cls))
+    return names

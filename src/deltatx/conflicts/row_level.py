@@ -46,8 +46,8 @@ from pyroaring import BitMap64
 from ..errors import ConcurrentDeleteDeleteException, ConcurrentDeleteReadException
 from ..isolation import IsolationLevel
 from ..txnlog.actions import CommitActions, removes_for
-from .txn_info import fast_replace
 from ..txnlog.actions import deletion_vector_unique_id as dv_unique_id
+from .txn_info import fast_replace
 
 
 @dataclass(frozen=True, eq=False)

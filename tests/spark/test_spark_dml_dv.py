@@ -32,7 +32,7 @@ LEVELS = ["WriteSerializable", "Serializable"]
 
 #: metrics that depend on timing or on how many files a writer cut its output into
 _LAYOUT_METRICS = {"executionTimeMs", "scanTimeMs", "rewriteTimeMs", "numAddedFiles", "numTargetFilesAdded",
-                   "numTargetBytesAdded"}
+                   "numTargetBytesAdded", "numAddedBytes"}  # bytes depend on how the writer cut the files
 
 
 def dv_properties(row_tracking: bool = False, level: str = "WriteSerializable", dvs: bool = True) -> dict:

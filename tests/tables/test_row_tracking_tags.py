@@ -53,3 +53,14 @@ def test_supported_but_not_enabled_is_not_tagged_preserved(tmp_path):
     t.append(_rows(3))
     result = t.update("id = 1", {"v": "5"})
     assert (_tags(uri, result.version) or {}).get("delta.rowTracking.preserved") != "true"
+
+
+def test_a_delete_that_only_removes_files_is_tagged_as_delta_tags_every_dml(tmp_path):
+    """Delta's DELETE, UPDATE and MERGE tag their commits whatever they add: a DELETE of whole
+    files (by partition, or every row of a file) too."""
+    uri = str(tmp_path / "t")
+    t = deltatx.create_table(uri, SCHEMA, properties={"delta.enableRowTracking": "true"})
+    t.append(_rows(3))
+    result = t.delete()
+    assert result.metrics["numRemovedFiles"] == 1
+    assert _tags(uri, result.version) == {"delta.rowTracking.preserved": "true"}

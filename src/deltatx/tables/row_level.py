@@ -177,6 +177,25 @@ def loose_stats(stats: str | None) -> str | None:
     return stats  # not reached for valid stats JSON
 
 
+def tight_stats(stats: str | None) -> str | None:
+    """The stats of a new file of a table that supports deletion vectors, with
+    ``"tightBounds":true`` first, as Delta writes them (its readers take a missing flag as
+    unknown). Stats that say either already are kept as they are."""
+    if not stats or '"tightBounds"' in stats:
+        return stats
+    body = stats.lstrip()[1:].lstrip()
+    return '{"tightBounds":true}' if body.startswith("}") else '{"tightBounds":true,' + body
+
+
+def with_tight_bounds(adds: pa.Table) -> pa.Table:
+    """``adds`` (new files, no DV yet) with :func:`tight_stats` applied."""
+    stats = adds.column("stats").to_pylist()
+    tight = [tight_stats(s) for s in stats]
+    if tight == stats:
+        return adds
+    return adds.set_column(adds.schema.get_field_index("stats"), "stats", pa.array(tight, pa.string()))
+
+
 def _depth_at(text: str, end: int) -> int:
     """Object/array nesting depth of JSON ``text`` at offset ``end`` (strings skipped)."""
     depth, in_string, escaped = 0, False, False

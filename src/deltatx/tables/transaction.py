@@ -57,7 +57,7 @@ from ..txnlog.store import VersionExistsError
 from . import iceberg_compat
 from . import properties as props
 from .identity import rebase_identity
-from .row_level import RowLevelRecorder, load_added_rows, load_winner_rows, write_pending_dvs
+from .row_level import RowLevelRecorder, load_added_rows, load_winner_rows, with_tight_bounds, write_pending_dvs
 
 if TYPE_CHECKING:
     from .ops.change_feed import ChangeRecorder
@@ -73,6 +73,8 @@ DEFAULT_MAX_ATTEMPTS = 10_000
 #: attempt needs no wait. Only a writer that keeps losing backs off — exponentially, with full
 #: jitter, capped low: a long sleep hands the table to the others and starves this writer.
 FREE_RETRIES = 3
+#: operations whose commits carry the row-tracking ``preserved`` tag whatever they add
+_DML_OPERATIONS = frozenset({"DELETE", "UPDATE", "MERGE"})
 BACKOFF_BASE_S = 0.001
 BACKOFF_CAP_S = 0.1
 
@@ -337,6 +339,8 @@ class Transaction(CommitsOnExit):
                 adds = adds.cast(FILE_SCHEMA)
             if written:
                 self._written.update(adds.column("path").to_pylist())
+                if "deletionVectors" in writer_features(self.protocol):
+                    adds = with_tight_bounds(adds)  # Delta's new files say their bounds are tight
             self._adds.append(adds)
             if not written:  # a re-added file replaces the row this transaction saw for it
                 self._files_staged.append(("drop", adds["path"]))
@@ -794,7 +798,9 @@ class Transaction(CommitsOnExit):
             ci["userMetadata"] = self.user_metadata
         ci["engineInfo"] = ENGINE_INFO
         ci["txnId"] = self.txn_id
-        if info.adds.num_rows:
+        if info.adds.num_rows or name in _DML_OPERATIONS:
+            # a DML tags its commit even when it only removes files, as Delta's commands do
+            # (RowTracking.addPreservedRowTrackingTagIfNotSet);
             # the snapshot this transaction read (a rebase moves info.read_* onto the winners')
             preserved = row_tracking.preserved_tag(self.snapshot.protocol, self.snapshot.metadata.configuration,
                                                    info.protocol or info.read_protocol)

@@ -6,6 +6,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ...expr import bind_predicate, parse_predicate
+from .dml_metrics import DELETE_KEYS, with_delta_keys
 from .rewrite import remove_matching_rows
 
 if TYPE_CHECKING:
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 def stage_delete(tx: "Transaction", where: str | None) -> dict[str, Any]:
     started = time.perf_counter()
     pred = bind_predicate(parse_predicate(where), tx.schema) if where is not None else None
-    metrics = remove_matching_rows(tx, pred)
+    metrics = with_delta_keys(remove_matching_rows(tx, pred), DELETE_KEYS)
     metrics["executionTimeMs"] = int((time.perf_counter() - started) * 1000)
     params = {"predicate": [str(pred)] if pred is not None else []}
     tx.note_operation("DELETE", params, metrics)

@@ -160,7 +160,12 @@ def stage_changed_rows(tx: "Transaction", files: pa.Table, changed: list[np.ndar
             continue
         readd.append(i)
         descriptors.append(out.add(bitmap))
-        metrics["numDeletionVectorsUpdated" if descriptor is not None else "numDeletionVectorsAdded"] += 1
+        # Delta's counting: an updated DV is a removed one plus an added one, and is counted
+        # under all three (DeletionVectorsSuite, "Metrics when deleting with DV")
+        metrics["numDeletionVectorsAdded"] += 1
+        if descriptor is not None:
+            metrics["numDeletionVectorsUpdated"] += 1
+            metrics["numDeletionVectorsRemoved"] += 1
     out.write()
     tx.note_dv_file(out.written)
     if readd:

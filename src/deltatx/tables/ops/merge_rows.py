@@ -56,6 +56,7 @@ from ...io.row_metadata import ROW_COMMIT_VERSION, ROW_ID, ROW_INDEX
 from .scatter import scatter, scatter_index
 from .struct_fields import FieldAssignments, with_fields
 from .merge_on_read import mark_changed, materialized, record_read, row_columns, stage_changed_rows, uses_deletion_vectors
+from .dml_metrics import MERGE_KEYS, total_size, with_deletion_vectors, with_delta_keys
 from .rewrite import write_files
 from . import change_feed
 from ..constraints import generated_values, rules_for
@@ -437,6 +438,7 @@ class MergeExecutor:
         self.metrics["scanTimeMs"] = int((scanned - self.started) * 1000)
         self.metrics["rewriteTimeMs"] = int((now - scanned) * 1000)
         self.metrics["executionTimeMs"] = int((now - self.started) * 1000)
+        with_delta_keys(self.metrics, MERGE_KEYS)
         self.tx.note_operation("MERGE", self.parameters(), self.metrics)
         return dict(self.metrics)
 
@@ -710,7 +712,9 @@ class MergeExecutor:
             else:
                 self.tx.stage_removes(removed)
                 self.metrics["numTargetFilesRemoved"] = removed.num_rows
-                self.metrics["numTargetBytesRemoved"] = int(pc.sum(removed["size"]).as_py() or 0)
+                self.metrics["numTargetBytesRemoved"] = total_size(removed)
+                # rewritten without their DVs: each is removed (Delta counts them too)
+                self.metrics["numTargetDeletionVectorsRemoved"] = with_deletion_vectors(removed)
         data = [t for t in outputs if t.num_rows]
         if data:
             # Inserted rows go first, in files of their own: a rebase may have to move the

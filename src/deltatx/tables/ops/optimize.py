@@ -48,6 +48,7 @@ from ...io.writer import WriteOptions, write_data_files
 from .. import properties as props
 from ...io.deletion_vector_writer import load_bitmap
 from ...io.row_metadata import FILE_PATH, ROW_ID, ROW_INDEX
+from .dml_metrics import file_size_distribution, with_deletion_vectors
 from .merge_on_read import materialized, physical, row_columns, uses_deletion_vectors
 from .rewrite import write_options
 
@@ -254,8 +255,8 @@ def rewrite_metrics(tx: "Transaction", planned: pa.Table, compacted: pa.Table, a
         "numBatches": len(pc.unique(planned["bin"])) if planned.num_rows else 0,
         "totalConsideredFiles": considered,
         "totalFilesSkipped": considered - compacted.num_rows,
-        "numDeletionVectorsRemoved": int(pc.sum(pc.is_valid(compacted["deletionVector"])).as_py() or 0)
-        if compacted.num_rows else 0,
+        "numDeletionVectorsRemoved": with_deletion_vectors(compacted),
+        **file_size_distribution(adds["size"] if adds.num_rows else pa.array([], pa.int64())),
         # the rows those DVs deleted (their cardinality), as Delta's OPTIMIZE reports them
         "numDeletionVectorRowsRemoved": int(pc.sum(pc.struct_field(compacted["deletionVector"], "cardinality"))
                                             .as_py() or 0) if compacted.num_rows else 0,

@@ -7,6 +7,7 @@ A predicate over partition columns alone removes whole files without reading the
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Callable
 
@@ -22,6 +23,7 @@ from ...io.writer import WriteOptions, write_data_files
 from .. import identity
 from .. import properties as props
 from . import change_feed
+from .dml_metrics import total_size, with_deletion_vectors
 from ..constraints import enforce, rules_for
 from ..iceberg_compat import materializes_partition_values
 from .merge_on_read import (
@@ -171,10 +173,12 @@ def rewrite_files(tx: "Transaction", pred: Expr | None,
     On a change-data-feed table the affected rows are recorded (ops/change_feed.py): updates as
     pre- and post-images, deletes as deletes.
     """
+    started = time.perf_counter()
     _, candidates = tx.scan(pred)
     metrics = {"numRemovedFiles": 0, "numAddedFiles": 0, "numAffectedRows": 0, "numCopiedRows": 0,
                "numFilesRead": candidates.num_rows}
     if not candidates.num_rows:
+        metrics["scanTimeMs"] = _ms_since(started)
         return metrics
     on_read = uses_deletion_vectors(tx)
     touched: list[int] = []
@@ -231,6 +235,8 @@ def rewrite_files(tx: "Transaction", pred: Expr | None,
         metrics["numAffectedRows"] += affected
         if out.num_rows:
             outputs.append(drop_metadata(out))
+    scanned = time.perf_counter()
+    metrics["scanTimeMs"] = _ms_since(started, scanned)
     if not touched:
         return metrics
     removed = candidates if len(touched) == candidates.num_rows else candidates.take(pa.array(touched, pa.int64()))
@@ -239,11 +245,15 @@ def rewrite_files(tx: "Transaction", pred: Expr | None,
     else:
         tx.stage_removes(removed)
         metrics["numRemovedFiles"] = removed.num_rows
+        metrics["numRemovedBytes"] = total_size(removed)
+        metrics["numDeletionVectorsRemoved"] = with_deletion_vectors(removed)  # rewritten without them
     adds = None
     if outputs:
         adds = write_files(tx, pa.concat_tables(outputs))
         tx.stage_adds(adds)
         metrics["numAddedFiles"] = adds.num_rows
+        metrics["numAddedBytes"] = total_size(adds)
+    metrics["rewriteTimeMs"] = _ms_since(scanned)
     if feed:
         for rows in before:
             change_feed.record_changes(tx, rows, change_feed.UPDATE_PREIMAGE if writes_rows else change_feed.DELETE)
@@ -262,11 +272,13 @@ def remove_matching_rows(tx: "Transaction", pred: Expr | None) -> dict[str, int]
     """DELETE's core: drop rows where ``pred`` is TRUE (None = every row)."""
     if pred is None or is_partition_only(pred, tx.partition_columns):
         # Whole files go: no need to read them. Their rows are counted from stats.
+        started = time.perf_counter()
         _, files = tx.scan(pred)
         change_feed.files_leaving(tx, files)
         tx.stage_removes(files)
         return {"numRemovedFiles": files.num_rows, "numAddedFiles": 0, "numDeletedRows": num_records(files),
-                "numCopiedRows": 0, "numFilesRead": 0}
+                "numCopiedRows": 0, "numFilesRead": 0, "numRemovedBytes": total_size(files),
+                "numDeletionVectorsRemoved": with_deletion_vectors(files), "scanTimeMs": _ms_since(started)}
 
     def drop(rows: pa.Table, matches: pa.ChunkedArray) -> tuple[pa.Table, int]:
         keep = pc.invert(matches)
@@ -276,3 +288,7 @@ def remove_matching_rows(tx: "Transaction", pred: Expr | None) -> dict[str, int]
     m = rewrite_files(tx, pred, drop, writes_rows=False)
     m["numDeletedRows"] = m.pop("numAffectedRows")
     return m
+
+
+def _ms_since(start: float, end: float | None = None) -> int:
+    return int(((time.perf_counter() if end is None else end) - start) * 1000)

@@ -22,6 +22,7 @@ from ..data import assign_value
 from ..defaults import default_keyword
 from ..generated import with_update_assignments
 from ..identity import check_no_update
+from .dml_metrics import UPDATE_KEYS, with_delta_keys
 from .rewrite import rewrite_files
 from .scatter import scatter, scatter_index
 from .struct_fields import FieldAssignments, assign, refuse_generated_inputs, with_fields
@@ -165,6 +166,7 @@ def stage_update(tx: "Transaction", where: str | None, set_: dict[str, str]) -> 
 
     metrics = rewrite_files(tx, pred, rewrite)
     metrics["numUpdatedRows"] = metrics.pop("numAffectedRows")
+    with_delta_keys(metrics, UPDATE_KEYS)
     metrics["executionTimeMs"] = int((time.perf_counter() - started) * 1000)
     tx.note_operation("UPDATE", {"predicate": [str(pred)] if pred is not None else []}, metrics)
     return metrics

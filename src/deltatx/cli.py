@@ -153,6 +153,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--where", default=None, help="only change rows matching this SQL predicate")
     p.add_argument("--limit", type=_positive_int, default=None, help="show at most N rows (human output)")
 
+    for name, command in sub.choices.items():  # a catalog-managed table is opened through its catalog
+        command.add_argument("--catalog", default=None, metavar="URL", dest="catalog_url",
+                             help="URI is a table name in this catalog (sqlite:///path/catalog.db or "
+                                  "postgresql://...), opened through it")
+
     p = sub.add_parser("stress", parents=[common], help="run concurrent writers and check their history")
     p.add_argument("--processes", type=_positive_int, default=8, help="writer processes (default 8)")
     p.add_argument("--ops", type=_positive_int, default=250, help="operations per process (default 250)")
@@ -261,11 +266,19 @@ def _uri_errors(uri: str) -> Iterator[None]:
 
 
 def _open(args: argparse.Namespace):
-    """The table at ``args.uri``."""
+    """The table at ``args.uri`` — or, with ``--catalog``, the table of that name in the catalog
+    (a catalog-managed table refuses to be opened by path). The catalog is closed at exit."""
     import deltatx
 
+    storage_options = dict(args.storage_option) or None
+    if getattr(args, "catalog_url", None):
+        import atexit
+
+        catalog = deltatx.Catalog(args.catalog_url, storage_options=storage_options)
+        atexit.register(catalog.close)
+        return catalog.table(args.uri)
     with _uri_errors(args.uri):
-        return deltatx.Table(args.uri, storage_options=dict(args.storage_option) or None)
+        return deltatx.Table(args.uri, storage_options=storage_options)
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -658,7 +671,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except (DeltaTxError, CliError) as exc:
         kind = "" if isinstance(exc, CliError) else f"{type(exc).__name__}: "
-        sys.stderr.write(f"deltatx {args.command}: error: {kind}{_one_line(exc)}\n")
+        hint = ""
+        if type(exc).__name__ == "CatalogManagedTableError" and not getattr(args, "catalog_url", None):
+            hint = " (here: pass the table's name and --catalog URL)"
+        sys.stderr.write(f"deltatx {args.command}: error: {kind}{_one_line(exc)}{hint}\n")
         return EXIT_USAGE
     except OSError as exc:
         sys.stderr.write(f"deltatx {args.command}: storage error: {type(exc).__name__}: {_one_line(exc)}\n")

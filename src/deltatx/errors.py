@@ -459,6 +459,17 @@ class InvalidTableNameError(CatalogError, InvalidArgumentError):
     type and read in one-line messages, never a path."""
 
 
+class CatalogTableOwnedError(CatalogTableExistsError):
+    """The table is catalog-managed by another catalog (or by one that did not say which): adopting
+    it would give it two commit coordinators, each ratifying its own version N."""
+
+
+class CatalogManagedPropertyError(CatalogError, InvalidPropertyError):
+    """A commit (or a create) would break what catalog management requires of the table's
+    properties: in-commit timestamps on, the ``catalogManaged`` feature, the managing catalog's
+    identity."""
+
+
 class CatalogManagedTableError(CatalogError):
     """A catalog-managed table was opened or written by path: its commits must go through the
     catalog (PROTOCOL.md, catalogManaged), so path access is refused."""

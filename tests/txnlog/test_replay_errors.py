@@ -82,7 +82,7 @@ def test_commit_zero_without_metadata(log: LogWriter) -> None:
 
 
 def test_no_log_at_all(store) -> None:
-    with pytest.raises(TableNotFoundError, match="no commits"):
+    with pytest.raises(TableNotFoundError, match="no _delta_log folder"):
         load_snapshot(store)
 
 

@@ -36,11 +36,62 @@ from ..txnlog.features import CATALOG_MANAGED, required_protocol
 from ..txnlog.snapshot import Snapshot, load_snapshot
 from ..txnlog.store import LogStore, PreparedCommit, open_store
 from .db import Database, DuplicateRowError, Ratification, open_database
-from .rules import CATALOG_ID, ICT_ENABLED, ICT_TIMESTAMP, ICT_VERSION, CatalogTableOwnedError
+from .rules import CATALOG_ID, ICT_ENABLED, ICT_TIMESTAMP, ICT_VERSION, CatalogTableOwnedError, vouched
 from .store import CatalogLogStore, next_ict, stamp_in_commit_timestamp
 
 #: what create/register add to a table's configuration (features via delta.feature.*)
 CATALOG_CONFIG = {f"delta.feature.{CATALOG_MANAGED}": "supported", ICT_ENABLED: "true"}
+
+def _refuse_unmanaged_properties(properties: dict[str, Any], catalog_id: str, name: str) -> None:
+    """A create whose properties contradict catalog management (in-commit timestamps off, the
+    ``catalogManaged`` feature disabled, another catalog's identity) is refused, as the same
+    change by ``set_properties`` is, instead of being silently overridden."""
+    from ..errors import CatalogManagedPropertyError
+
+    feature = f"delta.feature.{CATALOG_MANAGED}"
+    given = {str(k).lower(): (k, str(v).strip().lower()) for k, v in properties.items()}
+    if ICT_ENABLED.lower() in given and given[ICT_ENABLED.lower()][1] != "true":
+        raise CatalogManagedPropertyError(
+            f"table {name!r} would be catalog-managed, and PROTOCOL.md requires in-commit timestamps on a "
+            f"catalog-managed table: {ICT_ENABLED}={properties[given[ICT_ENABLED.lower()][0]]!r} is refused; "
+            f"nothing was created")
+    if feature.lower() in given and given[feature.lower()][1] not in ("supported", "enabled"):
+        raise CatalogManagedPropertyError(
+            f"table {name!r} is created catalog-managed: {feature}={properties[given[feature.lower()][0]]!r} "
+            f"contradicts it; nothing was created (create a path table with deltatx.create_table instead)")
+    if CATALOG_ID.lower() in given and str(properties[given[CATALOG_ID.lower()][0]]) != catalog_id:
+        raise CatalogManagedPropertyError(
+            f"table {name!r} would be managed by this catalog ({catalog_id!r}): {CATALOG_ID} cannot name "
+            f"another one; nothing was created")
+
+
+def _drop_unvouched_checkpoints(inner: LogStore) -> None:
+    """After a release: the checkpoints the catalog ignored while it managed the table (written by
+    a client that ignored the catalog, older than the published commit of their version:
+    :func:`rules.vouched`) are deleted, and the released version is checkpointed for
+    ``_last_checkpoint`` to point at. Path readers trust every checkpoint; left in place, one of
+    those would be read as the table. Best effort: a failure leaves what it found (the release
+    has committed)."""
+    from ..txnlog.checkpoint import write_checkpoint
+
+    try:
+        listing = inner.list_log()
+        kept = {f.name for f in vouched(listing)}
+        stray = [f.name for f in listing if f.kind == "checkpoint" and f.name not in kept]
+        if not stray:
+            return
+        for name in stray:
+            inner.delete_log_file(name)
+        write_checkpoint(inner, load_snapshot(inner))
+    except Exception as exc:  # the release stands; the warning says what to do
+        import warnings
+
+        from ..errors import PostCommitHookWarning
+
+        warnings.warn(f"the table at {inner.uri!r} is released, but a checkpoint its catalog had ignored could "
+                      f"not be removed ({type(exc).__name__}: {exc}); delete the checkpoints older than their "
+                      f"version's commit file in _delta_log", PostCommitHookWarning, stacklevel=3)
+
 
 #: a version past any table's: a lease taken only for its lock reads no commits
 _NO_VERSION = 2 ** 62
@@ -146,6 +197,7 @@ class Catalog:
         uri = _normal_uri(uri)
         self._check_new(name, uri)
         table_id = str(uuid.uuid4())
+        _refuse_unmanaged_properties(properties or {}, self.catalog_id, name)
         store = _CreatingStore(self, table_id, self._open(uri), name)
         config = {**(properties or {}), **CATALOG_CONFIG, CATALOG_ID: self.catalog_id}
         try:
@@ -250,6 +302,7 @@ class Catalog:
         tx.stage_metadata(replace(snap.metadata, configuration=config))
         tx.note_operation("RELEASE FROM CATALOG", {}, changes_data=False)
         tx.commit()
+        _drop_unvouched_checkpoints(self._open(entry.uri))
         self._forget(entry)
         return entry
 

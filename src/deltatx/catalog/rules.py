@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 import orjson
 
-from ..errors import CatalogError, CatalogTableExistsError, InvalidPropertyError
+from ..errors import CatalogManagedPropertyError, CatalogTableOwnedError  # noqa: F401 - re-exported
 from ..txnlog.features import CATALOG_MANAGED
 from ..txnlog.store import LogFile
 
@@ -35,16 +35,6 @@ CATALOG_ID = "deltatx.catalogId"
 KEPT_ON_RESTORE = (ICT_ENABLED, ICT_VERSION, ICT_TIMESTAMP, CATALOG_ID)
 #: commits that are maintenance (data layout changes): the catalog's policy decides at ratification
 MAINTENANCE_OPERATIONS = ("OPTIMIZE", "REORG")
-
-
-class CatalogTableOwnedError(CatalogTableExistsError):
-    """The table is catalog-managed by another catalog (or by one that did not say which): adopting
-    it would give it two commit coordinators, each ratifying its own version N."""
-
-
-class CatalogManagedPropertyError(CatalogError, InvalidPropertyError):
-    """A commit would break what catalog management requires of the table's properties (in-commit
-    timestamps on, the managing catalog's identity)."""
 
 
 def maintenance_operation(data: bytes) -> str | None:

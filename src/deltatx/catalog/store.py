@@ -150,13 +150,13 @@ class CatalogLogStore:
         return rules.keep_catalog_properties(current, restored)
 
     def write_log_file(self, name: str, data: bytes) -> None:
-        """Checkpoints are maintenance: written only through ``cat.table(name)`` and where the
-        catalog's policy allows (the post-commit hook then only warns: the commit stands), and
-        only of versions the catalog verified in ``_delta_log`` (PROTOCOL.md: a checkpoint of v
-        needs ``<v>.json``). After one, the staged commits of published versions are deleted
-        (:meth:`delete_published_staged`)."""
+        """Checkpoints need no permission (PROTOCOL.md, catalogManaged: the exceptions to the
+        maintenance prohibition are checkpoints, log compaction and version checksums, "essential
+        for all basic table operations"), from any handle, but only of versions the catalog
+        verified in ``_delta_log`` (a checkpoint of v needs ``<v>.json``). After one, the staged
+        commits of published versions are deleted (:meth:`delete_published_staged`) — metadata
+        cleanup, which is maintenance: only where the route and the policy allow it."""
         if ".checkpoint." in name:
-            self.check_maintenance("CHECKPOINT")
             version = int(name[:20]) if name[:20].isdigit() else -1
             if version > self._through:
                 self.publish_pending()
@@ -166,6 +166,7 @@ class CatalogLogStore:
             # the staged commits of versions up to its checkpoint; deltatx deletes no other log
             # file): best effort, the checkpoint stands and vacuum_staged deletes them later
             try:
+                self.check_maintenance("STAGED COMMIT CLEANUP")
                 self.delete_published_staged()
             except Exception:
                 pass
@@ -686,7 +687,7 @@ class CatalogPreparedCommit(PreparedCommit):
         if latest is None:
             store._end_lease()
             raise CatalogTableNotFoundError(f"the table at {store.inner.uri!r} is no longer in catalog "
-                                            f"{store.catalog.url!r} (dropped?): nothing was committed")
+                                            f"{store.catalog.url!r} (dropped, or released to a path table?): nothing was committed")
         store._known = latest
         if latest.version >= version:
             raise VersionExistsError(version)

@@ -69,7 +69,7 @@ class CatalogTransaction(CommitsOnExit):
                 now = self.catalog.cut().get(name)
                 if now is None:
                     self.catalog._entry(name)  # its own CatalogTableNotFoundError (a name never ratified)
-                    raise CatalogTableNotFoundError(f"table {name!r} is not in catalog {self.catalog.url!r} (dropped?)")
+                    raise CatalogTableNotFoundError(f"table {name!r} is not in catalog {self.catalog.url!r} (dropped, or released to a path table?)")
                 self._cut = {**self._cut, name: now}
             table = self.catalog.table(name)
             cut_entry = self._cut[name][0]
@@ -138,14 +138,14 @@ class CatalogTransaction(CommitsOnExit):
                     latest = lease.latest(tx.store.table_id)
                     if latest is None:
                         raise CatalogTableNotFoundError(f"table {name!r}, read by this transaction, is no longer in "
-                                                        f"catalog {self.catalog.url!r} (dropped?): nothing was committed")
+                                                        f"catalog {self.catalog.url!r} (dropped, or released to a path table?): nothing was committed")
                     if latest.version >= read_checked[name]:
                         _, read_checked[name], _, _ = tx._rebase_onto_winners(read_infos[name], read_checked[name], [])
                 for name, tx in touched.items():  # each table against its own winners, under the lock
                     latest = lease.latest(stores[name].table_id)
                     if latest is None:
                         raise CatalogTableNotFoundError(f"table {name!r} is no longer in catalog {self.catalog.url!r} "
-                                                        f"(dropped?): nothing was committed")
+                                                        f"(dropped, or released to a path table?): nothing was committed")
                     if latest.version >= versions[name]:
                         info, nxt, _, checked = tx._rebase_onto_winners(infos[name], versions[name], winners[name])
                         infos[name], versions[name] = info, nxt

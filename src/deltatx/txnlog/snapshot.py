@@ -295,7 +295,7 @@ def _load_from_listing(
             raise CorruptCheckpointError(
                 f"the log of {store.uri!r} holds no commit and no complete checkpoint: the checkpoint "
                 f"parts {', '.join(incomplete)} are not all there")
-        raise TableNotFoundError(f"no Delta table at {store.uri!r}: _delta_log holds no commits")
+        raise TableNotFoundError(f"no Delta table at {store.uri!r}: {_why_no_commits(store)}")
     latest = max(max(commits, default=-1), max(checkpoints, default=-1))
     if target is None:
         target = latest
@@ -415,3 +415,13 @@ def _full_replay(store: LogStore, commits: dict[int, LogFile], target: int) -> S
         timestamp_ms=-1,
     )
     return _advance(empty, parsed, monotonic_mtimes(tail))
+
+
+def _why_no_commits(store: LogStore) -> str:
+    """The message's reason: no ``_delta_log`` folder at all (not a Delta table, or a wrong
+    path), or one without commits (a table whose creation never committed)."""
+    try:
+        has_log = store.fs.exists(store.log_root)
+    except Exception:  # only the message depends on it
+        return "_delta_log holds no commits"
+    return "_delta_log holds no commits" if has_log else "there is no _delta_log folder (not a Delta table, or another path?)"

@@ -274,7 +274,11 @@ def _open(args: argparse.Namespace):
     if getattr(args, "catalog_url", None):
         import atexit
 
-        catalog = deltatx.Catalog(args.catalog_url, storage_options=storage_options)
+        url = args.catalog_url
+        if url.startswith("sqlite:///") and not os.path.exists(url[len("sqlite:///"):]):
+            # opening would create an empty catalog: a typo in the path is a missing catalog here
+            raise CliError(f"no catalog database at {url[len('sqlite:///'):]!r} (from --catalog {url!r})")
+        catalog = deltatx.Catalog(url, storage_options=storage_options)
         atexit.register(catalog.close)
         return catalog.table(args.uri)
     with _uri_errors(args.uri):

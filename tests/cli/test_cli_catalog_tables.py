@@ -43,3 +43,11 @@ def test_by_path_a_catalog_table_is_refused_with_the_way_to_open_it(capsys, mana
     assert "CatalogManagedTableError" in (err := capsys.readouterr().err) and "--catalog URL" in err
     assert main(["history", "nope", "--catalog", url]) == EXIT_USAGE
     assert "CatalogTableNotFoundError" in capsys.readouterr().err
+
+
+def test_a_mistyped_catalog_path_is_reported_not_created(capsys, managed, tmp_path):
+    url, _ = managed
+    typo = url.replace("catalog.db", "catalgo.db")
+    assert main(["describe", "orders", "--catalog", typo]) == EXIT_USAGE
+    assert "no catalog database" in capsys.readouterr().err
+    assert not (tmp_path / "catalgo.db").exists()

@@ -68,6 +68,20 @@ def test_no_lost_commit_passes_a_race_and_fails_when_put_if_absent_overwrites():
     assert "row id=501" in messages and "is missing" in messages
 
 
+def test_the_overwrite_fault_overwrites_on_local_disk_too(tmp_path):
+    """A local writer looks whether its version is taken before it puts (LocalLogStore
+    .version_taken): the fault must take that look away too, or the race it stages would be
+    settled by the look and the checker proven against nothing."""
+    uri = str(tmp_path / "t")
+    setup = prepare_table(uri, "mixed", "Serializable")
+    appends = (Append({"id": [501], "part": [1], "value": [1]}), Append({"id": [502], "part": [1], "value": [2]}))
+    with faults.overwrite_commits():
+        records = race(uri, *appends)
+    assert [r.version for r in records] == [2, 2]
+    assert "lost commit: A#0 append" in " | ".join(
+        a.message for a in check_history(setup + records, uri, checkers=["no_lost_commit"]))
+
+
 def test_no_lost_commit_fails_when_the_store_drops_an_acknowledged_commit():
     uri, setup = table()
     t = deltatx.Table(uri)

@@ -26,7 +26,8 @@ MERGE_KEYS = {"numSourceRows", "numTargetRowsInserted", "numTargetRowsUpdated", 
               "numTargetRowsNotMatchedBySourceDeleted", "numTargetRowsCopied", "numTargetBytesAdded",
               "numTargetBytesRemoved", "numOutputRows", "numTargetFilesAdded", "numTargetFilesRemoved",
               "numTargetChangeFilesAdded", "executionTimeMs", "scanTimeMs", "rewriteTimeMs",
-              "numTargetDeletionVectorsAdded", "numTargetDeletionVectorsRemoved", "numTargetDeletionVectorsUpdated"}
+              "numTargetDeletionVectorsAdded", "numTargetDeletionVectorsRemoved", "numTargetDeletionVectorsUpdated",
+              "materializeSourceTimeMs"}
 OPTIMIZE_KEYS = {"numAddedFiles", "numRemovedFiles", "numAddedBytes", "numRemovedBytes", "minFileSize",
                  "p25FileSize", "p50FileSize", "p75FileSize", "maxFileSize", "numDeletionVectorsRemoved"}
 DV_COUNTS = ("numDeletedRows", "numRemovedFiles", "numDeletionVectorsAdded", "numDeletionVectorsRemoved",
@@ -126,3 +127,42 @@ def test_new_files_of_a_dv_table_say_their_bounds_are_tight(tmp_path):
     assert flags == [False, True]
     plain = _two_files(str(tmp_path / "plain"))  # no DV support: no flag, as Delta writes them
     assert all("tightBounds" not in s for s in _new_file_stats(plain.uri, 1))
+
+
+def test_a_transaction_of_several_operations_reports_its_own_bytes_and_sizes(tmp_path):
+    """Summed over operations, a file one UPDATE wrote and the next rewrote would count twice; the
+    commit's own adds and removes decide, as for the file counts."""
+    table = _two_files(str(tmp_path / "t"))
+    with table.transaction() as tx:
+        tx.update("id = 1", {"id": "100"})
+        tx.update("id = 100", {"id": "1000"})
+    committed = _committed(table)
+    with open(os.path.join(table.uri, "_delta_log", f"{table.version:020d}.json"), "rb") as fh:
+        actions = [orjson.loads(line) for line in fh]
+    added = [a["add"]["size"] for a in actions if "add" in a]
+    removed = [a["remove"]["size"] for a in actions if "remove" in a]
+    assert (committed["numAddedFiles"], committed["numRemovedFiles"]) == (len(added), len(removed)) == (1, 1)
+    assert (committed["numAddedBytes"], committed["numRemovedBytes"]) == (sum(added), sum(removed))
+
+
+def test_tight_bounds_is_added_at_the_top_level_only(tmp_path):
+    """A column named tightBounds (in the bounds) does not count as the flag."""
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("tightBounds", pa.int64())])
+    table = deltatx.create_table(uri, schema, properties=DV)
+    table.append(pa.table({"tightBounds": [1, 2]}, schema=schema))
+    (stats,) = _new_file_stats(uri, 1)
+    assert stats["tightBounds"] is True and stats["minValues"] == {"tightBounds": 1}
+
+
+def test_a_transaction_of_dml_on_a_row_tracking_table_is_tagged(tmp_path):
+    uri = str(tmp_path / "t")
+    table = deltatx.create_table(uri, SCHEMA, properties={"delta.enableRowTracking": "true"})
+    table.append(pa.table({"id": [1, 2]}, schema=SCHEMA))
+    table.append(pa.table({"id": [3]}, schema=SCHEMA))
+    with table.transaction() as tx:  # two DELETEs: the commit is a TRANSACTION that adds nothing
+        tx.delete("id = 3")
+        tx.delete("id <= 2")
+    with open(os.path.join(uri, "_delta_log", f"{table.version:020d}.json"), "rb") as fh:
+        info = next(orjson.loads(line)["commitInfo"] for line in fh if b"commitInfo" in line)
+    assert info["tags"] == {"delta.rowTracking.preserved": "true"}

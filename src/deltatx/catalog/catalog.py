@@ -65,13 +65,13 @@ def _refuse_unmanaged_properties(properties: dict[str, Any], catalog_id: str, na
             f"another one; nothing was created")
 
 
-def _drop_unvouched_checkpoints(inner: LogStore) -> None:
+def _drop_unvouched_checkpoints(inner: LogStore, released: Snapshot) -> None:
     """After a release: the checkpoints the catalog ignored while it managed the table (written by
     a client that ignored the catalog, older than the published commit of their version:
-    :func:`rules.vouched`) are deleted, and the released version is checkpointed for
-    ``_last_checkpoint`` to point at. Path readers trust every checkpoint; left in place, one of
-    those would be read as the table. Best effort: a failure leaves what it found (the release
-    has committed)."""
+    :func:`rules.vouched`) are deleted, once the released version (``released``, as the catalog
+    read it) is checkpointed and ``_last_checkpoint`` points at it — in that order, so a path
+    reader never finds a hint to a deleted checkpoint. Path readers trust every checkpoint: left
+    in place, one of those would be read as the table. Best effort: the release has committed."""
     from ..txnlog.checkpoint import write_checkpoint
 
     try:
@@ -80,17 +80,18 @@ def _drop_unvouched_checkpoints(inner: LogStore) -> None:
         stray = [f.name for f in listing if f.kind == "checkpoint" and f.name not in kept]
         if not stray:
             return
+        write_checkpoint(inner, released)
         for name in stray:
             inner.delete_log_file(name)
-        write_checkpoint(inner, load_snapshot(inner))
-    except Exception as exc:  # the release stands; the warning says what to do
+    except Exception as exc:  # the release stands; the warning says what is left to do
         import warnings
 
         from ..errors import PostCommitHookWarning
 
-        warnings.warn(f"the table at {inner.uri!r} is released, but a checkpoint its catalog had ignored could "
-                      f"not be removed ({type(exc).__name__}: {exc}); delete the checkpoints older than their "
-                      f"version's commit file in _delta_log", PostCommitHookWarning, stacklevel=3)
+        warnings.warn(f"the table at {inner.uri!r} is released, but the checkpoints its catalog had ignored could "
+                      f"not all be replaced ({type(exc).__name__}: {exc}); path readers may use them: write a "
+                      f"checkpoint (deltatx checkpoint URI), then delete the checkpoints older than their version's "
+                      f"commit file in _delta_log", PostCommitHookWarning, stacklevel=3)
 
 
 #: a version past any table's: a lease taken only for its lock reads no commits
@@ -302,7 +303,7 @@ class Catalog:
         tx.stage_metadata(replace(snap.metadata, configuration=config))
         tx.note_operation("RELEASE FROM CATALOG", {}, changes_data=False)
         tx.commit()
-        _drop_unvouched_checkpoints(self._open(entry.uri))
+        _drop_unvouched_checkpoints(self._open(entry.uri), table.snapshot)
         self._forget(entry)
         return entry
 

@@ -77,6 +77,9 @@ def _replace_commit_put(put: Callable[[Any, int, bytes], None]) -> Callable[[], 
         if "prepare_commit" in cls.__dict__:
             undos.append(_patch(cls, "prepare_commit",
                                 lambda self, data, **_hints: _FaultyPreparedCommit(self, data, put)))
+        if "version_taken" in cls.__dict__:
+            # the faulty put decides alone: a look that says "taken" would skip it (and the fault)
+            undos.append(_patch(cls, "version_taken", lambda self, version: False))
 
     def undo() -> None:
         for u in reversed(undos):

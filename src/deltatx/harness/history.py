@@ -75,16 +75,20 @@ class OpRecord:
 
 
 class AttemptCounter:
-    """A phases observer counting put-if-absent attempts per txn_id (failed commits included)."""
+    """A phases observer counting commit attempts per txn_id (failed commits included), as
+    ``CommitResult.attempts`` counts them: each version a commit tried, one it found taken before
+    putting included (the committer reports the attempt number at ``attempt_commit`` and at
+    ``resolve_conflict``)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.attempts: dict[str, int] = defaultdict(int)
 
     def __call__(self, phase: str, **ctx: Any) -> None:
-        if phase == "attempt_commit" and ctx.get("txn_id"):
+        if phase in ("attempt_commit", "resolve_conflict") and ctx.get("txn_id"):
             with self._lock:
-                self.attempts[ctx["txn_id"]] += 1
+                txn = ctx["txn_id"]
+                self.attempts[txn] = max(self.attempts[txn], int(ctx.get("attempt") or self.attempts[txn] + 1))
 
     def pop(self, txn_id: str | None) -> int:
         with self._lock:

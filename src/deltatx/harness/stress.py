@@ -83,7 +83,8 @@ class StressReport:
 
     @property
     def attempts(self) -> int:
-        """put-if-absent attempts of all workers (a commit that lost the race twice counts 3)."""
+        """Commit attempts of all workers (a commit that lost the race twice counts 3, whether it
+        lost at the put or found the version taken before it)."""
         return sum(r.attempts for r in self.operations)
 
     @property

@@ -76,6 +76,7 @@ from ..errors import DeltaTxError, IdentityColumnError, InvalidPropertyError
 from ..expr import bind, parse_predicate
 from ..tables.constraints import rules_for
 from ..tables.identity import check_no_update
+from ..tables.ops.dml_metrics import DELETE_KEYS, UPDATE_KEYS, with_delta_keys
 from ..tables.ops.merge import MergeBuilder, as_source_table, evolve_schema, inserts_assign_identity, plan_merge
 from ..tables.ops.merge_on_read import tracks_rows, uses_deletion_vectors
 from ..tables.ops.merge_rows import MergeExecutor
@@ -186,6 +187,7 @@ class SparkTable:
                 _add_metrics(metrics, outcome.metrics)
             metrics["numFilesRead"] = files.num_rows
             metrics["executionTimeMs"] = _ms_since(started)
+            with_delta_keys(metrics, DELETE_KEYS)
             tx.note_operation("DELETE", {"predicate": [str(pred)]}, metrics)
             return tx.commit()
         except BaseException:
@@ -217,6 +219,7 @@ class SparkTable:
                 _add_metrics(metrics, outcome.metrics)
             metrics["numFilesRead"] = files.num_rows
             metrics["executionTimeMs"] = _ms_since(started)
+            with_delta_keys(metrics, UPDATE_KEYS)
             tx.note_operation("UPDATE", {"predicate": [str(pred)] if pred is not None else []}, metrics)
             return tx.commit()
         except BaseException:

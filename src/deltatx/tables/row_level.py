@@ -181,8 +181,15 @@ def tight_stats(stats: str | None) -> str | None:
     """The stats of a new file of a table that supports deletion vectors, with
     ``"tightBounds":true`` first, as Delta writes them (its readers take a missing flag as
     unknown). Stats that say either already are kept as they are."""
-    if not stats or '"tightBounds"' in stats:
+    if not stats:
         return stats
+    if '"tightBounds"' in stats:  # the key, or a column or value of that name: only the top level counts
+        try:
+            doc = orjson.loads(stats)
+        except orjson.JSONDecodeError:
+            return stats
+        if not isinstance(doc, dict) or "tightBounds" in doc:
+            return stats
     body = stats.lstrip()[1:].lstrip()
     return '{"tightBounds":true}' if body.startswith("}") else '{"tightBounds":true,' + body
 

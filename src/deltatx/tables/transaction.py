@@ -79,6 +79,19 @@ BACKOFF_BASE_S = 0.001
 BACKOFF_CAP_S = 0.1
 
 
+def _commit_own_sizes(metrics: dict[str, Any], adds: pa.Table, removes: pa.Table) -> None:
+    """A transaction of several operations reports the byte and file-size metrics of the commit
+    itself, as it does the file counts: a file one operation wrote and the next rewrote is in
+    neither, and a size distribution does not add up across operations."""
+    from .ops.dml_metrics import file_size_distribution, total_size
+
+    for key, files in (("numAddedBytes", adds), ("numRemovedBytes", removes)):
+        if key in metrics:
+            metrics[key] = total_size(files)
+    if "minFileSize" in metrics:
+        metrics.update(file_size_distribution(adds["size"]))
+
+
 def backoff_s(attempts: int) -> float:
     """The longest pause before attempt ``attempts + 1``: doubling from BACKOFF_BASE_S after the
     free retries, capped at BACKOFF_CAP_S (the exponent is capped first: 2.0 ** 1100 overflows)."""
@@ -780,6 +793,7 @@ class Transaction(CommitsOnExit):
             # file one operation wrote and the next rewrote is in neither), not a sum over them
             metrics = {**metrics, "numAddedFiles": info.adds.num_rows, "numRemovedFiles": info.removes.num_rows}
             metrics.pop("numFiles", None)
+            _commit_own_sizes(metrics, info.adds, info.removes)
         elif name == row_tracking.BACKFILL_OPERATION:  # a lost race may have dropped re-adds (checker's
             # ``backfill`` rule): count the files this commit gives ids, not the ones it staged
             params = {**params, "numFiles": info.adds.num_rows}
@@ -798,7 +812,7 @@ class Transaction(CommitsOnExit):
             ci["userMetadata"] = self.user_metadata
         ci["engineInfo"] = ENGINE_INFO
         ci["txnId"] = self.txn_id
-        if info.adds.num_rows or name in _DML_OPERATIONS:
+        if info.adds.num_rows or any(op.name in _DML_OPERATIONS for op in self._ops):
             # a DML tags its commit even when it only removes files, as Delta's commands do
             # (RowTracking.addPreservedRowTrackingTagIfNotSet);
             # the snapshot this transaction read (a rebase moves info.read_* onto the winners')

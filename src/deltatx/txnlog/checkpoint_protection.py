@@ -4,7 +4,9 @@ as it is until it is truncated as a whole.
 Delta drops a table feature by leaving protected checkpoints at the drop boundary
 (``delta.requireCheckpointProtectionBeforeVersion``); the versions before it may use features a
 writer no longer knows. The feature's writer rules (delta-io/delta protocol RFC "Checkpoint
-Protection") only bind metadata cleanup — which deltatx never does, it deletes no log file — and
+Protection") only bind metadata cleanup — which deltatx never does: the only log files it deletes
+are a catalog's published staged commits and, when a catalog releases a table, checkpoints the
+catalog ignored because a client that ignored the catalog wrote them — and
 checkpoint creation: a checkpoint of a version before the boundary could be written by a writer
 that does not understand that version's protocol, so it is refused here.
 """

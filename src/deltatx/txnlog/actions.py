@@ -572,6 +572,12 @@ def parse_commit(data: bytes, version: int, *, validate: bool = True) -> CommitA
     return result
 
 
+def parse_commit_dicts(data: bytes, version: int) -> CommitActions:
+    """Every line of a commit parsed and checked as dicts (file actions kept as rows): what log
+    replay gathers from a few commits to convert together."""
+    return _parse_commit_dicts(data, version)
+
+
 def _parse_commit_dicts(data: bytes, version: int) -> CommitActions:
     """Line by line into dicts, every field checked: the reference parser and the error finder."""
     result = CommitActions(version=version)

@@ -42,6 +42,7 @@ from .actions import (
     empty_table,
     file_actions_table,
     parse_commit,
+    parse_commit_dicts,
 )
 from .store import LocalLogStore, LogFile, LogStore, MemoryLogStore
 from .tombstones import Tombstones
@@ -295,12 +296,16 @@ class FileTail:
             remove_blobs = [c.remove_json for c, _ in raw if c.remove_json]
             adds = file_lines_table(b"\n".join(add_blobs), "add") if add_blobs else None
             removes = file_lines_table(b"\n".join(remove_blobs), "remove") if remove_blobs else None
-        except NotColumnar:  # one commit at a time: the bad one raises CorruptLogError naming its line
+        except NotColumnar:
+            # Few lines (a writer catching up on a few commits): each commit's lines as checked
+            # dicts — the bad one raises CorruptLogError naming its line — and all of them turned
+            # columnar together in apply(): one conversion per kind, not two per commit.
             for (commit, _), a, r in zip(raw, add_pos, remove_pos):
-                if commit.adds.num_rows:
-                    self._add_tables.append((commit.adds, a))
-                if commit.removes.num_rows:
-                    self._remove_tables.append((commit.removes, r))
+                checked = parse_commit_dicts(commit.raw, commit.version)
+                self._add_rows += checked.add_rows
+                self._add_pos += a
+                self._remove_rows += checked.remove_rows
+                self._remove_pos += r
             return
         if adds is not None:
             self._add_tables.append((adds, [p for ps in add_pos for p in ps]))

@@ -36,33 +36,12 @@ from ..txnlog.features import CATALOG_MANAGED, required_protocol
 from ..txnlog.snapshot import Snapshot, load_snapshot
 from ..txnlog.store import LogStore, PreparedCommit, open_store
 from .db import Database, DuplicateRowError, Ratification, open_database
+from . import rules
 from .rules import CATALOG_ID, ICT_ENABLED, ICT_TIMESTAMP, ICT_VERSION, CatalogTableOwnedError, vouched
 from .store import CatalogLogStore, next_ict, stamp_in_commit_timestamp
 
 #: what create/register add to a table's configuration (features via delta.feature.*)
 CATALOG_CONFIG = {f"delta.feature.{CATALOG_MANAGED}": "supported", ICT_ENABLED: "true"}
-
-def _refuse_unmanaged_properties(properties: dict[str, Any], catalog_id: str, name: str) -> None:
-    """A create whose properties contradict catalog management (in-commit timestamps off, the
-    ``catalogManaged`` feature disabled, another catalog's identity) is refused, as the same
-    change by ``set_properties`` is, instead of being silently overridden."""
-    from ..errors import CatalogManagedPropertyError
-
-    feature = f"delta.feature.{CATALOG_MANAGED}"
-    given = {str(k).lower(): (k, str(v).strip().lower()) for k, v in properties.items()}
-    if ICT_ENABLED.lower() in given and given[ICT_ENABLED.lower()][1] != "true":
-        raise CatalogManagedPropertyError(
-            f"table {name!r} would be catalog-managed, and PROTOCOL.md requires in-commit timestamps on a "
-            f"catalog-managed table: {ICT_ENABLED}={properties[given[ICT_ENABLED.lower()][0]]!r} is refused; "
-            f"nothing was created")
-    if feature.lower() in given and given[feature.lower()][1] not in ("supported", "enabled"):
-        raise CatalogManagedPropertyError(
-            f"table {name!r} is created catalog-managed: {feature}={properties[given[feature.lower()][0]]!r} "
-            f"contradicts it; nothing was created (create a path table with deltatx.create_table instead)")
-    if CATALOG_ID.lower() in given and str(properties[given[CATALOG_ID.lower()][0]]) != catalog_id:
-        raise CatalogManagedPropertyError(
-            f"table {name!r} would be managed by this catalog ({catalog_id!r}): {CATALOG_ID} cannot name "
-            f"another one; nothing was created")
 
 
 def _drop_unvouched_checkpoints(inner: LogStore, released: Snapshot) -> None:
@@ -198,7 +177,7 @@ class Catalog:
         uri = _normal_uri(uri)
         self._check_new(name, uri)
         table_id = str(uuid.uuid4())
-        _refuse_unmanaged_properties(properties or {}, self.catalog_id, name)
+        rules.refuse_unmanaged_properties(properties or {}, self.catalog_id, name)
         store = _CreatingStore(self, table_id, self._open(uri), name)
         config = {**(properties or {}), **CATALOG_CONFIG, CATALOG_ID: self.catalog_id}
         try:

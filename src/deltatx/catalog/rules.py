@@ -14,6 +14,8 @@
 * **maintenance at commit time**: an OPTIMIZE or REORG is checked against the catalog's policy
   when it is ratified, not only when it was staged (:func:`maintenance_operation`).
 * **checkpoints the catalog can vouch for** (:func:`vouched`).
+* **creation**: properties that contradict management are refused, not overridden
+  (:func:`refuse_unmanaged_properties`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,27 @@ CATALOG_ID = "deltatx.catalogId"
 KEPT_ON_RESTORE = (ICT_ENABLED, ICT_VERSION, ICT_TIMESTAMP, CATALOG_ID)
 #: commits that are maintenance (data layout changes): the catalog's policy decides at ratification
 MAINTENANCE_OPERATIONS = ("OPTIMIZE", "REORG")
+
+
+def refuse_unmanaged_properties(properties: dict[str, Any], catalog_id: str, name: str) -> None:
+    """A create whose properties contradict catalog management (in-commit timestamps off, the
+    ``catalogManaged`` feature disabled, another catalog's identity) is refused, as the same
+    change by ``set_properties`` is, instead of being silently overridden."""
+    feature = f"delta.feature.{CATALOG_MANAGED}"
+    given = {str(k).lower(): (k, str(v).strip().lower()) for k, v in properties.items()}
+    if ICT_ENABLED.lower() in given and given[ICT_ENABLED.lower()][1] != "true":
+        raise CatalogManagedPropertyError(
+            f"table {name!r} would be catalog-managed, and PROTOCOL.md requires in-commit timestamps on a "
+            f"catalog-managed table: {ICT_ENABLED}={properties[given[ICT_ENABLED.lower()][0]]!r} is refused; "
+            f"nothing was created")
+    if feature.lower() in given and given[feature.lower()][1] not in ("supported", "enabled"):
+        raise CatalogManagedPropertyError(
+            f"table {name!r} is created catalog-managed: {feature}={properties[given[feature.lower()][0]]!r} "
+            f"contradicts it; nothing was created (create a path table with deltatx.create_table instead)")
+    if CATALOG_ID.lower() in given and str(properties[given[CATALOG_ID.lower()][0]]) != catalog_id:
+        raise CatalogManagedPropertyError(
+            f"table {name!r} would be managed by this catalog ({catalog_id!r}): {CATALOG_ID} cannot name "
+            f"another one; nothing was created")
 
 
 def maintenance_operation(data: bytes) -> str | None:

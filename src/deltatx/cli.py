@@ -275,9 +275,13 @@ def _open(args: argparse.Namespace):
         import atexit
 
         url = args.catalog_url
-        if url.startswith("sqlite:///") and not os.path.exists(url[len("sqlite:///"):]):
-            # opening would create an empty catalog: a typo in the path is a missing catalog here
-            raise CliError(f"no catalog database at {url[len('sqlite:///'):]!r} (from --catalog {url!r})")
+        if url.lower().startswith("sqlite:"):
+            from .catalog.db import sqlite_database_path
+
+            path = sqlite_database_path(url)
+            if not os.path.exists(path):
+                # opening would create an empty catalog: a typo in the path is a missing catalog here
+                raise CliError(f"no catalog database at {path!r} (from --catalog {url!r})")
         catalog = deltatx.Catalog(url, storage_options=storage_options)
         atexit.register(catalog.close)
         return catalog.table(args.uri)

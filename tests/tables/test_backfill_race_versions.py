@@ -27,8 +27,8 @@ import pyarrow as pa
 import pytest
 
 import deltatx
-from deltatx import phases
 from deltatx.txnlog import row_tracking
+from backfill_races import enable_with_dml_staged_after_upgrade
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64())])
 RT = {"delta.enableRowTracking": "true"}
@@ -70,23 +70,12 @@ def file_actions(uri: str, version: int) -> tuple[dict, list[dict], list[dict]]:
 
 def enable_with_loser(uri: str, v0: int, dml: str, read: str) -> Any:
     """Run ``set_properties(RT)`` with a DML staged ``read`` it; returns the staged transaction."""
-    staged: list[Any] = []
     if read == "before the upgrade":
         tx = deltatx.Table(uri).transaction()
         DML[dml](tx)
-        staged.append(tx)
         deltatx.Table(uri).set_properties(RT)
-        return staged[0]
-
-    def stage_after_upgrade(phase: str, **context: Any) -> None:
-        if phase == "published" and context.get("version") == v0 + 1 and not staged:
-            tx = deltatx.Table(uri).transaction()
-            DML[dml](tx)
-            staged.append(tx)
-
-    with phases.observe(stage_after_upgrade):
-        deltatx.Table(uri).set_properties(RT)
-    return staged[0]
+        return tx
+    return enable_with_dml_staged_after_upgrade(uri, v0, DML[dml])
 
 
 @pytest.mark.parametrize("read", ["before the upgrade", "after the upgrade"])

@@ -31,6 +31,7 @@ import deltatx
 from deltatx import phases
 from deltatx.errors import ConcurrentWriteException, InvalidPropertyError, UnsupportedOperationError
 from deltatx.txnlog import row_tracking
+from backfill_races import enable_with_dml_staged_after_upgrade
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64())])
 RT = {"delta.enableRowTracking": "true"}
@@ -191,18 +192,9 @@ def test_a_dv_update_that_read_after_the_upgrade_takes_the_backfilled_ids(table_
     that file 3-5 (the first file 0-2). The DML takes the backfill's ids (Delta's #5); keeping its
     own, rows 3 and 5 would share ids 0 and 2 with rows 0 and 2."""
     v0 = make(table_uri, dvs=True).version
-    staged = []
-
-    def open_dml(phase: str, **context: Any) -> None:
-        if phase == "published" and context.get("version") == v0 + 1 and not staged:
-            tx = deltatx.Table(table_uri).transaction()
-            SECOND_FILE_DML[dml](tx)
-            staged.append(tx)
-
-    with phases.observe(open_dml):
-        deltatx.Table(table_uri).set_properties(RT)
+    loser = enable_with_dml_staged_after_upgrade(table_uri, v0, SECOND_FILE_DML[dml])
     before = row_ids(table_uri)
-    staged[0].commit()
+    loser.commit()
     after = row_ids(table_uri)
     expected = {i: 0 for i in range(9) if i != 4 or dml == "UPDATE"} | ({4: 100} if dml == "UPDATE" else {})
     assert {i: v for i, (v, _) in after.items()} == expected

@@ -1310,20 +1310,26 @@ def open_database(url: str) -> Database:
         raise CatalogURLError(f"catalog URL {url!r} must be sqlite:///path/catalog.db or postgresql://...")
     scheme = urlparse(url).scheme.lower()
     if scheme == "sqlite":
-        # SQLAlchemy's convention: sqlite:///relative/to/cwd.db, sqlite:////absolute/path.db
-        prefix = url[:len("sqlite:///")]
-        path = url[len("sqlite:///"):]
-        if prefix.lower() != "sqlite:///" or not path or path.endswith("/"):
-            raise CatalogURLError(f"catalog URL {url!r} names no database file (sqlite:///relative/catalog.db "
-                                  f"or sqlite:////absolute/catalog.db)")
-        if path.split("?", 1)[0] == ":memory:":
-            # SQLAlchemy's in-memory database: here it would be a file named ':memory:' in the
-            # working directory. An in-memory catalog would be one process's alone, and a table
-            # ratified there outlives it in _delta_log, managed by a catalog nobody can open again
-            raise CatalogURLError(f"catalog URL {url!r}: a catalog cannot live in memory; it must be a database "
-                                  f"file that every process writing its tables opens (sqlite:///relative/catalog.db "
-                                  f"or sqlite:////absolute/catalog.db), or a postgresql:// server")
-        return SQLiteDatabase(url, os.path.abspath(path))
+        return SQLiteDatabase(url, sqlite_database_path(url))
     if scheme in ("postgresql", "postgres"):
         return PostgresDatabase(url)
     raise CatalogURLError(f"catalog URL {url!r}: unknown scheme {scheme!r} (use sqlite:// or postgresql://)")
+
+
+def sqlite_database_path(url: str) -> str:
+    """The absolute path of the database file a ``sqlite://`` catalog URL names (SQLAlchemy's
+    convention: ``sqlite:///relative/to/cwd.db``, ``sqlite:////absolute/path.db``); raises
+    CatalogURLError for a URL that names no file, or memory."""
+    prefix = url[:len("sqlite:///")]
+    path = url[len("sqlite:///"):]
+    if prefix.lower() != "sqlite:///" or not path or path.endswith("/"):
+        raise CatalogURLError(f"catalog URL {url!r} names no database file (sqlite:///relative/catalog.db "
+                              f"or sqlite:////absolute/catalog.db)")
+    if path.split("?", 1)[0] == ":memory:":
+        # SQLAlchemy's in-memory database: here it would be a file named ':memory:' in the
+        # working directory. An in-memory catalog would be one process's alone, and a table
+        # ratified there outlives it in _delta_log, managed by a catalog nobody can open again
+        raise CatalogURLError(f"catalog URL {url!r}: a catalog cannot live in memory; it must be a database "
+                              f"file that every process writing its tables opens (sqlite:///relative/catalog.db "
+                              f"or sqlite:////absolute/catalog.db), or a postgresql:// server")
+    return os.path.abspath(path)

@@ -729,7 +729,7 @@ class MergeExecutor:
                 self.tx.stage_adds(adds)
                 written.append(adds)
                 self.metrics["numTargetFilesAdded"] += adds.num_rows
-                self.metrics["numTargetBytesAdded"] += int(pc.sum(adds["size"]).as_py() or 0)
+                self.metrics["numTargetBytesAdded"] += total_size(adds)
             self._added = pa.concat_tables(written)
             self.metrics["numOutputRows"] = sum(t.num_rows for t in data)
 

@@ -48,7 +48,7 @@ from ...io.writer import WriteOptions, write_data_files
 from .. import properties as props
 from ...io.deletion_vector_writer import load_bitmap
 from ...io.row_metadata import FILE_PATH, ROW_ID, ROW_INDEX
-from .dml_metrics import file_size_distribution, with_deletion_vectors
+from .dml_metrics import file_size_distribution, total_size, with_deletion_vectors
 from .merge_on_read import materialized, physical, row_columns, uses_deletion_vectors
 from .rewrite import write_options
 
@@ -240,8 +240,7 @@ def stage_rewrite(tx: "Transaction", planned: pa.Table, pred: Expr | None,
 def rewrite_metrics(tx: "Transaction", planned: pa.Table, compacted: pa.Table, adds: pa.Table,
                     considered: int, started: float) -> dict[str, Any]:
     """Delta's OPTIMIZE metrics of one rewrite."""
-    removed_bytes = int(pc.sum(compacted["size"]).as_py() or 0) if compacted.num_rows else 0
-    added_bytes = int(pc.sum(adds["size"]).as_py() or 0) if adds.num_rows else 0
+    removed_bytes, added_bytes = total_size(compacted), total_size(adds)
     keys = column_mapping.partition_keys(tx.metadata, tx.schema)
     partitions = len(np.unique(partition_codes(compacted, keys))) if compacted.num_rows else 0
     return {

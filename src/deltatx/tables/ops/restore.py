@@ -42,14 +42,11 @@ from ...txnlog.replay import file_keys
 from ...txnlog.snapshot import load_snapshot
 
 from ..identity import keep_high_water_marks
+from .dml_metrics import total_size
 from .vacuum import deletion_vector_paths
 
 if TYPE_CHECKING:
     from ..transaction import Transaction
-
-
-def _total_size(files: pa.Table) -> int:
-    return int(pc.sum(files["size"]).as_py() or 0) if files.num_rows else 0
 
 
 def restored_files(tx: "Transaction", files: pa.Table) -> list[str]:
@@ -166,10 +163,10 @@ def stage_restore(tx: "Transaction", version: int | None = None, timestamp_ms: i
     metrics = {
         "numRestoredFiles": to_add.num_rows,
         "numRemovedFiles": to_remove.num_rows,
-        "restoredFilesSize": _total_size(to_add),
-        "removedFilesSize": _total_size(to_remove),
+        "restoredFilesSize": total_size(to_add),
+        "removedFilesSize": total_size(to_remove),
         "numOfFilesAfterRestore": kept + to_add.num_rows,
-        "tableSizeAfterRestore": _total_size(current) - _total_size(to_remove) + _total_size(to_add),
+        "tableSizeAfterRestore": total_size(current) - total_size(to_remove) + total_size(to_add),
         "executionTimeMs": int((time.perf_counter() - started) * 1000),
     }
     params: dict[str, Any] = {"version": old.version} if version is not None else {"timestamp": timestamp_ms}

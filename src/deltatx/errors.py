@@ -31,6 +31,7 @@ Hierarchy::
     ├── ClusteringError                (CLUSTER BY a table or columns that cannot be clustered)
     │   └── ZOrderError                (OPTIMIZE ZORDER BY on a clustered table or bad columns)
     ├── UnsupportedOperationError      (a Delta API call deltatx does not implement)
+    ├── TransactionFailedError         (a statement failed after staging part of its changes)
     ├── InvalidArgumentError, ArgumentTypeError (also ValueError / TypeError, as delta-spark)
     ├── ProtocolDowngradeError         (upgradeTableProtocol to a lower version)
     ├── LocationNotEmptyError          (create a table over files that are not a table)
@@ -390,6 +391,13 @@ class NativeUnavailableError(DeltaTxError):
 class UnsupportedOperationError(DeltaTxError, NotImplementedError):
     """A call of Delta's API that deltatx does not implement (e.g. catalog table names: deltatx
     tables are path tables); the message says what to use instead."""
+
+
+class TransactionFailedError(DeltaTxError):
+    """A statement of an explicit transaction failed after it had staged part of its changes (a
+    DELETE's removes before the constraint check of its rewritten rows refused them): what it
+    staged cannot be told apart from the earlier statements' changes, so the transaction can no
+    longer commit. It is aborted (its new files deleted) when it is committed or used again."""
 
 
 class InvalidArgumentError(DeltaTxError, ValueError):

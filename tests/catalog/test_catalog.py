@@ -243,3 +243,22 @@ def test_a_restore_in_a_catalog_transaction_whose_files_vacuum_deleted_commits_n
     latest = cat.table("a")
     assert latest.version == before and latest.to_arrow()["id"].to_pylist() == [3]
     cat.table("a").append(pa.table({"id": [4]}))  # the lock was let go
+
+
+def test_a_failed_statement_on_one_table_commits_no_table(cat, tmp_path):
+    """The bank transfer's credit is refused by a CHECK constraint after its removes were staged:
+    caught inside the block, the transaction still commits nothing on either table."""
+    from deltatx.errors import ConstraintViolationError, TransactionFailedError
+
+    _bank(cat, tmp_path)
+    cat.table("b").add_constraint("not_negative", "balance >= 0")
+    versions = cat.snapshot().versions
+    with pytest.raises(TransactionFailedError, match="table 'b'"):
+        with cat.transaction() as tx:
+            tx.table("a").update(where="id = 1", set={"balance": "balance + 500"})
+            try:
+                tx.table("b").update(where="id = 1", set={"balance": "balance - 500"})
+            except ConstraintViolationError:
+                pass
+    assert cat.snapshot().versions == versions
+    assert [cat.table(n).to_arrow()["balance"].to_pylist() for n in "ab"] == [[100], [100]]

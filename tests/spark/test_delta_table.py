@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -419,13 +420,25 @@ def test_detail_describes_the_table(spark, tmp_path):
     row = DeltaTable.forPath(spark, str(path)).detail().collect()[0]
     assert row.format == "delta"
     assert row.id == deltatx.Table(str(path)).metadata.id
-    assert row.location == str(path)
+    assert row.location == f"file:{path}"  # qualified, as Spark gives it
     assert row.partitionColumns == ["key"] and row.clusteringColumns == []
     assert row.numFiles == 2 and row.sizeInBytes == sum(os.path.getsize(path / p) for p in parquet_files(path))
     assert row.properties == {"delta.appendOnly": "false"}
     assert (row.minReaderVersion, row.minWriterVersion) == (1, 2)
     assert row.tableFeatures == ["appendOnly", "invariants"]
+    assert row.statistics == {"numRowsDeletedByDeletionVectors": 0, "numDeletionVectors": 0}
     assert isinstance(row.createdAt, dt.datetime) and row.lastModified >= row.createdAt
+
+
+def test_detail_counts_deletion_vectors(spark, tmp_path):
+    path = str(tmp_path / "dv")
+    table = deltatx.create_table(path, pa.schema([("id", pa.int64())]),
+                                 properties={"delta.enableDeletionVectors": "true"})
+    table.append(pa.table({"id": list(range(10))}))
+    table.append(pa.table({"id": list(range(10, 20))}))
+    table.delete("id IN (1, 2, 3, 15)")
+    row = DeltaTable.forPath(spark, path).detail().collect()[0]
+    assert row.statistics == {"numRowsDeletedByDeletionVectors": 4, "numDeletionVectors": 2}
 
 
 # --------------------------------------------------------------------------------------------
@@ -751,7 +764,10 @@ def test_optimize_compaction(spark, tmp_path):
     assert result.first().path == str(path)
     assert dt_.history().first().operationParameters["predicate"] == "[]"
     assert content(path) == [("a", 1), ("a", 2), ("a", 3), ("a", 4), ("b", 1), ("b", 2)]
-    refused(path, PredicateError, lambda: dt_.optimize().where("key = 'a'").executeCompaction(), "partition")
+    refused(path, PredicateError, lambda: dt_.optimize().where("key = 'a'").executeCompaction(),
+            re.escape("Predicate references non-partition column 'key'. Only the partition columns may be "
+                      "referenced: []"))  # delta-spark's test_optimize looks for Delta's wording
+    assert metrics.zOrderStats is None  # a compaction has none (as Delta)
 
 
 def test_optimize_with_partition_filter(spark, tmp_path):
@@ -763,7 +779,9 @@ def test_optimize_with_partition_filter(spark, tmp_path):
     metrics = dt_.optimize().where("key = 'a'").executeCompaction().first().metrics
     assert metrics.numFilesAdded == 1 and metrics.numFilesRemoved == 2
     assert dt_.history().first().operationParameters["predicate"] == '["key = \'a\'"]'
-    refused(path, PredicateError, lambda: dt_.optimize().where("value = 1").executeCompaction(), "partition")
+    refused(path, PredicateError, lambda: dt_.optimize().where("value = 1").executeCompaction(),
+            re.escape("Predicate references non-partition column 'value'. Only the partition columns may be "
+                      "referenced: [key]"))
 
 
 def _zorder_table(path: Path) -> deltatx.Table:
@@ -783,9 +801,19 @@ def test_optimize_zorder_by(spark, tmp_path):
     metrics = dt_.optimize().executeZOrderBy(["col1", "col2"]).select("metrics.*").head()
     assert metrics.numFilesAdded == 10 and metrics.numFilesRemoved == before
     assert metrics.totalConsideredFiles == before and metrics.totalFilesSkipped == 0
+    # Delta's ZOrderStats (delta-spark's test_optimize_zorder_by): every file merged, a cube per partition
+    stats = metrics.zOrderStats
+    assert stats.strategyName == "all" and stats.numOutputCubes == 10
+    assert stats.mergedFiles.num == before == stats.inputOtherFiles.num and stats.inputCubeFiles.num == 0
+    assert stats.mergedFiles.size == metrics.filesRemoved.totalSize
     assert deltatx.Table(str(path)).to_arrow().num_rows == 100
-    metrics = dt_.optimize().where("p = 2").executeZOrderBy("col1", "col2").select("metrics.*").head()
-    assert metrics.numFilesAdded <= 1
+
+    fresh = tmp_path / "fresh"
+    in_p2 = _zorder_table(fresh).to_arrow(where="p = 2").num_rows
+    metrics = (DeltaTable.forPath(spark, str(fresh)).optimize().where("p = 2").executeZOrderBy("col1", "col2")
+               .select("metrics.*").head())
+    assert metrics.numFilesAdded == 1 and metrics.numFilesRemoved == 4 and metrics.zOrderStats.numOutputCubes == 1
+    assert deltatx.Table(str(fresh)).to_arrow(where="p = 2").num_rows == in_p2
 
 
 def test_zorder_with_bad_columns_is_refused(spark, tmp_path):
@@ -793,7 +821,8 @@ def test_zorder_with_bad_columns_is_refused(spark, tmp_path):
     _zorder_table(path)
     dt_ = DeltaTable.forPath(spark, str(path))
     refused(path, TypeError, lambda: dt_.optimize().executeZOrderBy(1), "Z-order column must be str")
-    refused(path, ZOrderError, lambda: dt_.optimize().executeZOrderBy("p"), "partition")
+    refused(path, ZOrderError, lambda: dt_.optimize().where("p = 1").executeZOrderBy(["p"]),
+            "p is a partition column. Z-Ordering can only be performed on data columns")  # Delta's wording
 
 
 # --------------------------------------------------------------------------------------------
@@ -885,3 +914,55 @@ def test_an_overwrite_may_not_partition_a_clustered_table(spark, tmp_path):
     df = spark.createDataFrame([("a", 1)], ["key", "value"])
     refused(path, ClusteringError, lambda: dspark.write(df, str(path), mode="overwrite", overwriteSchema="true",
                                                         partitionBy=["key"]), match="partition")
+
+
+# --------------------------------------------------------------------------------------------
+# errors as delta-spark raises them, schemas as it reads them
+# --------------------------------------------------------------------------------------------
+
+
+def test_errors_are_also_the_pyspark_classes_delta_spark_raises(spark, tmp_path):
+    """Code written for delta-spark catches AnalysisException (missing or existing table, bad
+    names), IllegalArgumentException (VACUUM retention) and UnsupportedOperationException (a
+    MERGE whose source matches a target row twice); deltatx's own classes still catch them."""
+    from pyspark.errors import AnalysisException, IllegalArgumentException, UnsupportedOperationException
+
+    path = tmp_path / "t"
+    write_kv(path, [("a", 1), ("b", 2)])
+    dt_ = DeltaTable.forPath(spark, str(path))
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with pytest.raises(AnalysisException) as info:
+        DeltaTable.forPath(spark, str(plain))
+    assert isinstance(info.value, TableNotFoundError) and str(plain) in str(info.value)
+    with pytest.raises(AnalysisException):  # delta-spark's test_create_table_behavior
+        DeltaTable.create(spark).location(str(path)).addColumn("x", "int").execute()
+    with pytest.raises(AnalysisException):  # delta-spark's test_replace_table_behavior
+        DeltaTable.replace(spark).location(str(tmp_path / "none")).addColumn("x", "int").execute()
+    with pytest.raises(IllegalArgumentException) as retention:
+        dt_.vacuum(0.0)
+    assert isinstance(retention.value, VacuumRetentionError)
+    with pytest.raises(AnalysisException):
+        dt_.delete("nope = 1")
+    duplicated = spark.createDataFrame([("a", 10), ("a", 20)], ["k", "v"])
+    with pytest.raises(UnsupportedOperationException,
+                       match=r"\[DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE\] Cannot perform Merge as "
+                             r"multiple source rows matched"):
+        dt_.merge(duplicated, "key = k").whenMatchedUpdate(set={"value": "v"}).execute()
+    assert content(path) == [("a", 1), ("b", 2)]
+
+
+def test_read_schemas_leave_out_writer_only_field_metadata(spark, tmp_path):
+    """delta-spark's DataFrames carry a column's comment, not how the log generates it: no
+    generation expression or identity state (removeInternalMetadata)."""
+    from deltatx.spark import IdentityGenerator
+
+    path = str(tmp_path / "t")
+    (DeltaTable.create(spark).location(path).addColumn("col1", "int", comment="foo", nullable=False)
+     .addColumn("col2", "int", generatedAlwaysAs="col1 + 10")
+     .addColumn("id", "bigint", generatedByDefaultAs=IdentityGenerator()).execute())
+    logged = {f.name: f.metadata for f in deltatx.Table(path).schema}
+    assert b"delta.generationExpression" in logged["col2"] and b"delta.identity.start" in logged["id"]
+    expected = {"col1": {"comment": "foo"}, "col2": {}, "id": {}}
+    assert {f.name: f.metadata for f in DeltaTable.forPath(spark, path).toDF().schema} == expected
+    assert {f.name: f.metadata for f in spark.read.format("deltatx").load(path).schema} == expected

@@ -1,4 +1,5 @@
-"""MERGE ... with_schema_evolution(): source columns the target lacks join the table through * clauses."""
+"""MERGE ... with_schema_evolution(): source columns the target lacks join the table, through * clauses
+and through explicit assignments that name them."""
 
 from __future__ import annotations
 
@@ -43,17 +44,48 @@ def test_star_clauses_add_the_new_columns(table_uri):
     assert evolved.to_arrow(where="tag IS NULL", columns=["id"])["id"].to_pylist() in ([1, 3], [3, 1])
 
 
-def test_without_evolution_or_star_clauses_the_schema_stays(table_uri):
+def test_without_evolution_or_new_names_the_schema_stays(table_uri):
     table = _table(table_uri)
     table.merge(_source(), on="t.id = s.id").when_matched_update_all().when_not_matched_insert_all().execute()
     assert deltatx.Table(table_uri).schema.names == ["id", "part", "v"]  # extra source columns ignored
 
     (table.merge(_source(), on="t.id = s.id").with_schema_evolution()
      .when_matched_update(set={"v": "s.v + 1"}).execute())
-    assert deltatx.Table(table_uri).schema.names == ["id", "part", "v"]  # explicit SET adds nothing
-    with pytest.raises(PredicateError, match="unknown column 'tag'"):
+    assert deltatx.Table(table_uri).schema.names == ["id", "part", "v"]  # SET of existing columns only
+    with pytest.raises(PredicateError, match="unknown column 'tag'"):  # no evolution: nothing to add it
+        table.merge(_source(), on="t.id = s.id").when_matched_update(set={"tag": "s.tag"}).execute()
+    with pytest.raises(PredicateError, match="unknown column 'nope'"):  # the source has no such column
         (table.merge(_source(), on="t.id = s.id").with_schema_evolution()
-         .when_matched_update(set={"tag": "s.tag"}).execute())
+         .when_matched_update(set={"nope": "s.tag"}).execute())
+    assert deltatx.Table(table_uri).schema.names == ["id", "part", "v"]
+
+
+def test_explicit_assignments_add_the_columns_they_name(table_uri):
+    """Delta's MergeIntoSchemaEvolutionSuite: an UPDATE SET / INSERT VALUES key the target lacks
+    joins the table as the source's column of that name (its type), whatever expression sets it;
+    each clause adds only the columns it names, in the source's order."""
+    table = _table(table_uri)
+    (table.merge(_source(), on="t.id = s.id").with_schema_evolution()
+     .when_matched_update(set={"t.score": "s.score"})
+     .when_not_matched_insert(values={"id": "s.id", "part": "s.part", "tag": "concat(s.tag, '!')"})
+     .execute())
+    evolved = deltatx.Table(table_uri)
+    assert evolved.schema.names == ["id", "part", "v", "tag", "score"]  # the source's order
+    assert evolved.schema.field("score").type == pa.int16() and evolved.schema.field("tag").type == pa.string()
+    rows = _rows(table_uri)
+    assert rows[2] == {"id": 2, "part": 0, "v": 2.0, "tag": None, "score": 7}   # the UPDATE set score only
+    assert rows[4] == {"id": 4, "part": 1, "v": None, "tag": "ins!", "score": None}  # the INSERT set tag only
+    assert rows[1]["tag"] is None and rows[1]["score"] is None
+
+
+def test_a_new_column_may_be_set_from_another_source_column(table_uri):
+    table = _table(table_uri)
+    (table.merge(_source(), on="t.id = s.id").with_schema_evolution()
+     .when_matched_update(set={"score": "s.id * 100"}).execute())
+    evolved = deltatx.Table(table_uri)
+    assert evolved.schema.names == ["id", "part", "v", "score"]  # tag is not named: not added
+    assert evolved.schema.field("score").type == pa.int16()     # the source's score type
+    assert _rows(table_uri)[2]["score"] == 200
 
 
 def test_a_concurrent_writer_of_the_old_schema_fails(table_uri):

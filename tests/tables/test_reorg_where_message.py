@@ -26,10 +26,13 @@ def test_a_data_column_where_is_refused_naming_the_command(table_uri, command):
     version = table.version
     run = (lambda: table.reorg(where="id > 5", purge=True)) if command == "REORG" else \
         (lambda: table.optimize(where="id > 5"))
-    with pytest.raises(PredicateError, match=rf"^{command} where= may only name partition columns \['p'\]") as info:
+    with pytest.raises(PredicateError) as info:
         run()
+    # Delta's wording (delta-spark's test_optimize_w_partition_filter looks for it), then the command
+    assert str(info.value).startswith("Predicate references non-partition column 'id'. "
+                                      "Only the partition columns may be referenced: [p]. ")
     other = "OPTIMIZE" if command == "REORG" else "REORG"
-    assert other not in str(info.value) and "['id']" in str(info.value)
+    assert f"{command} where=" in str(info.value) and other not in str(info.value)
     assert deltatx.Table(table_uri).version == version
 
 

@@ -29,7 +29,8 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from .. import phases
-from ..errors import CatalogTableNotFoundError, CommitRetriesExceededError, DeltaTxError, InvalidArgumentError
+from ..errors import (CatalogTableNotFoundError, CommitRetriesExceededError, DeltaTxError, InvalidArgumentError,
+                      TransactionFailedError)
 from ..isolation import table_isolation_level
 from ..tables.transaction import DEFAULT_MAX_ATTEMPTS, CommitResult, CommitsOnExit, Transaction
 from ..txnlog.actions import CommitActions
@@ -92,6 +93,11 @@ class CatalogTransaction(CommitsOnExit):
                 self.abort()
                 raise DeltaTxError(f"the transaction of table {name!r} was {tx._state} on its own; this catalog "
                                    f"transaction commits all its tables or none, so it committed nothing")
+            if tx._failed is not None:  # a statement failed after staging part of its changes
+                self.abort()
+                raise TransactionFailedError(
+                    f"a statement on table {name!r} failed after staging part of its changes ({tx._failed}); "
+                    f"this catalog transaction commits all its tables or none, so it committed nothing")
         try:
             for tx in self._txs.values():
                 tx.stage_before_commit()

@@ -16,7 +16,7 @@ from typing import Mapping
 
 import pyarrow as pa
 
-from ..errors import PredicateError
+from ..errors import ArgumentTypeError, PredicateError
 from ..txnlog.actions import empty_table
 from .model import And, Arithmetic, Case, Column, Comparison, Expr, Func, In, Literal, Or
 from .rows import cast_constant, evaluate
@@ -388,6 +388,9 @@ def _bind_typed(expr: Expr, schema: pa.Schema, aliases: Mapping[str, pa.Schema] 
 
 def bind_predicate(expr: Expr, schema: pa.Schema, *, aliases: Mapping[str, pa.Schema] | None = None) -> Expr:
     """:func:`bind`, and require a boolean result (a WHERE/ON/replaceWhere condition)."""
+    if not isinstance(expr, Expr):  # where=42: callers pass SQL text through parse_predicate, Exprs as is
+        raise ArgumentTypeError(f"a condition must be SQL text (or a deltatx Expr), got {type(expr).__name__} "
+                                f"{expr!r}")
     if aliases is None and _already_bound(expr, schema, condition=True):
         return expr
     if aliases is None:

@@ -477,4 +477,10 @@ def parse_expression(sql: str) -> Expr:
 
 def parse_predicate(sql: str) -> Expr:
     """Parse a boolean condition such as ``part = 3 AND id > 10`` (Spark SQL syntax)."""
-    return _parsed(sql, "predicate") if isinstance(sql, str) else _convert(_parse(sql, "predicate"))
+    if isinstance(sql, str):
+        return _parsed(sql, "predicate")
+    if not isinstance(sql, exp.Expression):
+        from ..errors import ArgumentTypeError
+
+        raise ArgumentTypeError(f"a condition must be SQL text, got {type(sql).__name__} {sql!r}")
+    return _convert(_parse(sql, "predicate"))

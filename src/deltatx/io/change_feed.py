@@ -29,7 +29,7 @@ from ..txnlog.change_feed import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, 
 from .deletion_vector_writer import load_bitmap
 from .paths import data_file_path, decode_path
 from ..txnlog.partition_values import partition_values_table
-from .reader import checked_dataset, read_files, split_deletion_vectors
+from .reader import checked_dataset, raise_if_filter_failed, read_files, split_deletion_vectors
 from .row_metadata import ROW_INDEX
 
 if TYPE_CHECKING:
@@ -216,11 +216,15 @@ def read_changes(store: "LogStore", plan: ChangePlan, columns: list[str] | None 
                  for f, kind in ((inserted_dv, "insert"), (deleted_dv, "delete")) if f.num_rows]
         jobs += [partial(_read_dv_pair, store, plan, pair, wanted, row_filter)
                  for pair in (plan.dv_pairs.to_pylist() if plan.dv_pairs.num_rows else [])]
-        if len(jobs) <= 1:
-            results = [job() for job in jobs]
-        else:
-            with ThreadPoolExecutor(max_workers=min(8, len(jobs))) as pool:
-                results = list(pool.map(lambda job: job(), jobs))
+        try:
+            if len(jobs) <= 1:
+                results = [job() for job in jobs]
+            else:
+                with ThreadPoolExecutor(max_workers=min(8, len(jobs))) as pool:
+                    results = list(pool.map(lambda job: job(), jobs))
+        except pa.ArrowInvalid as exc:  # a value the pushed filter cannot compute (a failed CAST)
+            raise_if_filter_failed(exc, row_filter)
+            raise
         parts = [part.select(read_schema.names).cast(read_schema) for part in results if part.num_rows]
     rows = pa.concat_tables(parts) if parts else read_schema.empty_table()
     _check_change_types(rows.column(CHANGE_TYPE), plan)
@@ -228,5 +232,10 @@ def read_changes(store: "LogStore", plan: ChangePlan, columns: list[str] | None 
     stamps = pa.array(plan.timestamps_ms, pa.int64()).cast(pa.timestamp("ms"))
     rows = rows.append_column(CHANGE_COLUMNS[2], stamps.take(index) if rows.num_rows else stamps.slice(0, 0))
     if pred is not None and not pushed:
-        rows = rows.filter(to_arrow(pred, full))
+        row_filter = to_arrow(pred, full)
+        try:
+            rows = rows.filter(row_filter)
+        except pa.ArrowInvalid as exc:
+            raise_if_filter_failed(exc, row_filter)
+            raise
     return rows.select(out)

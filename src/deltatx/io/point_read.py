@@ -29,7 +29,7 @@ from ..expr.point_rows import matching_positions
 from .deletion_vectors import deleted_rows
 from .paths import data_file_path, decode_path
 from .reader import (_check_dv_fits, _deleted_among, _groups_by_footer, _positions_in_file, file_cache_key,
-                     pre_buffers, raise_if_file_missing)
+                     pre_buffers, raise_if_corrupt, raise_if_file_missing)
 from .row_group_cache import ROW_GROUPS
 
 if TYPE_CHECKING:
@@ -63,6 +63,9 @@ def live_matching_positions(store: "LogStore", path: str, size: int | None, modi
             if groups is None:
                 return None
             raw = ROW_GROUPS.read_row_groups(pf, cache_key, groups, names) if groups else None
+    except pa.ArrowInvalid as exc:  # truncated, emptied, not Parquet
+        raise_if_corrupt(exc, store, path)
+        raise
     except OSError as exc:
         raise_if_file_missing(filesystem, location, store.uri, exc)
         raise

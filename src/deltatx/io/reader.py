@@ -245,8 +245,8 @@ def read_files(
                                 column_mapping)
         return _read(store, files, schema, partition_columns, columns, filter, materialized, prune)
     except pa.ArrowInvalid as exc:
-        _raise_if_corrupt(exc, store)
-        _raise_if_filter_failed(exc, filter)
+        raise_if_corrupt(exc, store, files["path"][0].as_py() if files.num_rows == 1 else None)
+        raise_if_filter_failed(exc, filter)
         raise
 
 
@@ -304,8 +304,8 @@ def iter_batches(
             return
         yield from _iter(store, files, schema, partition_columns, columns, filter, materialized)
     except pa.ArrowInvalid as exc:
-        _raise_if_corrupt(exc, store)
-        _raise_if_filter_failed(exc, filter)
+        raise_if_corrupt(exc, store, files["path"][0].as_py() if files.num_rows == 1 else None)
+        raise_if_filter_failed(exc, filter)
         raise
 
 
@@ -314,19 +314,21 @@ _NOT_PARQUET = ("Parquet magic bytes not found", "Parquet file size is 0 bytes",
                 "Could not open Parquet input source")
 
 
-def _raise_if_filter_failed(exc: BaseException, filter: pc.Expression | None) -> None:
+def raise_if_filter_failed(exc: BaseException, filter: pc.Expression | None) -> None:
     """A value the filter cannot compute (a CAST out of the target type's range, as Spark's ANSI
     mode refuses it): PredicateError, not Arrow's own exception."""
     if filter is not None:
         raise PredicateError(f"the predicate cannot be evaluated on the table's rows: {exc}") from exc
 
 
-def _raise_if_corrupt(exc: BaseException, store: "LogStore") -> None:
-    """A data file the log references that Arrow cannot read as Parquet: CorruptDataFileError."""
+def raise_if_corrupt(exc: BaseException, store: "LogStore", path: str | None = None) -> None:
+    """A data file the log references that Arrow cannot read as Parquet: CorruptDataFileError,
+    naming the file when the read was of one (``path``, as the log names it)."""
     text = str(exc)
     if any(marker in text for marker in _NOT_PARQUET):
+        which = f"data file {path!r} of {store.uri!r}" if path is not None else f"a data file of {store.uri!r}"
         raise CorruptDataFileError(
-            f"a data file of {store.uri!r} is not a readable Parquet file ({text}); nothing was changed. "
+            f"{which} is not a readable Parquet file ({text}); nothing was changed. "
             f"Restore the file, or time travel to a version that does not reference it") from exc
 
 

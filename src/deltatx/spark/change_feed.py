@@ -100,9 +100,9 @@ def spark_change_schema(table_schema: pa.Schema, columns: tuple[str, ...] | None
     """The table's columns (or the ``columns`` option's) + delta-spark's three change columns."""
     from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
-    from .options import arrow_schema_to_spark
+    from .options import read_schema_to_spark
 
-    struct = arrow_schema_to_spark(select_columns(table_schema, columns))
+    struct = read_schema_to_spark(select_columns(table_schema, columns))
     return StructType(list(struct.fields) + [
         StructField("_change_type", StringType(), True),
         StructField("_commit_version", LongType(), True),

@@ -39,6 +39,7 @@ from ..txnlog.store import open_store
 from .conf import USER_METADATA, session_value
 from .delta_args import check_str, column_names
 from .options import spark_schema_to_arrow
+from .spark_errors import raises_spark_errors
 
 CREATE, CREATE_IF_NOT_EXISTS, REPLACE, CREATE_OR_REPLACE = "create", "createIfNotExists", "replace", "createOrReplace"
 
@@ -83,6 +84,7 @@ def _identity_spec(generator: Any, always: bool) -> dict[str, Any]:
     return {"start": generator.start, "step": generator.step, "always": always}
 
 
+@raises_spark_errors
 class DeltaTableBuilder:
     """Define a table (location, columns, partitioning or clustering, properties, comment);
     ``execute()`` makes it."""

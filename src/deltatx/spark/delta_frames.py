@@ -10,6 +10,7 @@ Columns Delta fills from its environment (user, job, notebook, cluster) are null
 from __future__ import annotations
 
 import datetime as dt
+import os
 from typing import Any, Iterable
 
 import orjson
@@ -74,6 +75,7 @@ DETAIL_SCHEMA = _fields(
     ("minReaderVersion", IntegerType()),
     ("minWriterVersion", IntegerType()),
     ("tableFeatures", ArrayType(StringType(), True)),
+    ("statistics", MapType(StringType(), LongType(), True)),
 )
 
 _FILE_STATS = _fields(("min", LongType()), ("max", LongType()), ("avg", DoubleType()),
@@ -179,11 +181,27 @@ def detail_frame(spark: Any, table: Table) -> Any:
     files = snapshot.files
     size = int(pc.sum(files["size"]).as_py() or 0) if files.num_rows else 0
     meta = snapshot.metadata
-    row = ("delta", meta.id, meta.name, meta.description, table.uri, _utc(meta.created_time),
+    row = ("delta", meta.id, meta.name, meta.description, qualified_location(table.uri), _utc(meta.created_time),
            _utc(snapshot.timestamp_ms), list(snapshot.partition_columns), clustering_columns(table),
            files.num_rows, size, dict(snapshot.properties), snapshot.protocol.min_reader_version,
-           snapshot.protocol.min_writer_version, table_features(table))
+           snapshot.protocol.min_writer_version, table_features(table), deletion_vector_statistics(files))
     return frame(spark, [row], DETAIL_SCHEMA)
+
+
+def qualified_location(uri: str) -> str:
+    """The table's location as Spark qualifies it: a local path as ``file:/abs/path``, a URI as is."""
+    if "://" in uri:
+        return "file:" + uri[len("file://"):] if uri.startswith("file://") else uri
+    return "file:" + os.path.abspath(uri)
+
+
+def deletion_vector_statistics(files: pa.Table) -> dict[str, int]:
+    """DESCRIBE DETAIL's ``statistics``: how many live files carry a DV and the rows they delete."""
+    if not files.num_rows or "deletionVector" not in files.column_names:
+        return {"numRowsDeletedByDeletionVectors": 0, "numDeletionVectors": 0}
+    dvs = files["deletionVector"]
+    deleted = pc.sum(pc.struct_field(dvs, "cardinality")).as_py() if dvs.null_count < len(dvs) else 0
+    return {"numRowsDeletedByDeletionVectors": int(deleted or 0), "numDeletionVectors": len(dvs) - dvs.null_count}
 
 
 def _file_stats(files: pa.Table | None) -> tuple | None:
@@ -194,20 +212,23 @@ def _file_stats(files: pa.Table | None) -> tuple | None:
     return (int(pc.min(sizes).as_py()), int(pc.max(sizes).as_py()), total / files.num_rows, files.num_rows, total)
 
 
-def optimize_frame(spark: Any, location: str, result: CommitResult, adds: pa.Table | None,
-                   removes: pa.Table | None, started_ms: int, ended_ms: int) -> Any:
-    """OPTIMIZE's result: the table path and Delta's ``OptimizeMetrics`` (the fields deltatx has)."""
-    m = result.metrics
-    zorder = m.get("zOrderStats") if isinstance(m.get("zOrderStats"), dict) else None
-    zorder_row = None
-    if zorder is not None:
-        def count(key: str) -> tuple | None:
-            v = zorder.get(key)
-            return (_int(v.get("num")), _int(v.get("size"))) if isinstance(v, dict) else None
+def _zorder_stats(adds: pa.Table | None, removes: pa.Table | None) -> tuple:
+    """Delta's ``ZOrderStats`` of a Z-order OPTIMIZE. deltatx Z-orders every selected file of a
+    partition together (Delta's "all" strategy: no file is kept as an existing cube), so every
+    input file is "other" and merged, and each rewritten partition is one output cube."""
+    count = (removes.num_rows, int(pc.sum(removes["size"]).as_py() or 0)) if removes is not None else (0, 0)
+    cubes = 0
+    if adds is not None and adds.num_rows:
+        cubes = len({tuple(sorted(v or ())) for v in adds["partitionValues"].to_pylist()})
+    return ("all", (0, 0), count, 0, count, cubes, None)
 
-        zorder_row = (zorder.get("strategyName"), count("inputCubeFiles"), count("inputOtherFiles"),
-                      _int(zorder.get("inputNumCubes")), count("mergedFiles"), _int(zorder.get("numOutputCubes")),
-                      _int(zorder.get("mergedNumCubes")))
+
+def optimize_frame(spark: Any, location: str, result: CommitResult, adds: pa.Table | None,
+                   removes: pa.Table | None, started_ms: int, ended_ms: int, *, zorder: bool = False) -> Any:
+    """OPTIMIZE's result: the table path and Delta's ``OptimizeMetrics`` (the fields deltatx has);
+    ``zOrderStats`` for a Z-order, null for a compaction (as Delta)."""
+    m = result.metrics
+    zorder_row = _zorder_stats(adds, removes) if zorder else None
     metrics = (
         _int(m.get("numFilesAdded", m.get("numAddedFiles", 0))),
         _int(m.get("numFilesRemoved", m.get("numRemovedFiles", 0))),

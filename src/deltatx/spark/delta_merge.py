@@ -18,8 +18,10 @@ from .conf import AUTO_MERGE, USER_METADATA, session_flag, session_value
 from .delta_args import ColumnScope, check_condition, check_mapping
 from .delta_frames import merge_frame
 from .dml import SparkMergeBuilder
+from .spark_errors import raises_spark_errors
 
 
+@raises_spark_errors
 class DeltaMergeBuilder:
     """Collects WHEN clauses (any number, in order); :meth:`execute` runs the MERGE."""
 
@@ -74,7 +76,8 @@ class DeltaMergeBuilder:
         return self
 
     def withSchemaEvolution(self) -> "DeltaMergeBuilder":  # noqa: N802
-        """Source columns the target lacks join the table (only ``*`` clauses carry them), as in Delta."""
+        """Source columns the target lacks join the table, as in Delta: every one through an
+        ``UPDATE SET *`` / ``INSERT *`` clause, and the ones an explicit assignment sets by name."""
         self._builder.with_schema_evolution()
         return self
 

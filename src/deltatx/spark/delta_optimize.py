@@ -19,8 +19,10 @@ from ..tables.transaction import CommitResult
 from ..txnlog.actions import parse_commit
 from .delta_args import check_str, column_names
 from .delta_frames import optimize_frame
+from .spark_errors import raises_spark_errors
 
 
+@raises_spark_errors
 class DeltaOptimizeBuilder:
     """Scope (``where``) and run (``executeCompaction`` / ``executeZOrderBy``) one OPTIMIZE."""
 
@@ -42,14 +44,14 @@ class DeltaOptimizeBuilder:
 
     def executeCompaction(self) -> Any:  # noqa: N802
         """Bin-pack small files; delta-spark's (path, metrics) DataFrame."""
-        return self._run(lambda tx: tx.optimize(where=self._where()))
+        return self._run(lambda tx: tx.optimize(where=self._where()), zorder=False)
 
     def executeZOrderBy(self, *cols: Any) -> Any:  # noqa: N802
         """Rewrite the selected files clustered along a Z-order curve of ``cols``."""
         names = column_names(cols, "Z-order column")
-        return self._run(lambda tx: tx.optimize(where=self._where(), zorder_by=names))
+        return self._run(lambda tx: tx.optimize(where=self._where(), zorder_by=names), zorder=True)
 
-    def _run(self, optimize: Any) -> Any:
+    def _run(self, optimize: Any, *, zorder: bool) -> Any:
         started = int(time.time() * 1000)
         # Table.optimize's one transaction, with the session's userMetadata on its commit
         result: CommitResult = self._table._run(self._user_metadata, optimize)
@@ -58,4 +60,4 @@ class DeltaOptimizeBuilder:
         if result.attempts:  # a commit happened: its actions hold the file sizes
             actions = parse_commit(self._table.store.read_commit(result.version), result.version)
             adds, removes = actions.adds, actions.removes
-        return optimize_frame(self._spark, self._table.uri, result, adds, removes, started, ended)
+        return optimize_frame(self._spark, self._table.uri, result, adds, removes, started, ended, zorder=zorder)

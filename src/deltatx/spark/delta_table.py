@@ -58,6 +58,7 @@ from .delta_frames import delete_frame, detail_frame, history_frame, restore_fra
 from .delta_merge import DeltaMergeBuilder
 from .delta_optimize import DeltaOptimizeBuilder
 from .dml import SparkTable
+from .spark_errors import raises_spark_errors
 
 #: delta-spark's switch for the VACUUM retention check (``false`` allows short retentions)
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
@@ -92,6 +93,7 @@ def _active_session(spark: Any) -> Any:
     return active
 
 
+@raises_spark_errors
 class DeltaTable:
     """A Delta table at a path, with delta-spark's methods (see the module docstring).
 

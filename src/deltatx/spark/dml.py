@@ -244,7 +244,7 @@ class SparkTable:
             source = _as_arrow(source)
             if schema_evolution:  # staged first: tasks read and write with the widened schema
                 source = as_source_table(source)
-                evolve_schema(tx, source, clauses)
+                evolve_schema(tx, source, clauses, target_alias)
             rules = rules_for(tx.schema, tx.properties, tx.protocol)
             plan = plan_merge(tx.schema, source, on, clauses,
                               source_alias=source_alias, target_alias=target_alias, rules=rules)

@@ -48,7 +48,7 @@ from ..tables.table import Table
 from ..txnlog import column_mapping
 from ..txnlog.store import LocalLogStore
 from . import native_dv
-from .options import arrow_schema_to_spark
+from .options import read_schema_to_spark
 from .reader import select_columns
 
 #: most distinct partitions read natively: each is one Parquet relation in a union
@@ -189,7 +189,7 @@ def native_dataframe(spark: Any, table: Table, columns: Sequence[str] | None = N
     if layout.reason is not None:
         raise NativeUnavailableError(f"Spark's Parquet reader cannot read this table directly: {layout.reason}")
     schema = snapshot.schema
-    spark_schema = arrow_schema_to_spark(schema)
+    spark_schema = read_schema_to_spark(schema)
     wanted = select_columns(schema, columns).names  # SchemaMismatchError for unknown columns, as the format
     if files.num_rows == 0:
         return spark.createDataFrame([], spark_schema).select(*wanted)

@@ -347,6 +347,42 @@ def arrow_schema_to_spark(schema: pa.Schema) -> Any:
     return StructType.fromJson(json.loads(schema_to_json(schema)))
 
 
+#: field metadata the log keeps for writers that a DataFrame's schema leaves out, as delta-spark
+#: removes it from the relation it reads (generation expressions, identity state, type-widening
+#: history); user metadata such as ``comment`` stays. Column mapping's ids and physical names stay
+#: too: a stream analysed with this schema tells a renamed or re-added column by them
+#: (txnlog/stream_plan.py), as delta-spark's streaming source keeps them for the same check.
+_WRITER_ONLY_METADATA = ("delta.generationExpression", "delta.identity.", "delta.typeChanges")
+
+
+def read_schema_to_spark(schema: pa.Schema) -> Any:
+    """The Spark schema of a read (``spark.read``, ``toDF()``, the change feed): the table's
+    columns without the writer-only field metadata (:data:`_WRITER_ONLY_METADATA`)."""
+    from pyspark.sql.types import StructType
+
+    return StructType.fromJson(_without_writer_metadata(json.loads(schema_to_json(schema))))
+
+
+def _without_writer_metadata(node: Any) -> Any:
+    """A schema JSON node with :data:`_WRITER_ONLY_METADATA` keys dropped, nested types too."""
+    if not isinstance(node, dict):
+        return node
+    out = dict(node)
+    kind = out.get("type")
+    if kind == "struct":
+        out["fields"] = [_without_writer_metadata(f) for f in out.get("fields", [])]
+    elif kind == "array":
+        out["elementType"] = _without_writer_metadata(out.get("elementType"))
+    elif kind == "map":
+        out["keyType"] = _without_writer_metadata(out.get("keyType"))
+        out["valueType"] = _without_writer_metadata(out.get("valueType"))
+    elif isinstance(kind, dict):  # a field: its type may nest
+        out["type"] = _without_writer_metadata(kind)
+    if isinstance(out.get("metadata"), dict):
+        out["metadata"] = {k: v for k, v in out["metadata"].items() if not k.startswith(_WRITER_ONLY_METADATA)}
+    return out
+
+
 def as_nullable(schema: pa.Schema) -> pa.Schema:
     """Every column nullable: what a table created from a DataFrame gets (as in Delta)."""
     return pa.schema([f.with_nullable(True) for f in schema], metadata=schema.metadata)

@@ -13,7 +13,7 @@ from pyspark.sql.datasource import DataSource
 
 from .change_feed import ChangeFeedReader, change_feed_spec, resolve_and_pin, wants_change_feed
 from .change_stream import ChangeFeedStreamReader
-from .options import PINNED_VERSION_OPTION, arrow_schema_to_spark, read_spec
+from .options import PINNED_VERSION_OPTION, read_schema_to_spark, read_spec
 from .reader import DeltaTxReader, open_table, select_columns, with_row_tracking_metadata
 from .stream_source import DeltaTxStreamReader, refuse_unsupported_source_options, stream_read_spec
 from .streaming import DeltaTxStreamWriter, plan_stream
@@ -47,7 +47,7 @@ class DeltaTxDataSource(DataSource):
         schema = select_columns(table.schema, spec.columns)
         if spec.row_tracking:
             schema = with_row_tracking_metadata(schema, table)
-        return arrow_schema_to_spark(schema)
+        return read_schema_to_spark(schema)
 
     def reader(self, schema: Any) -> DeltaTxReader | ChangeFeedReader:
         if wants_change_feed(self.options):

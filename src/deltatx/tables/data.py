@@ -49,7 +49,9 @@ def to_reader(data: Any) -> pa.RecordBatchReader:
                                       f"of mixed types? give it one type)") from None
     if hasattr(data, "__arrow_c_stream__"):  # polars, duckdb relations, ...
         return pa.RecordBatchReader.from_stream(data)
-    raise TypeError(
+    from ..errors import ArgumentTypeError
+
+    raise ArgumentTypeError(  # a TypeError too
         f"cannot write {type(data).__name__}: pass a pyarrow Table, RecordBatch, "
         f"RecordBatchReader, or a pandas DataFrame"
     )

@@ -203,6 +203,8 @@ class Table:
                                        metadata_filter)
 
         snap = self._snapshot
+        if isinstance(columns, str):  # one column named on its own, not its characters
+            columns = [columns]
         supported = row_tracking.is_supported(snap.protocol)
         check_row_tracking_columns(columns, supported, self.uri)
         files = snap.files

@@ -16,11 +16,12 @@ the loop. It contains no SQL and no Parquet details.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import orjson
 import pyarrow as pa
@@ -31,7 +32,7 @@ from ..conflicts import ReadSet, TransactionInfo, check_commit
 from ..conflicts.commuting import commutes_with_plain_commits, is_plain
 from ..conflicts.checker import added_rows_request
 from ..conflicts.row_level import load_request
-from ..errors import CommitRetriesExceededError, ConcurrentAppendException, DeltaTxError
+from ..errors import CommitRetriesExceededError, ConcurrentAppendException, DeltaTxError, TransactionFailedError
 from ..expr import Expr
 from ..isolation import effective_isolation_level, table_isolation_level
 from ..txnlog.actions import (
@@ -128,6 +129,19 @@ def _encode_parameter(v: Any) -> str:
     return v if isinstance(v, str) else orjson.dumps(v).decode()
 
 
+T = TypeVar("T")
+
+
+def _statement(method: Callable[..., T]) -> Callable[..., T]:
+    """A public staging method of :class:`Transaction`, run as one statement (see
+    :meth:`Transaction.run_statement`)."""
+    @functools.wraps(method)
+    def run(self: "Transaction", *args: Any, **kwargs: Any) -> T:
+        return self.run_statement(lambda: method(self, *args, **kwargs))
+
+    return run
+
+
 class CommitsOnExit:
     """``with`` a transaction: commit when the block ends normally, abort when it raises.
 
@@ -211,6 +225,7 @@ class Transaction(CommitsOnExit):
         self._clock: CommitClock | None = None  # in-commit timestamps across commit attempts
         self._committed_by: str | None = None  # "catalog transaction <id>" when one commits this
         self._compaction: str | None = None  # "OPTIMIZE" / "REORG" once staged: nothing else may join
+        self._failed: str | None = None  # a statement that failed after staging (see run_statement)
         phases.reached("begin", txn_id=self.txn_id, version=self.read_version, table=table.uri)
 
     # ------------------------------------------------------------------ what the txn sees
@@ -524,6 +539,7 @@ class Transaction(CommitsOnExit):
         self._ops.append(_StagedOp(name, dict(parameters or {}), dict(metrics or {}), changes_data, recorded_alone))
 
     # ------------------------------------------------------------------ operations (staging only)
+    @_statement
     def append(self, data: Any, schema_mode: str | None = None, app_id: str | None = None,
                app_version: int | None = None) -> "CommitResult | None":
         self._ensure_open()  # before any file is written
@@ -532,6 +548,7 @@ class Transaction(CommitsOnExit):
 
         return stage_append(self, data, schema_mode=schema_mode, app_id=app_id, app_version=app_version)
 
+    @_statement
     def overwrite(self, data: Any, where: str | None = None, schema_mode: str | None = None,
                   partition_overwrite_mode: str | None = None) -> None:
         self._refuse_after_compaction("overwrite")
@@ -540,12 +557,14 @@ class Transaction(CommitsOnExit):
         stage_overwrite(self, data, where=where, schema_mode=schema_mode,
                         partition_overwrite_mode=partition_overwrite_mode)
 
+    @_statement
     def delete(self, where: str | None = None) -> dict[str, Any]:
         self._refuse_after_compaction("delete")
         from .ops.delete import stage_delete
 
         return stage_delete(self, where)
 
+    @_statement
     def update(self, where: str | None = None, set: dict[str, str] | None = None) -> dict[str, Any]:
         self._refuse_after_compaction("update")
         from .ops.update import stage_update
@@ -558,6 +577,7 @@ class Transaction(CommitsOnExit):
 
         return MergeBuilder(self, source, on, source_alias=source_alias, target_alias=target_alias)
 
+    @_statement
     def optimize(self, where: str | None = None, target_size: int | None = None,
                  zorder_by: list[str] | None = None, full: bool = False) -> dict[str, Any]:
         """OPTIMIZE: bin-packing; on a clustered table, incremental clustering (``full`` re-clusters
@@ -584,6 +604,7 @@ class Transaction(CommitsOnExit):
             raise ClusteringError("optimize(full=True) re-clusters a clustered table; this table is not clustered")
         return stage_optimize(self, where=where, target_size=target_size)
 
+    @_statement
     def cluster_by(self, columns: list[str] | None) -> dict[str, Any]:
         """ALTER TABLE CLUSTER BY: set the clustering columns (None or [] = CLUSTER BY NONE).
 
@@ -592,6 +613,7 @@ class Transaction(CommitsOnExit):
 
         return stage_cluster_by(self, columns)
 
+    @_statement
     def reorg(self, where: str | None = None, purge: bool = True) -> dict[str, Any]:
         """Delta's ``REORG TABLE ... APPLY (PURGE)``: rewrite every file that has a deletion
         vector (optionally only in the partitions ``where`` selects), so deleted rows are gone
@@ -626,55 +648,65 @@ class Transaction(CommitsOnExit):
                 f"{self._compaction} runs in a transaction of its own: {operation} cannot join it; "
                 f"commit the {self._compaction} first, then {operation} in a new transaction")
 
+    @_statement
     def alter_column_type(self, column: str, new_type: Any) -> dict[str, Any]:
         """Widen ``column`` to ``new_type`` (type widening; metadata only, old files read widened)."""
         from .ops.alter_type import stage_alter_column_type
 
         return stage_alter_column_type(self, column, new_type)
 
+    @_statement
     def add_columns(self, fields: pa.Field | list[pa.Field]) -> dict[str, Any]:
         from .ops.columns import stage_add_columns
 
         return stage_add_columns(self, fields)
 
+    @_statement
     def set_column_default(self, column: str, sql: str | None) -> dict[str, Any]:
         from .ops.columns import stage_set_column_default
 
         return stage_set_column_default(self, column, sql)
 
+    @_statement
     def rename_column(self, old: str, new: str) -> dict[str, Any]:
         from .ops.columns import stage_rename_column
 
         return stage_rename_column(self, old, new)
 
+    @_statement
     def drop_column(self, name: str | list[str]) -> dict[str, Any]:
         from .ops.columns import stage_drop_columns
 
         return stage_drop_columns(self, name)
 
+    @_statement
     def set_properties(self, properties: dict[str, Any]) -> None:
         from .ops.properties import stage_set_properties
 
         stage_set_properties(self, properties)
 
+    @_statement
     def unset_properties(self, keys: str | list[str], if_exists: bool = False) -> None:
         """ALTER TABLE UNSET TBLPROPERTIES [IF EXISTS] (keys)."""
         from .ops.properties import stage_unset_properties
 
         stage_unset_properties(self, keys, if_exists=if_exists)
 
+    @_statement
     def add_constraint(self, name: str, sql: str) -> None:
         """ALTER TABLE ADD CONSTRAINT name CHECK (sql): every existing row is checked first."""
         from .ops.constraints import stage_add_constraint
 
         stage_add_constraint(self, name, sql)
 
+    @_statement
     def drop_constraint(self, name: str, if_exists: bool = False) -> None:
         """ALTER TABLE DROP CONSTRAINT [IF EXISTS] name."""
         from .ops.constraints import stage_drop_constraint
 
         stage_drop_constraint(self, name, if_exists=if_exists)
 
+    @_statement
     def restore(self, version: int | None = None, timestamp: Any = None) -> dict[str, Any]:
         """Bring the table back to ``version`` (or the one current at ``timestamp``)."""
         from ..txnlog.history import to_timestamp_ms
@@ -1122,6 +1154,40 @@ class Transaction(CommitsOnExit):
     def _ensure_open(self) -> None:
         if self._state != "open":
             raise DeltaTxError(f"this transaction is {self._state}; start a new one with table.transaction()")
+        if self._failed is not None:
+            self.abort()
+            raise TransactionFailedError(
+                f"a statement of this transaction failed after staging part of its changes ({self._failed}); "
+                f"the transaction cannot commit without the rest of that statement, so it was aborted and "
+                f"committed nothing (its new files are deleted). Run it again in a new transaction")
+
+    # ------------------------------------------------------------------ statements
+    def run_statement(self, stage: Callable[[], T]) -> T:
+        """Run one statement (DELETE, MERGE, ALTER...) of this transaction: all of it or none.
+
+        A statement stages in steps (a DELETE's removes, then its rewritten rows, whose
+        constraint check may refuse them), so one that fails may leave part of its changes
+        staged. A caller who catches that error inside ``with table.transaction()`` would
+        otherwise commit the removes without the rows that replace them. A failure that staged
+        nothing leaves the transaction as it was (a misspelt predicate can be retried); one that
+        staged something marks it failed: using or committing it again aborts it
+        (:class:`TransactionFailedError`), as a failed statement aborts an SQL transaction."""
+        self._ensure_open()
+        before = self._staged_marker()
+        try:
+            return stage()
+        except BaseException as exc:
+            if self._state == "open" and self._staged_marker() != before:
+                self._failed = f"{type(exc).__name__}: {exc}"
+            raise
+
+    def _staged_marker(self) -> tuple:
+        """What changes whenever anything is staged (compared before and after a statement)."""
+        changes = self.changes
+        return (len(self._adds), len(self._removes), len(self._files_staged), len(self._ops), len(self._written),
+                len(self._dv_files), len(self._cdc), len(self._must_exist), id(self._metadata), id(self._protocol),
+                len(self._domains), len(self._txns), self._removed_without_feed, self._compaction,
+                id(changes), len(changes.rows) if changes is not None else 0)
 
 
 def _decoded(paths: pa.Array | pa.ChunkedArray) -> list[str]:

@@ -335,8 +335,15 @@ class LocalLogStore(LogStore):
         """Write-then-rename so that a reader sees the old or the new file, never half of one."""
         _ensure_folder(self.log_root)
         tmp = os.path.join(self.log_root, f".{name}.{uuid.uuid4().hex}.tmp")
-        self._write_tmp(tmp, data)
-        os.replace(tmp, os.path.join(self.log_root, name))
+        try:
+            self._write_tmp(tmp, data)
+            os.replace(tmp, os.path.join(self.log_root, name))
+        except BaseException:  # the name is a folder, the disk is full...: leave no temp file behind
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
 
     def delete_log_file(self, name: str) -> None:
         try:

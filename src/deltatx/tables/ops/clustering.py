@@ -91,6 +91,15 @@ def column_names(columns: Any, error: type[ClusteringError] = ClusteringError) -
     return list(columns)
 
 
+def _partition_column_message(name: str, what: str) -> str:
+    """Why a partition column cannot order files (Delta's wording for Z-order, which delta-spark's
+    tests look for): the files of a partition hold one value of it already."""
+    if what == "ZORDER BY":
+        return (f"{name} is a partition column. Z-Ordering can only be performed on data columns "
+                f"(the files of a partition already hold one value of it)")
+    return f"{what} column {name!r} is a partition column; files are already separated by it"
+
+
 def resolve_columns(schema: pa.Schema, properties: Mapping[str, str], partition_columns: Sequence[str],
                     names: Sequence[str], what: str, error: type[ClusteringError] = ClusteringError) -> list[Path]:
     """The logical paths of ``names``; raises ``error`` unless each is an existing, distinct,
@@ -102,13 +111,13 @@ def resolve_columns(schema: pa.Schema, properties: Mapping[str, str], partition_
     paths: list[Path] = []
     for name in names:
         if name in partition_columns:
-            raise error(f"{what} column {name!r} is a partition column; files are already separated by it")
+            raise error(_partition_column_message(name, what))
         found = resolve_field(list(schema), split_name(name))
         if found is None:
             raise error(f"{what} column {name!r} is not in the table schema {schema.names}")
         path, field = found
         if path[0] in partition_columns:
-            raise error(f"{what} column {name!r} is a partition column; files are already separated by it")
+            raise error(_partition_column_message(name, what))
         if path in paths:
             raise error(f"{what} column {name!r} is named twice")
         if not has_min_max(field.type):

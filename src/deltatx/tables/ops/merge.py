@@ -15,7 +15,8 @@ only the last clause of each kind may omit its condition. Matched conditions and
 see ``t.*`` and ``s.*``; NOT MATCHED clauses only the source; NOT MATCHED BY SOURCE only the
 target. ``UPDATE SET *`` / ``INSERT *`` pair columns by name (case-insensitive); a target column
 the source lacks is kept (update) or NULL (insert). ``with_schema_evolution()`` first adds the
-source columns the target lacks (:func:`evolve_schema`), so ``*`` clauses carry them over.
+source columns the target lacks (:func:`evolve_schema`): all of them for a ``*`` clause, the
+ones an explicit assignment sets by name otherwise.
 """
 
 from __future__ import annotations
@@ -106,10 +107,13 @@ class MergeBuilder:
     def with_schema_evolution(self) -> "MergeBuilder":
         """MERGE WITH SCHEMA EVOLUTION: source columns the target lacks join the table.
 
-        As Delta's ``withSchemaEvolution()``: only ``UPDATE SET *`` / ``INSERT *`` carry columns
-        over, so only they add them (nullable, at the end, in the source's order); rows the MERGE
-        does not give a value keep null there. The commit changes the table's metadata, so
-        concurrent writers that read the old schema fail with ``MetadataChangedException``.
+        As Delta's ``withSchemaEvolution()``: ``UPDATE SET *`` / ``INSERT *`` add every source
+        column the target lacks; an explicit assignment adds the column it sets when the target
+        lacks it and the source has a column of that name (``set={"extra": "s.other"}`` adds
+        ``extra`` with the source's ``extra`` type). New columns are nullable, at the end, in
+        the source's order; rows the MERGE does not give a value keep null there. The commit
+        changes the table's metadata, so concurrent writers that read the old schema fail with
+        ``MetadataChangedException``.
         """
         self._schema_evolution = True
         return self
@@ -152,8 +156,9 @@ class MergeBuilder:
             return stage_merge(tx, self._source, self._on, self._clauses, source_alias=self._source_alias,
                                target_alias=self._target_alias, schema_evolution=self._schema_evolution)
 
-        if self._tx is not None:
-            return stage(self._tx)
+        if self._tx is not None:  # one statement of an explicit transaction: all of it or none
+            tx = self._tx
+            return tx.run_statement(lambda: stage(tx))
         return self._table._run(None, stage)
 
 
@@ -330,18 +335,44 @@ def plan_merge(target: pa.Schema, source: Any, on: str | Expr, clauses: list[Mer
     return plan
 
 
-def evolve_schema(tx: "Transaction", source: pa.Table, clauses: list[MergeClause]) -> list[str]:
+def _evolving_source_schema(clauses: list[MergeClause], target: pa.Schema, source: pa.Schema,
+                            target_alias: str) -> pa.Schema | None:
+    """The source columns schema evolution merges into the target: all of them when an
+    ``UPDATE SET *`` / ``INSERT *`` clause carries them over, else those an explicit assignment
+    sets by a name the target lacks and the source has (Delta's MergeIntoSchemaEvolutionSuite:
+    "new column updated from other new column" adds ``extra`` as the source's ``extra``, set
+    from ``s.unused``); None when no clause adds anything."""
+    acting = [c for c in clauses if c.action in ("update", "insert")]
+    if any(c.assignments is None for c in acting):
+        return source
+    prefix = f"{target_alias}.".lower()
+    named: set[str] = set()
+    for c in acting:
+        for key in c.assignments or {}:
+            name = key[len(prefix):] if key.lower().startswith(prefix) else key
+            if _find_column(target, name) is None:
+                found = _find_column(source, name)
+                if found is not None:
+                    named.add(found)
+    if not named:
+        return None
+    return pa.schema([f for f in source if f.name in named])
+
+
+def evolve_schema(tx: "Transaction", source: pa.Table, clauses: list[MergeClause],
+                  target_alias: str = "t") -> list[str]:
     """Stage the target schema widened by the source's new columns; returns their names.
 
     See :meth:`MergeBuilder.with_schema_evolution`. Staged before the MERGE is planned, so the
     clauses bind to the new columns and every file is read (old files: nulls) and written with
     the new schema.
     """
-    if not any(c.assignments is None and c.action in ("update", "insert") for c in clauses):
-        return []
     target = tx.schema
+    joining = _evolving_source_schema(clauses, target, source.schema, target_alias)
+    if joining is None:
+        return []
     try:  # the same merge as append(schema_mode="merge"): names match case-insensitively
-        widened = without_new_defaults(merge_schemas(target, source.schema), target)
+        widened = without_new_defaults(merge_schemas(target, joining), target)
     except SchemaMismatchError as exc:
         raise SchemaMismatchError(f"MERGE schema evolution cannot add the source's columns: {exc}") from None
     widening = Widening.of(tx.properties, tx.protocol)
@@ -361,7 +392,7 @@ def stage_merge(tx: "Transaction", source: Any, on: str | Expr, clauses: list[Me
 
     if schema_evolution:
         source = as_source_table(source)
-        evolve_schema(tx, source, clauses)
+        evolve_schema(tx, source, clauses, target_alias)
     plan = plan_merge(tx.schema, source, on, clauses, source_alias=source_alias, target_alias=target_alias,
                       rules=rules_for(tx.schema, tx.properties, tx.protocol))
     return execute_merge(tx, plan)

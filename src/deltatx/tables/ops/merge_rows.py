@@ -387,8 +387,11 @@ class MergeExecutor:
             return
         distinct = len(np.unique(pt))
         if distinct < len(pt):
-            raise MergeCardinalityError(
-                f"MERGE ON {plan.on}: {len(pt) - distinct} target row(s) matched more than one source row, so "
+            raise MergeCardinalityError(  # Delta's error class and wording first, then which rows
+                f"[DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE] Cannot perform Merge as multiple "
+                f"source rows matched and attempted to modify the same target row in the Delta table in possibly "
+                f"conflicting ways. MERGE ON {plan.on}: {len(pt) - distinct} target row(s) matched more than one "
+                f"source row, so "
                 f"which source row updates or deletes them is ambiguous. Deduplicate the source on the join "
                 f"key (or make ON more specific) and retry."
             )

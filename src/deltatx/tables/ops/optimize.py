@@ -180,9 +180,10 @@ def files_in_partitions(tx: "Transaction", where: str | Expr | None,
     pred = bind_predicate(parse_predicate(where) if isinstance(where, str) else where, schema)
     outside = sorted(pred.columns() - set(partition_columns))
     if outside:
-        raise PredicateError(
-            f"{operation} where= may only name partition columns {partition_columns}; it names {outside}. "
-            f"{operation} rewrites whole files, so select partitions, not rows."
+        raise PredicateError(  # Delta's wording first (delta-spark's tests look for it)
+            f"Predicate references non-partition column '{outside[0]}'. Only the partition columns may be "
+            f"referenced: [{', '.join(partition_columns)}]. {operation} where= selects partitions: it rewrites "
+            f"whole files, so it cannot select rows."
         )
     if files.num_rows:
         files = files.filter(files_matching(pred, files, schema, partition_columns, use_stats=False))

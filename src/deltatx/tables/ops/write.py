@@ -7,13 +7,15 @@ its ``where`` predicate selects (that predicate is its read predicate for confli
 
 from __future__ import annotations
 
+import numbers
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...errors import InvalidArgumentError, ReplaceWhereViolationError
-from ...expr import bind_predicate, parse_predicate, to_arrow
+from ...expr import Expr, bind_predicate, parse_predicate, to_arrow
+from ...io.reader import raise_if_filter_failed
 from ..constraints import WriteRules, rules_for
 from ..data import Widening, conform, conform_table, data_schema, resolve_write_schema, to_reader, with_table_names
 from ..identity import Origin, assigner, refuse_explicit_values
@@ -61,6 +63,8 @@ def stage_append(tx: "Transaction", data: Any, *, schema_mode: str | None = None
     """Write ``data`` as new files. Returns False when an idempotent (app_id, version) was skipped."""
     if (app_id is None) != (app_version is None):
         raise InvalidArgumentError("app_id and app_version go together: pass both (an idempotent write) or neither")
+    if app_version is not None and (isinstance(app_version, bool) or not isinstance(app_version, numbers.Integral)):
+        raise InvalidArgumentError(f"app_version must be an integer (the app's batch number), got {app_version!r}")
     if app_id is not None:
         last = tx.app_version(app_id)
         if last is not None and int(app_version) <= last:
@@ -111,7 +115,7 @@ def stage_overwrite(tx: "Transaction", data: Any, *, where: str | None = None, s
         if absent:  # generated columns first: replaceWhere often names one (a generated partition)
             table = _with_computed(tx, table, schema, absent)
             absent = frozenset()
-        bad = table.num_rows - table.filter(to_arrow(pred, schema)).num_rows
+        bad = table.num_rows - _rows_matching(table, pred, schema)
         if bad:
             raise ReplaceWhereViolationError(
                 f"{bad} of {table.num_rows} new row(s) do not satisfy replaceWhere predicate {str(pred)!r}; "
@@ -126,3 +130,14 @@ def stage_overwrite(tx: "Transaction", data: Any, *, where: str | None = None, s
     if deleted_rows is not None:
         metrics["numDeletedRows"] = deleted_rows
     tx.note_operation("WRITE", params, metrics)
+
+
+def _rows_matching(table: pa.Table, pred: Expr, schema: pa.Schema) -> int:
+    """How many of the new rows ``pred`` (replaceWhere) selects; a value it cannot compute (a
+    CAST that fails on one of them) is a PredicateError, as on a read."""
+    row_filter = to_arrow(pred, schema)
+    try:
+        return table.filter(row_filter).num_rows
+    except pa.ArrowInvalid as exc:
+        raise_if_filter_failed(exc, row_filter)
+        raise

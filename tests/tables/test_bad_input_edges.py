@@ -12,7 +12,8 @@ import pytest
 
 import deltatx
 from deltatx.cli import EXIT_USAGE, main
-from deltatx.errors import (ArgumentTypeError, CorruptDataFileError, InvalidArgumentError, PredicateError)
+from deltatx.errors import (ArgumentTypeError, CorruptDataFileError, InvalidArgumentError, InvalidConstraintError,
+                            PredicateError, TimeTravelError)
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 
@@ -87,3 +88,18 @@ def test_a_log_file_that_cannot_take_its_name_leaves_no_temp_file(table_uri):
     with pytest.raises(OSError):
         table.store.write_log_file("_last_checkpoint", b"{}")
     assert _log(table_uri) == before
+
+
+def test_a_constraint_the_rows_cannot_evaluate_is_named(table_uri):
+    table = _table(table_uri)
+    version = table.version
+    with pytest.raises(InvalidConstraintError, match=r"CHECK constraint 'c1' \(name > 5\) cannot be evaluated"):
+        table.add_constraint("c1", "name > 5")  # 'n0' is not a number
+    assert deltatx.Table(table_uri).version == version
+
+
+def test_an_unparseable_timestamp_uses_deltas_wording(table_uri):
+    _table(table_uri)
+    with pytest.raises(TimeTravelError, match=r"The provided timestamp \('05/04/1999'\) cannot be converted to a "
+                                              r"valid timestamp"):
+        deltatx.Table(table_uri, timestamp="05/04/1999")

@@ -91,3 +91,21 @@ def test_a_refusal_that_staged_nothing_leaves_the_transaction_usable(table_uri):
         tx.update(where="id = 5", set={"v": "50"})
     rows = {r["id"]: r["v"] for r in deltatx.Table(table_uri).to_arrow().to_pylist()}
     assert sorted(rows) == [0, 1, 2, 4, 5, 6, 7, 8, 9] and rows[5] == 50.0
+
+
+def test_a_refusal_after_rows_were_marked_changed_aborts_the_transaction(table_uri):
+    """On a DV table an UPDATE records the rows it changes before computing their new values; one
+    whose SET cannot be computed (a failing CAST) has staged no action, but its rows are in the
+    row-level record a rebase onto a concurrent winner's DV would carry: it aborts too."""
+    schema = pa.schema([("id", pa.int64()), ("v", pa.float64()), ("name", pa.string())])
+    table = deltatx.create_table(table_uri, schema, properties={"delta.enableDeletionVectors": "true"})
+    table.append(pa.table({"id": list(range(10)), "v": [1.0] * 10, "name": [f"n{i}" for i in range(10)]},
+                          schema=schema))
+    version = table.version
+    tx = table.transaction()
+    tx.delete(where="id = 1")
+    with pytest.raises(PredicateError, match="cannot evaluate"):
+        tx.update(where="id = 5", set={"v": "CAST(name AS DOUBLE)"})
+    with pytest.raises(TransactionFailedError):
+        tx.commit()
+    assert deltatx.Table(table_uri).version == version

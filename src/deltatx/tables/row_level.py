@@ -43,6 +43,9 @@ class RowLevelRecorder:
         self.files: dict[str, FileRows] = {}
         self.compacted: dict[str, FileRows] = {}
         self.compaction_outputs: list[str] = []
+        #: records that changed rows: a statement that failed after one cannot be committed around
+        #: (the rebase onto a winner's DV would carry its changed rows; Transaction.run_statement)
+        self.changes_recorded = 0
 
     def record(self, file: Mapping[str, Any], base_deleted: BitMap64, *,
                changed: np.ndarray | BitMap64 | None = None, read: np.ndarray | BitMap64 | None = None,
@@ -58,6 +61,8 @@ class RowLevelRecorder:
         path = file["path"]
         into = self.compacted if compaction else self.files
         changed_bm = _bitmap(changed)
+        if changed_bm or compaction:
+            self.changes_recorded += 1
         read_bm = _bitmap(read)
         read_bm |= changed_bm
         previous = into.get(path)

@@ -1187,7 +1187,8 @@ class Transaction(CommitsOnExit):
         return (len(self._adds), len(self._removes), len(self._files_staged), len(self._ops), len(self._written),
                 len(self._dv_files), len(self._cdc), len(self._must_exist), id(self._metadata), id(self._protocol),
                 len(self._domains), len(self._txns), self._removed_without_feed, self._compaction,
-                id(changes), len(changes.rows) if changes is not None else 0)
+                id(changes), len(changes.rows) if changes is not None else 0, self.row_level.changes_recorded,
+                len(self.row_level.compaction_outputs))
 
 
 def _decoded(paths: pa.Array | pa.ChunkedArray) -> list[str]:

@@ -240,7 +240,9 @@ def to_timestamp_ms(ts: Any) -> int:
         try:
             ts = datetime.fromisoformat(ts.replace("Z", "+00:00"))
         except ValueError:
-            raise TimeTravelError(f"timestamp {ts!r} is not an ISO 8601 date or datetime") from None
+            raise TimeTravelError(  # Delta's wording first (DELTA_TIMESTAMP_INVALID), then what is accepted
+                f"The provided timestamp ('{ts}') cannot be converted to a valid timestamp: it is not an "
+                f"ISO 8601 date or datetime") from None
     if isinstance(ts, date) and not isinstance(ts, datetime):
         ts = datetime(ts.year, ts.month, ts.day)
     if isinstance(ts, datetime):

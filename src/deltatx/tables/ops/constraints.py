@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...errors import InvalidConstraintError
+from ...errors import InvalidConstraintError, PredicateError
 from ...io.reader import read_files
 from ...io.row_metadata import MaterializedColumns
 from ...txnlog.features import required_protocol
@@ -41,7 +41,11 @@ def stage_add_constraint(tx: "Transaction", name: str, sql: str) -> None:
     if not isinstance(sql, str) or not sql.strip():
         raise InvalidConstraintError(f"CHECK constraint {name!r} needs a SQL condition, got {sql!r}")
     check = RowCheck("CHECK constraint", name, sql, bound_condition(sql, tx.schema, f"CHECK constraint {name!r}"))
-    _check_existing_rows(tx, check)
+    try:
+        _check_existing_rows(tx, check)
+    except PredicateError as exc:  # a value of the rows it cannot compute (a failing CAST): name it
+        raise InvalidConstraintError(
+            f"CHECK constraint {name!r} ({sql}) cannot be evaluated on the table's rows: {exc}") from exc
     config[key] = sql
     tx.stage_metadata(tx.metadata.replace(configuration=config))
     protocol = required_protocol(config, tx.schema, tx.protocol)

@@ -83,6 +83,20 @@ def test_restore_refuses_a_timestamp_after_the_last_commit(tmp_path):
     assert t.refresh().version == 1
 
 
+def test_time_travel_refuses_a_timestamp_after_the_last_commit(tmp_path):
+    """As Delta's reads (DELTA_TIMESTAMP_GREATER_THAN_COMMIT): the version at a later time is not
+    known yet, a commit may still land before it. The last commit's own time is fine."""
+    uri = str(tmp_path / "t")
+    t = deltatx.create_table(uri, SCHEMA)
+    t.append(_rows([1]))
+    last = t.history(1)[0]["timestamp"]
+    assert deltatx.Table(uri, timestamp=last).version == 1
+    with pytest.raises(TimeTravelError, match=r"cannot time travel: the provided timestamp \(2099-01-01T00:00:00"):
+        deltatx.Table(uri, timestamp="2099-01-01T00:00:00Z")
+    with pytest.raises(TimeTravelError, match="after the latest version"):
+        deltatx.Table(uri, timestamp=last + 1)
+
+
 def test_merge_on_a_dv_and_change_feed_table_reports_deltas_metric_names(tmp_path):
     t = deltatx.create_table(str(tmp_path / "t"), SCHEMA, properties={
         "delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"})

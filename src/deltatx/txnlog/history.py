@@ -224,10 +224,19 @@ def refuse_after_last_commit(store: LogStore, properties: dict[str, str], versio
     ``version`` is the version the timestamp resolved to; only the latest one is checked."""
     last = read_history(store, 1, ict_enablement_version(properties))
     if last and last[0]["version"] == version and timestamp_ms > int(last[0]["timestamp"]):
+        committed = int(last[0]["timestamp"])
         raise TimeTravelError(
-            f"{what}: the provided timestamp ({timestamp_ms} ms since the epoch) is after the latest version "
-            f"available to this table (version {version}, committed at {last[0]['timestamp']}); use a "
-            f"timestamp before or at that time")
+            f"{what}: the provided timestamp ({_readable(timestamp_ms)}) is after the latest version "
+            f"available to this table (version {version}, committed at {_readable(committed)}); use a "
+            f"timestamp before or at that time (DELTA_TIMESTAMP_GREATER_THAN_COMMIT)")
+
+
+def _readable(ms: int) -> str:
+    """Epoch milliseconds as an ISO UTC time with milliseconds, as messages show them."""
+    try:
+        return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")
+    except (OverflowError, OSError, ValueError):
+        return f"{ms} ms since the epoch"
 
 
 def to_timestamp_ms(ts: Any) -> int:

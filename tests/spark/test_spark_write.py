@@ -89,7 +89,7 @@ def test_replace_where_replaces_only_matching_partition_and_rejects_outsiders(sp
     assert sorted(r["id"] for r in rows if r["part"] == 1) == [1000, 1001]
     assert sorted(r["id"] for r in rows if r["part"] != 1) == [0, 2, 3, 5, 6, 8]
     entry = deltatx.Table(table_uri).history()[0]
-    assert entry["operationParameters"]["predicate"] == '["part = 1"]'
+    assert entry["operationParameters"]["predicate"] == "part = 1"  # Delta's WRITE: the replaceWhere text
     assert int(entry["operationMetrics"]["numDeletedRows"]) == 3
     # untouched partitions keep their files
     assert {f for f in before_files if not f.startswith("part=1/")} <= parquet_in_table(table_uri)

@@ -215,3 +215,10 @@ def test_auto_compaction_after_commit(table_uri):
     ops = [h["operation"] for h in t.history()]
     assert "OPTIMIZE" in ops
     assert sorted(t.to_arrow()["id"].to_pylist()) == [0, 1, 2, 3]
+    auto = next(h for h in t.history() if h["operation"] == "OPTIMIZE")["operationParameters"]
+    assert auto["auto"] == "true" and auto["zOrderBy"] == "[]"  # Delta's parameters of an auto compaction
+    t.append(rows([9], 2))
+    t.append(rows([10], 2))
+    manual = t.optimize(where="part = 2")
+    params = t.history(1)[0]["operationParameters"]
+    assert manual.operation == "OPTIMIZE" and params["auto"] == "false" and params["zOrderBy"] == "[]"

@@ -50,6 +50,21 @@ def test_history_after_log_cleanup_starts_at_the_checkpoint(log: LogWriter) -> N
     assert [h["version"] for h in read_history(log.store)] == [4, 3, 2]
 
 
+def test_history_lists_commit_files_older_than_the_oldest_checkpoint(log: LogWriter) -> None:
+    """As Delta's DESCRIBE HISTORY (from the earliest delta file) and deltalake's: a commit file a
+    cleanup kept before the checkpoint is listed, though time travel cannot rebuild its version;
+    a file before a gap in the versions is not part of this history."""
+    log.create()
+    for i in range(4):
+        log.commit(adds=[add_row(f"f{i}.parquet")])
+    write_checkpoint(log.store, load_snapshot(log.store, version=3))
+    for v in (0, 1):
+        log.store.delete_log_file(commit_name(v))
+    assert [h["version"] for h in read_history(log.store)] == [4, 3, 2]
+    log.store.delete_log_file(commit_name(3))  # 2.json is now cut off by a gap
+    assert [h["version"] for h in read_history(log.store)] == [4]
+
+
 def test_history_uses_in_commit_timestamps(log: LogWriter) -> None:
     log.create()
     log.commit(adds=[add_row("a.parquet")], info={"operation": "WRITE", "inCommitTimestamp": 42})

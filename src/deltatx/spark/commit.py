@@ -172,7 +172,7 @@ def _commit_existing(table: Table, request: CommitRequest, adds: pa.Table) -> Co
         if request.overwrite:
             if request.replace_where is not None:
                 predicate = bind(parse_predicate(request.replace_where), tx.schema)
-                params["predicate"] = [str(predicate)]
+                params["predicate"] = request.replace_where  # Delta's WRITE records the text as given
                 removed = remove_matching_rows(tx, predicate)
                 metrics["numRemovedFiles"] = removed["numRemovedFiles"]
                 metrics["numDeletedRows"] = removed["numDeletedRows"]

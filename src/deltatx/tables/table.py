@@ -185,7 +185,7 @@ class Table:
         try:
             due = auto_compaction_due(snapshot)
             if due is not None:
-                self._run(None, lambda tx: tx.optimize(where=due.where))
+                self._run(None, lambda tx: tx.optimize(where=due.where, auto=True))
         except ConcurrentModificationException:
             pass  # someone else changed those files; the next commit will try again
         except Exception as exc:

@@ -579,9 +579,10 @@ class Transaction(CommitsOnExit):
 
     @_statement
     def optimize(self, where: str | None = None, target_size: int | None = None,
-                 zorder_by: list[str] | None = None, full: bool = False) -> dict[str, Any]:
+                 zorder_by: list[str] | None = None, full: bool = False, *, auto: bool = False) -> dict[str, Any]:
         """OPTIMIZE: bin-packing; on a clustered table, incremental clustering (``full`` re-clusters
-        every file); with ``zorder_by``, Delta's OPTIMIZE ZORDER BY (unclustered tables only)."""
+        every file); with ``zorder_by``, Delta's OPTIMIZE ZORDER BY (unclustered tables only).
+        ``auto`` records a bin-packing as the auto compaction it is (Delta's ``auto: true``)."""
         from ..catalog.maintenance import check_maintenance
 
         check_maintenance(self.store, "OPTIMIZE")  # a catalog-managed table: only where the catalog allows
@@ -602,7 +603,7 @@ class Transaction(CommitsOnExit):
             from ..errors import ClusteringError
 
             raise ClusteringError("optimize(full=True) re-clusters a clustered table; this table is not clustered")
-        return stage_optimize(self, where=where, target_size=target_size)
+        return stage_optimize(self, where=where, target_size=target_size, auto=auto)
 
     @_statement
     def cluster_by(self, columns: list[str] | None) -> dict[str, Any]:

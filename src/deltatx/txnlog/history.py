@@ -180,7 +180,8 @@ ANY_ICT = -1
 
 
 def read_history(store: LogStore, limit: int | None = None, ict_from: int | None = ANY_ICT) -> list[dict[str, Any]]:
-    """``commitInfo`` of each retained version, newest first, with ``version`` and ``timestamp``.
+    """``commitInfo`` of each version whose commit file is in the log, newest first, with
+    ``version`` and ``timestamp`` (:func:`_history_commits`).
 
     ``timestamp`` is the commit timestamp, replacing the writer's own clock as Delta's DESCRIBE
     HISTORY does: the in-commit timestamp of the versions from ``ict_from`` on (the table's
@@ -199,7 +200,7 @@ def read_history(store: LogStore, limit: int | None = None, ict_from: int | None
     listing = store.list_log()
     if not listing:
         raise TableNotFoundError(f"no Delta table at {store.uri!r}: _delta_log has no commits")
-    commits = retained_commits(listing) or [f for f in listing if f.kind == "commit"]
+    commits = _history_commits(listing)
     mtimes = monotonic_mtimes(commits)
     chosen = list(range(len(commits)))[::-1]
     if limit is not None:
@@ -215,6 +216,18 @@ def read_history(store: LogStore, limit: int | None = None, ict_from: int | None
         info["timestamp"] = int(ict) if uses_ict else mtimes[i]
         history.append(info)
     return history
+
+
+def _history_commits(listing: Sequence[LogFile]) -> list[LogFile]:
+    """The commit files DESCRIBE HISTORY lists, oldest first: as Delta's (from the earliest delta
+    file on), every commit file still in the log, also those older than the oldest version that
+    can be rebuilt (log cleanup keeps the ones a checkpoint needs); only a run unbroken up to the
+    latest version, since a gap means the older ones belong to no history of this log."""
+    commits = [f for f in listing if f.kind == "commit"]
+    start = len(commits) - 1
+    while start > 0 and commits[start - 1].version == commits[start].version - 1:
+        start -= 1
+    return commits[max(start, 0):]
 
 
 def refuse_after_last_commit(store: LogStore, properties: dict[str, str], version: int, timestamp_ms: int,

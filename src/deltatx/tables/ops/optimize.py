@@ -191,7 +191,7 @@ def files_in_partitions(tx: "Transaction", where: str | Expr | None,
 
 
 def stage_optimize(tx: "Transaction", where: str | None = None, target_size: int | None = None,
-                   purge_only: bool = False) -> dict[str, Any]:
+                   purge_only: bool = False, auto: bool = False) -> dict[str, Any]:
     """Compact small files (optionally only in the partitions ``where`` selects); returns metrics.
 
     Files whose deletion vectors delete many rows are rewritten too (their DVs purged).
@@ -210,7 +210,8 @@ def stage_optimize(tx: "Transaction", where: str | None = None, target_size: int
         planned = plan_bins(files, keys, target, purge)
     compacted, adds = stage_rewrite(tx, planned, pred)
     metrics = rewrite_metrics(tx, planned, compacted, adds, considered, started)
-    params = {"predicate": [str(pred)] if pred is not None else [], "targetSize": target}
+    params = {"predicate": [str(pred)] if pred is not None else [], "targetSize": target,
+              "zOrderBy": [], "auto": auto}  # Delta's OPTIMIZE parameters (auto: an auto compaction)
     if purge_only:
         tx.note_operation("REORG", {"predicate": params["predicate"], "applyPurge": True}, metrics, changes_data=False)
     else:

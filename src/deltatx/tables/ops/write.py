@@ -110,7 +110,7 @@ def stage_overwrite(tx: "Transaction", data: Any, *, where: str | None = None, s
         deleted_rows = None
     else:
         pred = bind_predicate(parse_predicate(where), schema)
-        params["predicate"] = [str(pred)]
+        params["predicate"] = where if isinstance(where, str) else str(pred)  # Delta's WRITE: the text as given
         table = conform_table(reader, schema, absent)
         if absent:  # generated columns first: replaceWhere often names one (a generated partition)
             table = _with_computed(tx, table, schema, absent)

@@ -861,8 +861,39 @@ def _deleted_among(positions: np.ndarray, deleted: np.ndarray) -> np.ndarray:
 def _take(table: pa.Table, rows: np.ndarray) -> pa.Table:
     """``table.take(rows)``, also for a table of no columns (a predicate on metadata columns or
     on none reads no column of a file that has no materialized ones), whose ``take`` would lose
-    the row count: its rows are all alike, so the first ``len(rows)`` are the ones taken."""
-    return table.take(rows) if table.num_columns else table.slice(0, len(rows))
+    the row count: its rows are all alike, so the first ``len(rows)`` are the ones taken.
+
+    A file's own columns may be of Arrow's view types (polars and delta-rs write ``string_view``
+    / ``binary_view``), which Arrow's ``take`` has no kernel for: those are taken as the plain
+    large types, the types a read converts them to anyway."""
+    if not table.num_columns:
+        return table.slice(0, len(rows))
+    try:
+        return table.take(rows)
+    except pa.ArrowNotImplementedError:
+        unviewed = pa.schema([f.with_type(_without_views(f.type)) for f in table.schema], metadata=table.schema.metadata)
+        if unviewed.equals(table.schema):
+            raise
+        return table.cast(unviewed).take(rows)
+
+
+def _without_views(t: pa.DataType) -> pa.DataType:
+    """``t`` with every ``string_view`` / ``binary_view`` in it (nested too) as ``large_string``
+    / ``large_binary``."""
+    if pa.types.is_string_view(t):
+        return pa.large_string()
+    if pa.types.is_binary_view(t):
+        return pa.large_binary()
+    if pa.types.is_struct(t):
+        return pa.struct([t.field(i).with_type(_without_views(t.field(i).type)) for i in range(t.num_fields)])
+    if pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(_without_views(t.value_type)))
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_without_views(t.value_type)))
+    if pa.types.is_map(t):
+        return pa.map_(t.key_field.with_type(_without_views(t.key_type)),
+                       t.item_field.with_type(_without_views(t.item_type)))
+    return t
 
 
 def _check_dv_fits(deleted: np.ndarray, num_rows: int, path: str) -> None:

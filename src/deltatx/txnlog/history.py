@@ -153,8 +153,8 @@ def version_at_timestamp(store: LogStore, listing: Sequence[LogFile], timestamp_
     index = bisect.bisect_right(timeline, timestamp_ms, lo, hi) - 1
     if index < lo:
         raise TimeTravelError(
-            f"timestamp {timestamp_ms} is before the earliest retained commit of {store.uri!r} "
-            f"(version {commits[0].version} at {timeline[0]}); history before it was cleaned up or "
+            f"timestamp {_readable(timestamp_ms)} is before the earliest retained commit of {store.uri!r} "
+            f"(version {commits[0].version} at {_readable(timeline[0])}); history before it was cleaned up or "
             f"never existed"
         )
     return timeline.versions[index]

@@ -40,13 +40,18 @@ def test_history_limit_reads_only_the_newest_commits(local_log: LogWriter) -> No
     assert sorted(store.reads) == [commit_name(v) for v in (18, 19, 20)]
 
 
-def test_history_after_log_cleanup_starts_at_the_checkpoint(log: LogWriter) -> None:
+def _cleaned_up(log: LogWriter, checkpoint: int) -> None:
+    """Versions 0..4, a checkpoint at ``checkpoint``, the commit files of 0 and 1 deleted."""
     log.create()
     for i in range(4):
         log.commit(adds=[add_row(f"f{i}.parquet")])
-    write_checkpoint(log.store, load_snapshot(log.store, version=2))
+    write_checkpoint(log.store, load_snapshot(log.store, version=checkpoint))
     for v in (0, 1):
         log.store.delete_log_file(commit_name(v))
+
+
+def test_history_after_log_cleanup_starts_at_the_checkpoint(log: LogWriter) -> None:
+    _cleaned_up(log, checkpoint=2)
     assert [h["version"] for h in read_history(log.store)] == [4, 3, 2]
 
 
@@ -54,12 +59,7 @@ def test_history_lists_commit_files_older_than_the_oldest_checkpoint(log: LogWri
     """As Delta's DESCRIBE HISTORY (from the earliest delta file) and deltalake's: a commit file a
     cleanup kept before the checkpoint is listed, though time travel cannot rebuild its version;
     a file before a gap in the versions is not part of this history."""
-    log.create()
-    for i in range(4):
-        log.commit(adds=[add_row(f"f{i}.parquet")])
-    write_checkpoint(log.store, load_snapshot(log.store, version=3))
-    for v in (0, 1):
-        log.store.delete_log_file(commit_name(v))
+    _cleaned_up(log, checkpoint=3)
     assert [h["version"] for h in read_history(log.store)] == [4, 3, 2]
     log.store.delete_log_file(commit_name(3))  # 2.json is now cut off by a gap
     assert [h["version"] for h in read_history(log.store)] == [4]

@@ -338,8 +338,9 @@ class ConcurrentDeleteReadException(ConcurrentModificationException):
     """A file this transaction read was removed by a concurrent commit."""
 
     advice = (
-        "A concurrent transaction removed a file this transaction read (DELETE, UPDATE, MERGE or "
-        "OPTIMIZE rewrote it). Retry on the latest version; disjoint predicates avoid this."
+        "A concurrent transaction removed a file this transaction read, or on a table with deletion "
+        "vectors deleted rows of it this transaction read (a DELETE, UPDATE, MERGE or OPTIMIZE). Retry "
+        "on the latest version; disjoint predicates avoid this."
     )
 
 

@@ -150,7 +150,7 @@ def check_app_transaction_ids(txn: TransactionInfo, winner: CommitActions,
         if t.app_id in used:
             _raise(
                 ConcurrentTransactionException,
-                f"the concurrent {operation_name(winner.operation)} committed version {t.version} "
+                f"the concurrent {operation_name(winner.operation)} committed txnVersion {t.version} "
                 f"of application id '{t.app_id}', which this {txn.operation} also uses; two "
                 f"instances of the same job or stream are running.",
                 winner,

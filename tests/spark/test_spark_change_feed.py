@@ -263,3 +263,44 @@ def test_a_schema_change_fails_the_running_change_stream_and_a_restart_reads_on(
     restarted.awaitTermination()
     assert [{k: v for k, v in r.items() if k not in ("_change_type", "_commit_version")} for r in seen] == [expected]
     assert {r["_change_type"] for r in seen} == {"insert"}
+
+
+def test_a_change_stream_restarts_after_log_cleanup_removed_its_start(spark, tmp_path):
+    """startingVersion applies to a new query only, as in Delta: a restart goes on from its
+    checkpoint though the version it started at is gone from the log."""
+    import os
+
+    uri, checkpoint = str(tmp_path / "t"), str(tmp_path / "ckpt")
+    t = deltatx.create_table(uri, SCHEMA, properties=CDF)
+    for v in range(1, 6):
+        t.append(_rows([v * 10]))
+    sink = Batches()
+    assert run_stream(spark, uri, checkpoint, sink, startingVersion=1).exception() is None
+    t.checkpoint()  # at v5
+    for version in range(5):  # what log retention removes
+        os.remove(os.path.join(uri, "_delta_log", f"{version:020d}.json"))
+    t.append(_rows([60]))  # v6
+    assert run_stream(spark, uri, checkpoint, sink, startingVersion=1).exception() is None
+    assert sink.batches[-1] == core_rows(uri, starting_version=6)
+    assert sorted(r["id"] for r in sink.rows()) == [10, 20, 30, 40, 50, 60]  # each exactly once
+    with pytest.raises(Exception) as info:  # a batch read of that range still names the problem
+        read_changes(spark, uri, startingVersion=1).collect()
+    assert isinstance(typed_error(info.value), ChangeDataFeedError)
+
+
+def test_timestamps_between_the_same_two_commits_read_no_change(spark, tmp_path):
+    """Delta's CDCReader.verifyEndingVersion: both bounds fall after version 1 and before version 2,
+    so no version is in range: an empty read, as Table.changes gives."""
+    import os
+
+    uri = str(tmp_path / "t")
+    t = deltatx.create_table(uri, SCHEMA, properties=CDF)
+    for v in (1, 2, 3):
+        t.append(_rows([v]))
+    for version in range(4):  # commit times 1000 s, 2000 s, ... (the file times, no in-commit ones)
+        seconds = 1000 * (version + 1)
+        os.utime(os.path.join(uri, "_delta_log", f"{version:020d}.json"), (seconds, seconds))
+    bounds = {"startingTimestamp": "1970-01-01T00:33:40Z", "endingTimestamp": "1970-01-01T00:33:50Z"}  # 2020 s, 2030 s
+    assert deltatx.Table(uri).changes(starting_timestamp=bounds["startingTimestamp"],
+                                      ending_timestamp=bounds["endingTimestamp"]).num_rows == 0
+    assert read_changes(spark, uri, **bounds).count() == 0

@@ -316,3 +316,17 @@ def test_refused_stream_writes_nothing(spark, tmp_path):
         error = failure(query)
         assert isinstance(error, (InvalidPropertyError, TimeTravelError)) and "startingVersion" in str(error)
         assert not os.path.exists(sink) and offsets_written(checkpoint) == []
+
+
+def test_a_timestamp_older_than_every_commit_file_starts_at_the_earliest_one(spark, tmp_path):
+    """Delta's getStartingVersionFromTimestamp: the earliest commit *file* in the log, even when
+    its version cannot be rebuilt (no checkpoint there) — a stream reads commits, not snapshots."""
+    uri = str(tmp_path / "t")
+    table = source_table(uri, commits=5)
+    table.checkpoint()  # at v5, the only one
+    for version in range(3):  # what a cleanup without a checkpoint at the earliest version leaves
+        os.remove(os.path.join(uri, "_delta_log", f"{version:020d}.json"))
+    sink = Batches()
+    query = run_to_batches(spark, uri, str(tmp_path / "c"), sink, startingTimestamp="2000-01-01T00:00:00Z")
+    assert query.exception() is None
+    assert sink.ids() == [30, 31, 40, 41, 50, 51]  # versions 3..5, as startingVersion=3 gives

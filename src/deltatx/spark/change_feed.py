@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from ..errors import ChangeDataFeedError
+from ..errors import ChangeDataFeedError, TimeTravelError
 from ..io.change_feed import read_changes
 from ..txnlog.change_feed import COMMIT_VERSION, ChangePlan, plan_changes, resolve_range
 from ..txnlog.snapshot import load_snapshot
@@ -36,6 +36,8 @@ from .reader import open_latest, select_columns, to_spark_batch
 #: internal options: the resolved range, pinned by schema() (see the module docstring)
 PINNED_START_OPTION = "_deltatx_cdf_start"
 PINNED_END_OPTION = "_deltatx_cdf_end"
+#: set when the pinned range holds no version (timestamps between the same two commits)
+PINNED_EMPTY_OPTION = "_deltatx_cdf_empty"
 
 
 def wants_change_feed(options: Mapping[str, str]) -> bool:
@@ -53,6 +55,8 @@ class ChangeFeedSpec:
     ending_version: int | None = None
     starting_timestamp: Any = None
     ending_timestamp: Any = None
+    #: the bounds resolved to no version at all (the read returns no row)
+    empty: bool = False
 
 
 def _timestamp(value: str | None) -> Any:
@@ -72,7 +76,7 @@ def change_feed_spec(raw_options: Mapping[str, str]) -> ChangeFeedSpec:
     start, end = int_option(o, PINNED_START_OPTION), int_option(o, PINNED_END_OPTION)
     read = read_spec({k: v for k, v in o.items() if k not in ("versionasof", "timestampasof")})
     if start is not None and end is not None:
-        return ChangeFeedSpec(read, starting_version=start, ending_version=end)
+        return ChangeFeedSpec(read, starting_version=start, ending_version=end, empty=PINNED_EMPTY_OPTION in o)
     spec = ChangeFeedSpec(
         read,
         starting_version=_version(o, "startingVersion"),
@@ -125,8 +129,16 @@ def resolve_and_pin(options: dict[str, str]) -> Any:
         return spark_change_schema(latest.schema, spec.read.columns)
     spec = change_feed_spec(options)
     store, latest = open_latest(spec.read.uri, spec.read.storage_options)
-    start, end, _ = resolve_range(store, latest, spec.starting_version, spec.ending_version,
-                                  spec.starting_timestamp, spec.ending_timestamp)
+    try:
+        start, end, _ = resolve_range(store, latest, spec.starting_version, spec.ending_version,
+                                      spec.starting_timestamp, spec.ending_timestamp)
+    except (ChangeDataFeedError, TimeTravelError):
+        # Unpinned: a batch read fails with this error when it plans. A stream restarting from
+        # its checkpoint goes on from there; its start options no longer matter (as in Delta,
+        # which resolves them only for a new query), whatever log cleanup removed since.
+        return spark_change_schema(latest.schema, spec.read.columns)
+    if end < start:  # both timestamps between the same two commits: no change in range (Delta: empty)
+        options[PINNED_EMPTY_OPTION] = "true"
     options[PINNED_START_OPTION], options[PINNED_END_OPTION] = str(start), str(end)
     at_end = latest if end >= latest.version or end < start else load_snapshot(store, version=end)
     return spark_change_schema(at_end.schema, spec.read.columns)
@@ -222,6 +234,8 @@ class ChangeFeedReader(DataSourceReader):
         self.columns = list(spark_schema.fieldNames())
 
     def partitions(self) -> list[ChangesPartition]:
+        if self.spec.empty:
+            return []
         store = open_store(self.spec.read.uri, self.spec.read.storage_options)
         plan = plan_changes(store, load_snapshot(store), self.spec.starting_version, self.spec.ending_version,
                             self.spec.starting_timestamp, self.spec.ending_timestamp)

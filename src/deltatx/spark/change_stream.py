@@ -55,8 +55,10 @@ class _State:
 
     store: LogStore
     table_id: str
-    start: StreamStart
     read_schema: pa.Schema  # the table columns the query was analysed with (change columns left out)
+    #: where a new stream starts: resolved only for a query without a checkpointed offset, as
+    #: Delta resolves it (a restart goes on from its checkpoint, whatever log cleanup removed since)
+    start: StreamStart | None = None
 
 
 def _file_sizes_per_version(plan: ChangePlan) -> tuple[np.ndarray, np.ndarray]:
@@ -98,13 +100,20 @@ class ChangeFeedStreamReader(DriverPlannedStream):
     def _source(self) -> _State:
         if self._state is None:
             store, latest = open_latest(self.spec.read.uri, self.spec.read.storage_options)
-            start = resolve_start(store, latest.version, latest.properties, self.spec.starting_version,
-                                  self.spec.starting_timestamp_ms)
             read_schema = schema_from_json(self.spark_schema_json)
             change_columns = {CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP}
-            self._state = _State(store, latest.metadata.id, start,
+            self._state = _State(store, latest.metadata.id,
                                  pa.schema([f for f in read_schema if f.name not in change_columns]))
         return self._state
+
+    def _stream_start(self) -> StreamStart:
+        """Where this new stream begins (startingVersion / startingTimestamp, else the snapshot)."""
+        source = self._source()
+        if source.start is None:
+            latest = self._latest()
+            source.start = resolve_start(source.store, latest.version, latest.properties,
+                                         self.spec.starting_version, self.spec.starting_timestamp_ms)
+        return source.start
 
     def _check_schema(self, version: int, metadata: Any) -> None:
         source = self._source()
@@ -141,7 +150,8 @@ class ChangeFeedStreamReader(DriverPlannedStream):
     # ------------------------------------------------------------------ Spark's offset protocol
     def initialOffset(self) -> dict:
         source = self._source()
-        return StreamOffset(source.table_id, UNRESOLVED_VERSION, BASE_INDEX, source.start.initial_snapshot).to_json()
+        return StreamOffset(source.table_id, UNRESOLVED_VERSION, BASE_INDEX,
+                            self._stream_start().initial_snapshot).to_json()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         source = self._source()
@@ -153,7 +163,7 @@ class ChangeFeedStreamReader(DriverPlannedStream):
         last = latest.version if self._last_version is None else min(latest.version, self._last_version)
         started_at = None
         if begin.unresolved:
-            started_at = source.start
+            started_at = self._stream_start()
             if started_at.initial_snapshot:  # the snapshot first, as one batch
                 return StreamOffset(source.table_id, started_at.version + 1, BASE_INDEX, False,
                                     started_at=started_at).to_json()

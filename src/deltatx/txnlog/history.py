@@ -181,7 +181,7 @@ ANY_ICT = -1
 
 def read_history(store: LogStore, limit: int | None = None, ict_from: int | None = ANY_ICT) -> list[dict[str, Any]]:
     """``commitInfo`` of each version whose commit file is in the log, newest first, with
-    ``version`` and ``timestamp`` (:func:`_history_commits`).
+    ``version`` and ``timestamp`` (:func:`unbroken_commits`).
 
     ``timestamp`` is the commit timestamp, replacing the writer's own clock as Delta's DESCRIBE
     HISTORY does: the in-commit timestamp of the versions from ``ict_from`` on (the table's
@@ -200,7 +200,7 @@ def read_history(store: LogStore, limit: int | None = None, ict_from: int | None
     listing = store.list_log()
     if not listing:
         raise TableNotFoundError(f"no Delta table at {store.uri!r}: _delta_log has no commits")
-    commits = _history_commits(listing)
+    commits = unbroken_commits(listing)
     mtimes = monotonic_mtimes(commits)
     chosen = list(range(len(commits)))[::-1]
     if limit is not None:
@@ -218,11 +218,12 @@ def read_history(store: LogStore, limit: int | None = None, ict_from: int | None
     return history
 
 
-def _history_commits(listing: Sequence[LogFile]) -> list[LogFile]:
-    """The commit files DESCRIBE HISTORY lists, oldest first: as Delta's (from the earliest delta
-    file on), every commit file still in the log, also those older than the oldest version that
-    can be rebuilt (log cleanup keeps the ones a checkpoint needs); only a run unbroken up to the
-    latest version, since a gap means the older ones belong to no history of this log."""
+def unbroken_commits(listing: Sequence[LogFile]) -> list[LogFile]:
+    """The commit files DESCRIBE HISTORY lists and a stream's startingTimestamp may start at,
+    oldest first: as Delta's (from the earliest delta file on), every commit file still in the log,
+    also those older than the oldest version that can be rebuilt (log cleanup keeps the ones a
+    checkpoint needs; reading a version's changes needs its commit file only); only a run unbroken
+    up to the latest version, since a gap means the older ones belong to no history of this log."""
     commits = [f for f in listing if f.kind == "commit"]
     start = len(commits) - 1
     while start > 0 and commits[start - 1].version == commits[start].version - 1:

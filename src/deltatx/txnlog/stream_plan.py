@@ -46,7 +46,7 @@ import pyarrow.compute as pc
 from ..errors import StreamDataChangedError, StreamingSourceError, StreamSchemaChangedError, TimeTravelError
 from .actions import CommitActions, Metadata, parse_commit
 from .features import check_readable
-from .history import CommitTimeline, ict_enablement_version, retained_commits
+from .history import CommitTimeline, ict_enablement_version, unbroken_commits
 from .column_mapping import column_id, max_column_id, physical_name
 from .schema import schema_from_json, type_to_delta
 from .type_widening import is_supported_change
@@ -342,7 +342,8 @@ def resolve_start(store: LogStore, latest_version: int, configuration: dict[str,
     """The snapshot at the latest version, or Delta's ``startingVersion``/``startingTimestamp``.
 
     ``startingVersion="latest"`` starts after the latest commit (only new commits). A timestamp
-    starts at the first commit at or after it (the earliest retained one if it is older than all);
+    starts at the first commit at or after it (the earliest commit file in the log if it is older
+    than all, as Delta's ``getStartingVersionFromTimestamp``);
     a timestamp after the latest commit is an error, as in Delta. ``configuration`` (the latest
     table properties) says whether commit timestamps are in-commit timestamps.
     """
@@ -357,7 +358,7 @@ def resolve_start(store: LogStore, latest_version: int, configuration: dict[str,
                 f"startingVersion {version} is not a version of {store.uri!r} (latest is {latest_version})")
         return StreamStart(version, initial_snapshot=False)
     if starting_timestamp_ms is not None:
-        commits = retained_commits(store.list_log(0))
+        commits = unbroken_commits(store.list_log(0))  # its changes need commit files only
         timeline = CommitTimeline(store, commits, ict_enablement_version(configuration))
         i = bisect.bisect_left(timeline, starting_timestamp_ms)
         if i == len(timeline):

@@ -21,7 +21,8 @@ is :func:`deltatx.harness.run_stress`. Subcommands::
 
 Every subcommand takes ``--json`` and ``--storage-option k=v`` (repeatable). Exit codes:
 0 success; 1 the stress run found an anomaly; 2 a usage error, a bad URI, a missing table or
-any other :class:`~deltatx.errors.DeltaTxError` (printed as one line, never a traceback).
+any other :class:`~deltatx.errors.DeltaTxError` (printed as one line, never a traceback); 3 a
+concurrent commit won (a ``ConcurrentModificationException``: retrying may succeed).
 """
 
 from __future__ import annotations
@@ -38,11 +39,13 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pyarrow.compute as pc
 
-from .errors import DeltaTxError, InvalidPropertyError, VacuumRetentionError
+from . import __version__
+from .errors import ConcurrentModificationException, DeltaTxError, InvalidPropertyError, VacuumRetentionError
 
 EXIT_OK = 0
 EXIT_ANOMALY = 1
 EXIT_USAGE = 2
+EXIT_CONFLICT = 3
 
 WORKLOADS = ("mixed", "bank", "append", "bank2")
 ISOLATION_LEVELS = ("Serializable", "WriteSerializable")
@@ -89,6 +92,8 @@ def _number_parser(convert, ok, expected: str):
 _positive_int = _number_parser(int, lambda v: v > 0, "a positive integer")
 _non_negative_int = _number_parser(int, lambda v: v >= 0, "a version (an integer ≥ 0)")
 _non_negative_float = _number_parser(float, lambda v: v >= 0, "a number ≥ 0")
+_seconds = _number_parser(float, lambda v: math.isfinite(v) and 0 < v <= 7 * 24 * 3600,
+                          "a number of seconds > 0 (at most a week)")
 
 
 def _crash_point(text: str) -> tuple[str, int]:
@@ -116,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="storage option (e.g. endpoint_url=http://127.0.0.1:9000); repeatable")
 
     parser = argparse.ArgumentParser(prog="deltatx", description="Inspect, maintain and stress-test Delta tables.")
+    parser.add_argument("--version", action="version", version=f"deltatx {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("history", parents=[common], help="commits, newest first")
@@ -162,10 +168,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--processes", type=_positive_int, default=8, help="writer processes (default 8)")
     p.add_argument("--ops", type=_positive_int, default=250, help="operations per process (default 250)")
     p.add_argument("--workload", choices=WORKLOADS, default="mixed")
-    p.add_argument("--isolation", choices=ISOLATION_LEVELS, default="WriteSerializable",
+    p.add_argument("--isolation", choices=ISOLATION_LEVELS, default=None,
                    help="the table's isolation level (default WriteSerializable); not with --workload bank2, "
                         "whose tables keep their default level")
-    p.add_argument("--duration", type=_non_negative_float, default=None,
+    p.add_argument("--duration", type=_seconds, default=None,
                    help="run for this many seconds instead of a fixed number of operations; not with "
                         "--workload bank2, which runs --ops transfers per process")
     p.add_argument("--seed", type=int, default=0, help="seed of the workload's random choices")
@@ -536,7 +542,7 @@ def cmd_stress(args: argparse.Namespace) -> int:
     with context:
         report = run_stress(
             args.uri, processes=args.processes, ops=args.ops, workload=args.workload,
-            isolation=args.isolation, duration_s=args.duration,
+            isolation=args.isolation or "WriteSerializable", duration_s=args.duration,
             storage_options=dict(args.storage_option) or None, seed=args.seed, progress=callback,
             properties=ROW_LEVEL_PROPERTIES if args.row_level else None,
         )
@@ -545,8 +551,9 @@ def cmd_stress(args: argparse.Namespace) -> int:
         _print_json(report.to_dict())
         return EXIT_ANOMALY if failed else EXIT_OK
     console = _console()
-    console.print(_kv_table(f"Stress {args.uri} ({args.workload}, {args.isolation})", [
-        ("processes × ops", f"{args.processes} × {args.ops}"),
+    console.print(_kv_table(f"Stress {args.uri} ({args.workload}, {args.isolation or 'WriteSerializable'})", [
+        ("processes × ops", f"{args.processes} × {args.ops}") if args.duration is None
+        else ("processes × time", f"{args.processes} × {args.duration:g} s"),
         ("commits", report.commits),
         ("commits/s", f"{report.commits_per_s:.1f}"),
         ("attempts", report.attempts),
@@ -572,7 +579,7 @@ def _stress_bank2(args: argparse.Namespace) -> int:
     if "://" in args.uri:
         raise CliError(f"--workload bank2 creates its tables under a local directory, got {args.uri!r}")
     ignored = [flag for flag, given in (("--duration", args.duration is not None), ("--row-level", args.row_level),
-                                        ("--isolation", args.isolation != "WriteSerializable")) if given]
+                                        ("--isolation", args.isolation is not None)) if given]
     if ignored:  # its transfers read what they write, and every writer runs --ops of them
         raise CliError(f"--workload bank2 does not take {', '.join(ignored)}: it runs --ops transfers per "
                        f"process on two catalog tables at their default level")
@@ -678,12 +685,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except (DeltaTxError, CliError) as exc:
-        kind = "" if isinstance(exc, CliError) else f"{type(exc).__name__}: "
+        named = isinstance(exc, CliError) or _one_line(exc).startswith(f"{type(exc).__name__}:")
+        kind = "" if named else f"{type(exc).__name__}: "  # a conflict's message names its class already
         hint = ""
         if type(exc).__name__ == "CatalogManagedTableError" and not getattr(args, "catalog_url", None):
             hint = " (here: pass the table's name and --catalog URL)"
         sys.stderr.write(f"deltatx {args.command}: error: {kind}{_one_line(exc)}{hint}\n")
-        return EXIT_USAGE
+        return EXIT_CONFLICT if isinstance(exc, ConcurrentModificationException) else EXIT_USAGE
     except OSError as exc:
         sys.stderr.write(f"deltatx {args.command}: storage error: {type(exc).__name__}: {_one_line(exc)}\n")
         return EXIT_USAGE

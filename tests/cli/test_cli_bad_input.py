@@ -8,6 +8,7 @@ import os
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 import deltatx
 from deltatx.cli import EXIT_USAGE, main
@@ -112,3 +113,49 @@ def test_describe_shows_a_bad_isolation_level_and_properties_set_fixes_it(table_
     capsys.readouterr()
     SNAPSHOTS.clear()
     assert deltatx.Table(table_uri).isolation_level.value == "Serializable"
+
+
+def test_out_of_range_numbers_are_usage_errors_not_tracebacks(tmp_path, capsys):
+    uri = str(tmp_path / "t")
+    _table(uri)
+    _one_line_error(capsys, ["vacuum", uri, "--retention-hours", "1e308"], "at most")  # the core's check
+    _one_line_error(capsys, ["optimize", uri, "--target-size", str(2 ** 63)], "below 2^63")
+    for argv in (["stress", str(tmp_path / "s"), "--duration", "inf"],
+                 ["stress", str(tmp_path / "s"), "--duration", "0"]):
+        assert main(argv) == EXIT_USAGE  # argparse's usage error
+        err = capsys.readouterr().err
+        assert "seconds > 0" in err and "Traceback" not in err, err
+    assert deltatx.Table(uri).version == 2
+    with pytest.raises(deltatx.errors.VacuumRetentionError, match="a million years"):
+        deltatx.Table(uri).vacuum(retention_hours=1e308)
+    with pytest.raises(deltatx.errors.InvalidPropertyError, match="below 2"):
+        deltatx.Table(uri).optimize(target_size=2 ** 63)
+
+
+def test_bank2_refuses_an_explicit_isolation_level(tmp_path, capsys):
+    argv = ["stress", str(tmp_path / "bank"), "--workload", "bank2", "--catalog",
+            f"sqlite:///{tmp_path}/catalog.db", "--isolation", "WriteSerializable"]
+    assert main(argv) == EXIT_USAGE
+    assert "does not take --isolation" in capsys.readouterr().err
+    assert not (tmp_path / "bank").exists()
+
+
+def test_a_conflict_exits_3_naming_its_class_once(tmp_path, capsys, monkeypatch):
+    from deltatx.errors import ConcurrentAppendException
+    import deltatx.cli as cli
+
+    uri = str(tmp_path / "t")
+    _table(uri)
+
+    def lose(args):
+        raise ConcurrentAppendException("files were added", version=7, operation="WRITE")
+
+    monkeypatch.setitem(cli.COMMANDS, "optimize", lose)
+    assert main(["optimize", uri]) == cli.EXIT_CONFLICT == 3
+    err = capsys.readouterr().err
+    assert err.count("ConcurrentAppendException") == 1 and "version 7" in err
+
+
+def test_version_flag(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"deltatx {deltatx.__version__}"

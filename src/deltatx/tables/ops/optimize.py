@@ -73,8 +73,8 @@ def target_file_size(properties: dict[str, str], target_size: int | None = None)
         raise InvalidPropertyError(f"target_size must be an integer number of bytes, got {target_size!r}")
     else:
         size = target_size
-    if int(size) < 1:
-        raise InvalidPropertyError(f"target_size must be a positive number of bytes, got {target_size!r}")
+    if not 1 <= int(size) < 2 ** 63:  # Delta's target sizes are longs
+        raise InvalidPropertyError(f"target_size must be a positive number of bytes below 2^63, got {target_size!r}")
     return int(size)
 
 

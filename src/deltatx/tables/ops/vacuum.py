@@ -106,6 +106,10 @@ class VacuumPlan:
             {"numDeletedFiles": deleted, "numVacuumedDirectories": self.folders_listed}
 
 
+#: longer than any table's history (a million years): what a retention may ask for at most
+_MAX_RETENTION_HOURS = 24 * 365 * 1_000_000.0
+
+
 def plan_vacuum(store: "LogStore", snapshot: "Snapshot", retention_hours: float | None = None,
                 enforce_retention_duration: bool = True) -> VacuumPlan:
     """The unreferenced files of ``snapshot``'s table older than the retention (nothing is deleted).
@@ -119,8 +123,11 @@ def plan_vacuum(store: "LogStore", snapshot: "Snapshot", retention_hours: float 
         hours = table_retention if retention_hours is None else float(retention_hours)
     except (TypeError, ValueError):
         hours = math.nan
-    if not (math.isfinite(hours) and hours >= 0):  # NaN or infinity would reach int() as hours -> ms
-        raise VacuumRetentionError(f"retention_hours must be a finite number of hours ≥ 0, got {retention_hours!r}")
+    # NaN, infinity or a span past any clock (1e308 hours overflows to infinity in milliseconds)
+    # would reach int() as hours -> ms
+    if not (math.isfinite(hours) and 0 <= hours <= _MAX_RETENTION_HOURS):
+        raise VacuumRetentionError(f"retention_hours must be a finite number of hours ≥ 0 (at most "
+                                   f"{_MAX_RETENTION_HOURS:.0f}, a million years), got {retention_hours!r}")
     if enforce_retention_duration and hours < table_retention:
         raise VacuumRetentionError(
             f"VACUUM retention of {hours:g} hour(s) is shorter than the table's "

@@ -70,6 +70,15 @@ _DELETE_BATCH = 1000
 _UNIVERSAL_FORMATS = "delta.universalFormat.enabledFormats"
 
 _MS_PER_HOUR = 3600 * 1000
+
+
+def _span_ms(hours: float) -> float:
+    """``hours`` in milliseconds; a finite retention too long for a float (1e308 hours) is as
+    long as the longest one a long holds, not infinity (which int() refuses)."""
+    span = hours * _MS_PER_HOUR
+    return span if math.isfinite(span) else float(2 ** 63)
+
+
 #: the earliest cutoff VACUUM computes (int64 ms; a longer retention keeps every file)
 _OLDEST_MS = -(2 ** 62)
 
@@ -106,10 +115,6 @@ class VacuumPlan:
             {"numDeletedFiles": deleted, "numVacuumedDirectories": self.folders_listed}
 
 
-#: longer than any table's history (a million years): what a retention may ask for at most
-_MAX_RETENTION_HOURS = 24 * 365 * 1_000_000.0
-
-
 def plan_vacuum(store: "LogStore", snapshot: "Snapshot", retention_hours: float | None = None,
                 enforce_retention_duration: bool = True) -> VacuumPlan:
     """The unreferenced files of ``snapshot``'s table older than the retention (nothing is deleted).
@@ -123,11 +128,8 @@ def plan_vacuum(store: "LogStore", snapshot: "Snapshot", retention_hours: float 
         hours = table_retention if retention_hours is None else float(retention_hours)
     except (TypeError, ValueError):
         hours = math.nan
-    # NaN, infinity or a span past any clock (1e308 hours overflows to infinity in milliseconds)
-    # would reach int() as hours -> ms
-    if not (math.isfinite(hours) and 0 <= hours <= _MAX_RETENTION_HOURS):
-        raise VacuumRetentionError(f"retention_hours must be a finite number of hours ≥ 0 (at most "
-                                   f"{_MAX_RETENTION_HOURS:.0f}, a million years), got {retention_hours!r}")
+    if not (math.isfinite(hours) and hours >= 0):  # NaN or infinity would reach int() as hours -> ms
+        raise VacuumRetentionError(f"retention_hours must be a finite number of hours ≥ 0, got {retention_hours!r}")
     if enforce_retention_duration and hours < table_retention:
         raise VacuumRetentionError(
             f"VACUUM retention of {hours:g} hour(s) is shorter than the table's "
@@ -137,7 +139,7 @@ def plan_vacuum(store: "LogStore", snapshot: "Snapshot", retention_hours: float 
             f"or lower {props.DELETED_FILE_RETENTION} with set_properties()."
         )
     # a retention past the int64 range of ms keeps everything (the cutoff precedes every file)
-    cutoff_ms = max(int(now_ms() - hours * _MS_PER_HOUR), _OLDEST_MS)
+    cutoff_ms = max(int(now_ms() - _span_ms(hours)), _OLDEST_MS)
     folders, folders_listed = _old_visible_folders(store, snapshot, cutoff_ms)
     planned = partial(VacuumPlan, retention_hours=None if retention_hours is None else hours,
                       table_retention_hours=table_retention, retention_check=enforce_retention_duration,
@@ -178,7 +180,7 @@ def plan_vacuum(store: "LogStore", snapshot: "Snapshot", retention_hours: float 
 def _millis(hours: float) -> int:
     """Hours as ms for the log (a long, as Delta writes it: a longer retention is written as the
     longest one)."""
-    return min(int(hours * _MS_PER_HOUR), 2 ** 63 - 1)
+    return min(int(_span_ms(hours)), 2 ** 63 - 1)
 
 
 def delete_planned(store: "LogStore", plan: VacuumPlan) -> list[str]:

@@ -237,6 +237,16 @@ def _human_bytes(n: int) -> str:
     return f"{n} B"
 
 
+#: C0 controls, DEL and C1 controls: a value holding them (ESC starts a terminal escape sequence)
+#: would drive the user's terminal instead of being shown
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
+
+
+def _shown(value: Any) -> str:
+    """A value as a table cell shows it: text with control characters written out (``\\x1b``)."""
+    return "" if value is None else str(value).translate(_CONTROL)
+
+
 def _kv_table(title: str, rows: Sequence[tuple[str, Any]]):
     from rich.table import Table as RichTable
 
@@ -244,7 +254,7 @@ def _kv_table(title: str, rows: Sequence[tuple[str, Any]]):
     table.add_column("key", style="bold")
     table.add_column("value", overflow="fold")
     for key, value in rows:
-        table.add_row(str(key), "" if value is None else str(value))
+        table.add_row(_shown(key), _shown(value))
     return table
 
 
@@ -311,14 +321,14 @@ def cmd_history(args: argparse.Namespace) -> int:
     out.add_column("isolation", no_wrap=True)
     out.add_column("parameters / metrics", overflow="fold", min_width=40)
     for entry in history:
-        details = _pairs(entry.get("operationParameters"))
-        metrics = _pairs(entry.get("operationMetrics"))
+        details = _shown(_pairs(entry.get("operationParameters")))
+        metrics = _shown(_pairs(entry.get("operationMetrics")))
         out.add_row(
-            str(entry.get("version")),
+            _shown(entry.get("version")),
             _iso(entry.get("timestamp")),
-            str(entry.get("operation", "")),
-            "" if entry.get("readVersion") is None else str(entry["readVersion"]),
-            str(entry.get("isolationLevel", "")),
+            _shown(entry.get("operation", "")),
+            _shown(entry.get("readVersion")),
+            _shown(entry.get("isolationLevel", "")),
             details + ("\n" + metrics if details and metrics else metrics),
         )
     _console().print(out)
@@ -382,7 +392,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
     for column in ("column", "type", "nullable", "partition"):
         schema.add_column(column)
     for field in info["schema"]:
-        schema.add_row(field["name"], field["type"], "yes" if field["nullable"] else "no",
+        schema.add_row(_shown(field["name"]), _shown(field["type"]), "yes" if field["nullable"] else "no",
                        "yes" if field["name"] in info["partition_columns"] else "")
     console.print(schema)
     console.print(_kv_table("Properties", sorted(info["properties"].items()) or [("(none)", "")]))
@@ -487,13 +497,13 @@ def cmd_changes(args: argparse.Namespace) -> int:
     from rich.table import Table as RichTable
 
     shown = rows if args.limit is None else rows.slice(0, args.limit)
-    last = args.to_version if args.to_version is not None else table.version
+    last = min(args.to_version, table.version) if args.to_version is not None else table.version
     out = RichTable(title=f"Changes of {args.uri}, versions {args.from_version}..{last}: {rows.num_rows} row(s)",
                     title_justify="left")
     for name in shown.column_names:
         out.add_column(name, no_wrap=name.startswith("_"), overflow="fold")
     for record in shown.to_pylist():
-        out.add_row(*("" if v is None else str(v) for v in record.values()))
+        out.add_row(*(_shown(v) for v in record.values()))
     console = _console()
     console.print(out)
     if shown.num_rows < rows.num_rows:

@@ -158,3 +158,21 @@ def test_a_conflict_exits_3_naming_its_class_once(tmp_path, capsys, monkeypatch)
 def test_version_flag(capsys):
     assert main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"deltatx {deltatx.__version__}"
+
+
+def test_values_with_control_characters_cannot_drive_the_terminal(tmp_path, capsys):
+    """A value holding ESC would start a terminal escape sequence in the human tables: shown as
+    ``\\x1b`` instead (``--json`` keeps the value as it is)."""
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
+    t = deltatx.create_table(uri, schema, properties={"delta.enableChangeDataFeed": "true"})
+    t.append(pa.table({"id": [1], "name": ["\x1b[31mred\x07"]}, schema=schema))
+    t.delete("name = '\x1b[31mred\x07'")
+    for argv in (["changes", uri, "--from", "1", "--to", "99"], ["history", uri]):
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert "\x1b" not in out and "\x07" not in out, argv
+        if argv[0] == "changes":
+            assert "\\x1b" in out and "\\x07" in out and "1..2:" in out  # written out; the range as read
+    assert main(["changes", uri, "--from", "1", "--json"]) == 0
+    assert "\\u001b[31mred\\u0007" in capsys.readouterr().out

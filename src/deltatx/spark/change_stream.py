@@ -106,11 +106,11 @@ class ChangeFeedStreamReader(DriverPlannedStream):
                                  pa.schema([f for f in read_schema if f.name not in change_columns]))
         return self._state
 
-    def _stream_start(self) -> StreamStart:
-        """Where this new stream begins (startingVersion / startingTimestamp, else the snapshot)."""
+    def _stream_start(self, latest: Snapshot) -> StreamStart:
+        """Where this new stream begins (startingVersion / startingTimestamp, else the snapshot),
+        resolved against ``latest`` the first time it is asked."""
         source = self._source()
         if source.start is None:
-            latest = self._latest()
             source.start = resolve_start(source.store, latest.version, latest.properties,
                                          self.spec.starting_version, self.spec.starting_timestamp_ms)
         return source.start
@@ -151,7 +151,7 @@ class ChangeFeedStreamReader(DriverPlannedStream):
     def initialOffset(self) -> dict:
         source = self._source()
         return StreamOffset(source.table_id, UNRESOLVED_VERSION, BASE_INDEX,
-                            self._stream_start().initial_snapshot).to_json()
+                            self._stream_start(self._latest()).initial_snapshot).to_json()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         source = self._source()
@@ -163,7 +163,7 @@ class ChangeFeedStreamReader(DriverPlannedStream):
         last = latest.version if self._last_version is None else min(latest.version, self._last_version)
         started_at = None
         if begin.unresolved:
-            started_at = self._stream_start()
+            started_at = self._stream_start(latest)
             if started_at.initial_snapshot:  # the snapshot first, as one batch
                 return StreamOffset(source.table_id, started_at.version + 1, BASE_INDEX, False,
                                     started_at=started_at).to_json()

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from ..errors import InvalidPropertyError, UnsupportedOperationError
 from ..tables import properties as props
-from ..txnlog.schema import schema_from_json, schema_to_json
+from ..txnlog.schema import each_field, schema_from_json, schema_to_json
 from . import conf as session_conf
 
 #: table properties whose canonical spelling is restored from Spark's lower-cased option keys
@@ -358,29 +358,16 @@ _WRITER_ONLY_METADATA = ("delta.generationExpression", "delta.identity.", "delta
 def read_schema_to_spark(schema: pa.Schema) -> Any:
     """The Spark schema of a read (``spark.read``, ``toDF()``, the change feed): the table's
     columns without the writer-only field metadata (:data:`_WRITER_ONLY_METADATA`)."""
-    from pyspark.sql.types import StructType
+    fields = each_field(_without_writer_metadata)(list(schema))
+    return arrow_schema_to_spark(pa.schema(fields, metadata=schema.metadata))
 
-    return StructType.fromJson(_without_writer_metadata(json.loads(schema_to_json(schema))))
 
-
-def _without_writer_metadata(node: Any) -> Any:
-    """A schema JSON node with :data:`_WRITER_ONLY_METADATA` keys dropped, nested types too."""
-    if not isinstance(node, dict):
-        return node
-    out = dict(node)
-    kind = out.get("type")
-    if kind == "struct":
-        out["fields"] = [_without_writer_metadata(f) for f in out.get("fields", [])]
-    elif kind == "array":
-        out["elementType"] = _without_writer_metadata(out.get("elementType"))
-    elif kind == "map":
-        out["keyType"] = _without_writer_metadata(out.get("keyType"))
-        out["valueType"] = _without_writer_metadata(out.get("valueType"))
-    elif isinstance(kind, dict):  # a field: its type may nest
-        out["type"] = _without_writer_metadata(kind)
-    if isinstance(out.get("metadata"), dict):
-        out["metadata"] = {k: v for k, v in out["metadata"].items() if not k.startswith(_WRITER_ONLY_METADATA)}
-    return out
+def _without_writer_metadata(f: pa.Field) -> pa.Field:
+    """``f`` without the :data:`_WRITER_ONLY_METADATA` keys of its own metadata."""
+    if not f.metadata:
+        return f
+    kept = {k: v for k, v in f.metadata.items() if not k.decode(errors="replace").startswith(_WRITER_ONLY_METADATA)}
+    return f if len(kept) == len(f.metadata) else f.with_metadata(kept)
 
 
 def as_nullable(schema: pa.Schema) -> pa.Schema:

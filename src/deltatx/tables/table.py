@@ -23,7 +23,7 @@ from ..txnlog.checkpoint import checkpoint_interval, write_checkpoint
 from ..txnlog.checkpoint_protection import check_checkpoint_allowed
 from ..txnlog import column_mapping, row_tracking
 from ..txnlog.features import check_path_access, check_writable, required_protocol
-from ..txnlog.history import ict_enablement_version, read_history, refuse_after_last_commit, to_timestamp_ms
+from ..txnlog.history import ict_enablement_version, read_history, to_timestamp_ms
 from ..txnlog.in_commit_timestamps import stamp_creation
 from ..txnlog.schema import normalize_schema, schema_from_json, schema_to_json
 from ..txnlog.snapshot import Snapshot, load_snapshot
@@ -83,11 +83,10 @@ class Table:
         elif not self._pinned:
             self._snapshot = SNAPSHOTS.latest(self._store)  # a catch-up when this process saw it lately
         else:
-            timestamp_ms = to_timestamp_ms(timestamp) if timestamp is not None else None
-            self._snapshot = load_snapshot(self._store, version=version, timestamp_ms=timestamp_ms)
-            if timestamp_ms is not None:  # as Delta: a later commit could still land at that time
-                refuse_after_last_commit(self._store, self._snapshot.properties, self._snapshot.version,
-                                         timestamp_ms, "cannot time travel")
+            self._snapshot = load_snapshot(
+                self._store, version=version,
+                timestamp_ms=to_timestamp_ms(timestamp) if timestamp is not None else None,
+            )
         check_path_access(self._snapshot.protocol, self._store, self.uri)
 
     # ------------------------------------------------------------------ state

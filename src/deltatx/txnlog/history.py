@@ -233,9 +233,10 @@ def unbroken_commits(listing: Sequence[LogFile]) -> list[LogFile]:
 
 def refuse_after_last_commit(store: LogStore, properties: dict[str, str], version: int, timestamp_ms: int,
                              what: str) -> None:
-    """Delta's time travel to a timestamp (RESTORE, Spark's ``timestampAsOf``) refuses one after
-    the table's last commit: the answer could still change, a commit may land at that time.
-    ``version`` is the version the timestamp resolved to; only the latest one is checked."""
+    """Delta's time travel to a timestamp refuses one after the table's last commit: the answer
+    could still change, a commit may land at that time (called where every time travel by
+    timestamp resolves its version, snapshot._load_at_timestamp). ``version`` is the version the
+    timestamp resolved to; only the latest one is checked."""
     last = read_history(store, 1, ict_enablement_version(properties))
     if last and last[0]["version"] == version and timestamp_ms > int(last[0]["timestamp"]):
         committed = int(last[0]["timestamp"])

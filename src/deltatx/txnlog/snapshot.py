@@ -45,7 +45,8 @@ from .actions import (
 from .checkpoint import (CheckpointState, complete_checkpoints, interval_ms, read_checkpoint,
                          read_last_checkpoint_hint)
 from .features import check_readable
-from .history import commit_info_from_bytes, ict_enablement_version, monotonic_mtimes, version_at_timestamp
+from .history import (commit_info_from_bytes, ict_enablement_version, monotonic_mtimes, refuse_after_last_commit,
+                      version_at_timestamp)
 from .replay import FileTail, TableActions, read_commits, require_contiguous, without_gc
 from .schema import schema_from_json
 from .store import LogFile, LogStore
@@ -270,10 +271,17 @@ def load_snapshot(store: LogStore, version: int | None = None, timestamp_ms: int
 
 
 def _load_at_timestamp(store: LogStore, timestamp_ms: int) -> Snapshot:
+    """The version committed at or before ``timestamp_ms``; one after the last commit is refused
+    as Delta refuses it (DELTA_TIMESTAMP_GREATER_THAN_COMMIT): a later commit could still land at
+    that time, so the answer is not known yet. Every time travel by timestamp comes here (a read,
+    RESTORE, Spark's timestampAsOf)."""
     latest = load_snapshot(store)
     ict_from = ict_enablement_version(latest.properties)
     version = version_at_timestamp(store, store.list_log(0), timestamp_ms, ict_from)
-    return latest if version == latest.version else load_snapshot(store, version=version)
+    if version == latest.version:
+        refuse_after_last_commit(store, latest.properties, version, timestamp_ms, "cannot time travel")
+        return latest
+    return load_snapshot(store, version=version)
 
 
 def _load_from_listing(

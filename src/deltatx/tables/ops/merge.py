@@ -254,10 +254,7 @@ def _bind_assignments(c: MergeClause, target: pa.Schema, source: pa.Schema, ta: 
         return out
     out = {}
     for key, sql in c.assignments.items():
-        name = key
-        prefix = f"{ta}."
-        if name.lower().startswith(prefix.lower()):
-            name = name[len(prefix):]
+        name = _assigned_name(key, ta)
         raw = (default_keyword(sql, target, name) or parse_expression(sql)) if isinstance(sql, str) else sql
         where = f"MERGE {c.action.upper()}"
         if c.action != "update" and top_level_field(target, name, where) is None:  # INSERT sets whole columns
@@ -265,6 +262,12 @@ def _bind_assignments(c: MergeClause, target: pa.Schema, source: pa.Schema, ta: 
         if not assign(out, target, name, bind(raw, _NO_COLUMNS, aliases=scope), where):
             raise PredicateError(f"MERGE {c.action} sets unknown column {key!r}; target columns: {target.names}")
     return out
+
+
+def _assigned_name(key: str, target_alias: str) -> str:
+    """The target column a SET / VALUES key names (``t.extra`` and ``extra`` alike)."""
+    prefix = f"{target_alias}."
+    return key[len(prefix):] if key.lower().startswith(prefix.lower()) else key
 
 
 def _kind_sql(kind: str) -> str:
@@ -345,11 +348,10 @@ def _evolving_source_schema(clauses: list[MergeClause], target: pa.Schema, sourc
     acting = [c for c in clauses if c.action in ("update", "insert")]
     if any(c.assignments is None for c in acting):
         return source
-    prefix = f"{target_alias}.".lower()
     named: set[str] = set()
     for c in acting:
         for key in c.assignments or {}:
-            name = key[len(prefix):] if key.lower().startswith(prefix) else key
+            name = _assigned_name(key, target_alias)
             if _find_column(target, name) is None:
                 found = _find_column(source, name)
                 if found is not None:

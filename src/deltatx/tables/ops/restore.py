@@ -37,7 +37,6 @@ from ...io.paths import decode_path, first_and_more, missing_files
 from ...txnlog import row_tracking
 from ...txnlog.clustering import clustering_domain, clustering_paths, is_clustered
 from ...txnlog.features import CATALOG_MANAGED
-from ...txnlog.history import refuse_after_last_commit
 from ...txnlog.replay import file_keys
 from ...txnlog.snapshot import load_snapshot
 
@@ -111,9 +110,7 @@ def stage_restore(tx: "Transaction", version: int | None = None, timestamp_ms: i
         raise TimeTravelError(
             f"cannot restore to version {version}: the table's latest version is {tx.read_version}"
         )
-    old = load_snapshot(tx.store, version=version, timestamp_ms=timestamp_ms)
-    if timestamp_ms is not None and old.version == tx.read_version:  # as Delta's RESTORE TO TIMESTAMP
-        refuse_after_last_commit(tx.store, tx.snapshot.properties, old.version, timestamp_ms, "cannot restore")
+    old = load_snapshot(tx.store, version=version, timestamp_ms=timestamp_ms)  # refuses one after the last commit
     if old.version == tx.read_version:  # Delta: the version to restore must be older than the latest
         raise TimeTravelError(
             f"cannot restore {tx.table.uri!r} to version {old.version}: it is the table's current version; "

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import os
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 import deltatx
-
-pl = pytest.importorskip("polars")
 
 
 def _deltalake_rows(uri: str) -> list[str]:

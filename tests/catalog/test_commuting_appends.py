@@ -62,6 +62,30 @@ def test_a_stale_append_lands_after_plain_winners_unread(two):
     assert _ids(a.table("t")) == [2, 3, 9]
 
 
+def test_a_stale_offer_reads_a_few_rows_however_many_winners(two, monkeypatch):
+    """A writer that never catches up must not pay one catalog row per commit since its snapshot
+    on every offer (it made a long-running appender's commits slower and slower)."""
+    import deltatx.catalog.db as db_module
+
+    a, b, uri = two
+    ta, tb = a.table("t"), b.table("t")
+    for i in range(1, 41):
+        ta.append(_row(i))
+    rows_read = []
+    real = db_module._ratified
+    monkeypatch.setattr(db_module, "_ratified", lambda row: rows_read.append(row[0]) or real(row))
+    result = tb.append(_row(99))
+    assert (result.version, result.attempts, result.read_version) == (41, 1, 0)
+    assert len(rows_read) <= 3, rows_read
+    monkeypatch.undo()
+    ta.set_properties({"delta.checkpointInterval": "7"})  # not plain: the next stale offer must rebase
+    ta.append(_row(100))
+    result = tb.append(_row(101))
+    assert result.version == 44 and result.read_version == 43
+    assert _ids(a.table("t")) == [*range(1, 41), 99, 100, 101]
+    assert _published(uri) == list(range(45))
+
+
 def test_the_catalog_records_which_commits_are_plain(two):
     a, _, _ = two
     t = a.table("t")

@@ -117,6 +117,11 @@ _RATIFIED_SINCE_FLAGS = ("SELECT version, ict, staged_name, NULL, plain FROM del
                          "WHERE table_id = ? AND version >= ? ORDER BY version")
 _LATEST = ("SELECT version, ict, staged_name, content, plain FROM deltatx_commits WHERE table_id = ? "
            "ORDER BY version DESC LIMIT 1")
+_LATEST_FLAGS = ("SELECT version, ict, staged_name, NULL, plain FROM deltatx_commits WHERE table_id = ? "
+                 "ORDER BY version DESC LIMIT 1")
+#: the oldest winner a commuting offer cannot be ratified after (scanned in the database, not sent)
+_FIRST_NOT_PLAIN_SINCE = ("SELECT version, ict, staged_name, NULL, plain FROM deltatx_commits "
+                          "WHERE table_id = ? AND version >= ? AND NOT plain ORDER BY version LIMIT 1")
 #: one path, one table: two names (or two concurrent creates) for one location would each ratify
 #: their own version N and overwrite each other's published files
 _URI_INDEX = "CREATE UNIQUE INDEX IF NOT EXISTS deltatx_tables_uri ON deltatx_tables (uri)"
@@ -572,9 +577,29 @@ class Database:
         and read what was ratified from those versions on (their bytes too unless not ``content``).
         Taken again when the database rolled the attempt back (nothing is written before the lease
         is returned)."""
-        cur, commits, _ = self._run_open(lambda cur: self._read_for_commit(cur, since, content))
+        return self._lease_reading(lambda cur: self._read_for_commit(cur, since, content))
+
+    def _lease_reading(self, read: Callable[["_Cursor"], dict[str, list[RatifiedCommit]]]) -> "CommitLease":
+        cur, commits, _ = self._run_open(read)
         self.current_lease = CommitLease(self, cur, commits)
         return self.current_lease
+
+    def _commuting_view(self, cur: "_Cursor", table_id: str, version: int) -> dict[str, list[RatifiedCommit]]:
+        """Inside an open write transaction: what a commuting offer of ``version`` needs to know,
+        in two indexed statements whatever the number of winners — the latest version, preceded
+        by the oldest non-plain one from ``version`` on when there is one (so that
+        :func:`next_free_version` says "rebase"). Reading every winner's flags instead made each
+        offer of a writer that never catches up cost one row per commit since its snapshot."""
+        self.lock_tables(cur, [table_id])
+        latest = cur.execute(_LATEST_FLAGS, (table_id,)).fetchall()
+        if not latest:
+            return {table_id: []}
+        view = [_ratified(latest[0])]
+        if view[0].version >= version:
+            blocking = cur.execute(_FIRST_NOT_PLAIN_SINCE, (table_id, version)).fetchall()
+            if blocking and blocking[0][0] != view[0].version:
+                view.insert(0, _ratified(blocking[0]))
+        return {table_id: view}
 
     def offer(self, table_id: str, version: int, make_row: "MakeRow", known: RatifiedCommit | None, now_ms: int,
               commutes: bool = False, on_ratified: "OnRatified | None" = None
@@ -593,7 +618,10 @@ class Database:
         in one round trip). ``on_ratified(row, view)`` runs once the row is ratified — where the
         backend can, before the next writer may ratify (SQLite: still first in the writers' queue),
         so that the committer publishes in order without waiting for, or redoing, anyone's work."""
-        lease = self.lease({table_id: version - 1}, content=not commutes)
+        if commutes:
+            lease = self._lease_reading(lambda cur: self._commuting_view(cur, table_id, version))
+        else:
+            lease = self.lease({table_id: version - 1})
         try:
             commits = lease.commits.get(table_id, [])
             at = next_free_version(commits, version, commutes)

@@ -504,10 +504,12 @@ class Transaction(CommitsOnExit):
         """Rules some features put on every metadata/protocol change (O(1) while they are off)."""
         iceberg_compat.validate(self.metadata, self.protocol, previous=self.snapshot.metadata, schema=self._schema,
                                 existing_files=self.snapshot.files.num_rows)
-        if self._metadata is not None:  # a new schema or properties: the feed's names stay free
+        if self._metadata is not None:  # a new schema or properties: the feed's and row ids' names stay free
             from .ops.change_feed import check_reserved_columns
 
-            check_reserved_columns(self.schema, dict(self._metadata.configuration))
+            configuration = dict(self._metadata.configuration)
+            check_reserved_columns(self.schema, configuration)
+            row_tracking.check_rules(self.schema, configuration)
 
     def stage_domain(self, domain: DomainMetadata, *, system: bool = False) -> None:
         """Stage a ``domainMetadata`` action (the last one staged per domain wins).

@@ -76,6 +76,39 @@ def is_suspended(configuration: dict[str, str]) -> bool:
     return configuration.get(ROW_TRACKING_SUSPENDED, "false").strip().lower() == "true"
 
 
+def check_rules(schema: pa.Schema, configuration: dict[str, str]) -> None:
+    """The rules row tracking puts on every new schema or configuration (PROTOCOL.md "Row
+    Tracking"), so that no reader ever meets a row without a stable id or two rows with one:
+
+    - ``delta.enableRowTracking`` and ``delta.rowTrackingSuspended`` cannot both be true: a
+      suspended table's writers assign no ids, while readers of an enabled one rely on them
+      (Delta's DELTA_ROW_TRACKING_ILLEGAL_PROPERTY_COMBINATION; delta-kernel-rs refuses the pair);
+    - no top-level column may be named, logically or physically, like the hidden columns that
+      keep rewritten rows' ids and commit versions: its values would be read as those (Delta's
+      DELTA_ADDING_COLUMN_WITH_INTERNAL_NAME_FAILED; the names must "remain unique in all
+      future versions of the table")."""
+    from ..errors import InvalidPropertyError, SchemaMismatchError
+    from .column_mapping import physical_name
+
+    if is_enabled(configuration) and is_suspended(configuration):
+        raise InvalidPropertyError(
+            f"{ENABLE_ROW_TRACKING}=true and {ROW_TRACKING_SUSPENDED}=true cannot be set together: writers of a "
+            f"suspended table assign no row ids, while readers of a table with row tracking on rely on every "
+            f"row having one (set {ENABLE_ROW_TRACKING}=false to suspend it); nothing was committed")
+    hidden = [configuration[key] for key in (MATERIALIZED_ROW_ID, MATERIALIZED_ROW_COMMIT_VERSION)
+              if configuration.get(key)]
+    if not hidden:
+        return
+    for field in schema:
+        for name in {field.name, physical_name(field)}:
+            if name in hidden:
+                raise SchemaMismatchError(
+                    f"column {field.name!r} cannot be added: the name {name!r} is reserved for the hidden column "
+                    f"where row tracking keeps rewritten rows' "
+                    f"{'ids' if name == configuration.get(MATERIALIZED_ROW_ID) else 'commit versions'} "
+                    f"(DELTA_ADDING_COLUMN_WITH_INTERNAL_NAME_FAILED); nothing was committed")
+
+
 def assigns_ids(protocol: Protocol, configuration: dict[str, str]) -> bool:
     return is_supported(protocol) and not is_suspended(configuration)
 

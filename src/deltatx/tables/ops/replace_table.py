@@ -42,6 +42,7 @@ def check_table_schema(schema: pa.Schema, partition_by: list[str], configuration
 
     check_stats_columns(schema, partition_by, configuration)
     check_reserved_columns(schema, configuration)
+    row_tracking.check_rules(schema, configuration)
 
 
 def check_partitioning(schema: pa.Schema, partition_by: list[str]) -> None:

@@ -351,3 +351,52 @@ def test_schema_evolution_widens_what_delta_widens_by_itself(table_uri):
     table = deltatx.Table(table_uri)
     assert table.schema.field("n").type == pa.int64()
     assert table.to_arrow(where="id = 1")["n"].to_pylist() == [2**40]
+
+
+# ---- columns that CHECK constraints and generated columns read keep their type (as in Delta)
+DEPENDENT_SCHEMA = pa.schema([("a", pa.int32()), ("c", pa.int32()), ("g", pa.int32())])
+
+
+def _dependent_table(uri: str) -> deltatx.Table:
+    t = deltatx.create_table(uri, DEPENDENT_SCHEMA, properties=WIDEN, generated_columns={"g": "a + 1"})
+    t.add_constraint("c_positive", "c > 0")
+    t.append(pa.table({"a": pa.array([1], pa.int32()), "c": pa.array([1], pa.int32())}))
+    return t
+
+
+@pytest.mark.parametrize("column, error_class", [("a", "DELTA_GENERATED_COLUMNS_DEPENDENT_COLUMN_CHANGE"),
+                                                 ("c", "DELTA_CONSTRAINT_DEPENDENT_COLUMN_CHANGE")])
+def test_a_column_an_expression_reads_cannot_be_widened(table_uri, column, error_class):
+    t = _dependent_table(table_uri)
+    before = t.version
+    with pytest.raises(TypeChangeError, match=error_class):
+        t.alter_column_type(column, pa.int64())
+    assert deltatx.Table(table_uri).version == before
+    assert deltatx.Table(table_uri).schema.field(column).type == pa.int32()
+
+
+@pytest.mark.parametrize("how", ["append", "merge"])
+@pytest.mark.parametrize("column, error_class", [("a", "DELTA_GENERATED_COLUMNS_DATA_TYPE_MISMATCH"),
+                                                 ("c", "DELTA_CONSTRAINT_DATA_TYPE_MISMATCH"),
+                                                 ("g", "DELTA_GENERATED_COLUMNS_DATA_TYPE_MISMATCH")])
+def test_schema_evolution_does_not_widen_what_an_expression_reads(table_uri, how, column, error_class):
+    t = _dependent_table(table_uri)
+    before = t.version
+    values = {"a": pa.array([2], pa.int32()), "c": pa.array([2], pa.int32()), "g": pa.array([3], pa.int32())}
+    values[column] = pa.array([3 if column == "g" else 2], pa.int64())  # int -> bigint: widened elsewhere
+    rows = pa.table(values)
+    with pytest.raises(TypeChangeError, match=error_class):
+        if how == "append":
+            t.append(rows, schema_mode="merge")
+        else:
+            (t.merge(rows, on="t.a = s.a", source_alias="s", target_alias="t")
+             .when_not_matched_insert_all().with_schema_evolution().execute())
+    assert deltatx.Table(table_uri).version == before
+
+
+def test_columns_no_expression_reads_still_widen(table_uri):
+    t = deltatx.create_table(table_uri, pa.schema([("a", pa.int32()), ("free", pa.int32())]), properties=WIDEN)
+    t.add_constraint("a_positive", "a > 0")
+    t.alter_column_type("free", pa.int64())
+    t.append(pa.table({"a": pa.array([1], pa.int32()), "free": pa.array([2**40], pa.int64())}))
+    assert deltatx.Table(table_uri).to_arrow()["free"].to_pylist() == [2**40]

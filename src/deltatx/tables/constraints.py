@@ -125,7 +125,9 @@ def _invariant_sql(column: str, raw: Any) -> str:
     except (TypeError, KeyError):
         sql = None
     if not isinstance(sql, str):
-        raise InvalidTableError(f"column {column!r} has a malformed {INVARIANTS} value {raw!r}")
+        raise InvalidTableError(f"column {column!r} has a malformed {INVARIANTS} value {raw!r}: PROTOCOL.md's form "
+                                f"is the text '{{\"expression\": {{\"expression\": \"<SQL>\"}}}}' (for new "
+                                f"tables, prefer a CHECK constraint: add_constraint)")
     return sql
 
 

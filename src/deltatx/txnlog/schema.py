@@ -201,23 +201,35 @@ def _type_to_delta(t: pa.DataType) -> Any:
     raise SchemaMismatchError(f"arrow type {t} has no Delta equivalent")
 
 
-#: column metadata whose value is SQL text: kept as a string even when it looks like JSON ("42")
-_SQL_TEXT_METADATA = ("CURRENT_DEFAULT",)
+#: column metadata Delta defines as text: kept as the string given even when it parses as JSON —
+#: Delta Spark reads each with ``getString`` (a CHECK-like invariant is a string holding JSON, per
+#: PROTOCOL.md "Column Invariants"; a default or generation expression ``42`` is SQL, not a number)
+_TEXT_METADATA = frozenset(("CURRENT_DEFAULT", "EXISTS_DEFAULT", "comment", "delta.invariants",
+                            "delta.generationExpression", "delta.columnMapping.physicalName",
+                            "__CHAR_VARCHAR_TYPE_STRING"))
+#: key prefixes of Arrow's and Parquet's own field metadata (extension types, Parquet field ids):
+#: properties of the in-memory or file representation, not of the table's column
+_PRIVATE_METADATA_PREFIXES = ("ARROW:", "PARQUET:")
 
 
 def field_to_delta(f: pa.Field) -> dict[str, Any]:
+    """A Delta ``StructField`` of an Arrow field. Arrow keeps metadata values as bytes; deltatx's
+    own schemas hold each Delta value JSON-encoded (:func:`field_from_delta`), so a value that
+    parses as JSON is that value, and one that does not is the text itself — a user's
+    ``{"comment": "user id"}`` is kept, not dropped. Keys Delta defines as text stay text."""
     md = {}
     if f.metadata:
         for k, v in f.metadata.items():
             key = k.decode()
+            if key.startswith(_PRIVATE_METADATA_PREFIXES):
+                continue
+            text = v.decode("utf-8", errors="replace")
             try:
                 value = orjson.loads(v)
             except orjson.JSONDecodeError:
-                if key not in _SQL_TEXT_METADATA:
-                    continue  # arrow-private metadata (e.g. pandas) is not Delta's
-                value = v.decode()
-            if key in _SQL_TEXT_METADATA and not isinstance(value, str):
-                value = v.decode()
+                value = text
+            if key in _TEXT_METADATA and not isinstance(value, str):
+                value = text
             md[key] = value
     return {"name": f.name, "type": _type_to_delta(f.type), "nullable": f.nullable, "metadata": md}
 

@@ -17,6 +17,7 @@ from ...txnlog.features import required_protocol, writer_features
 from ...txnlog.schema import schema_to_json
 from ...txnlog.stats import split_column_name
 from .. import properties as props
+from .columns import refuse_dependent_type_changes
 
 if TYPE_CHECKING:
     from ..transaction import Transaction
@@ -38,6 +39,7 @@ def stage_alter_column_type(tx: "Transaction", column: str, new_type: pa.DataTyp
     schema, old, new = type_widening.widen(tx.schema, path, target, iceberg=iceberg)
     if old == new:
         return {"changed": False}
+    refuse_dependent_type_changes(tx, tx.schema, schema, evolution=False)
     protocol = required_protocol(dict(tx.metadata.configuration), schema, tx.protocol)
     tx.stage_metadata(tx.metadata.replace(schema_string=schema_to_json(schema)))
     if protocol != tx.protocol:

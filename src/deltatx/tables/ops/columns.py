@@ -16,12 +16,12 @@ them. Every refusal raises before anything is staged.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import orjson
 import pyarrow as pa
 
-from ...errors import ColumnMappingError, SchemaMismatchError
+from ...errors import ColumnMappingError, SchemaMismatchError, TypeChangeError
 from ...txnlog.column_mapping import MODE, strip_field
 from ...txnlog.features import required_protocol
 from ...txnlog.schema import (
@@ -248,15 +248,19 @@ def _check_not_clustering(tx: "Transaction", paths: Sequence[tuple[str, ...]]) -
                     f"clustering first (cluster_by([...]) without it, or cluster_by(None))")
 
 
-def _check_no_dependents(tx: "Transaction", paths: Sequence[tuple[str, ...]], action: str) -> None:
-    """Refuse to rename or drop columns a CHECK constraint or a generated column reads (Delta's
-    ``checkDependentExpressions``): their SQL names the column, so afterwards every write that
-    evaluates them fails, in deltatx and in every other engine."""
+def _check_no_dependents(tx: "Transaction", paths: Sequence[tuple[str, ...]], action: str, *,
+                         error: type[SchemaMismatchError] = SchemaMismatchError,
+                         error_classes: tuple[str, str] | None = None) -> None:
+    """Refuse to rename, drop or retype columns a CHECK constraint or a generated column reads
+    (Delta's ``checkDependentExpressions``): their SQL names the column, so afterwards every write
+    that evaluates them fails, in deltatx and in every other engine. ``error_classes`` (generated
+    column's, constraint's) are Delta's error classes, named in the message."""
     from ...expr import parse_expression
     from ...expr.model import Column
     from ..constraints import GENERATION_EXPRESSION, check_constraints
 
-    expressions = [(f"CHECK constraint {name!r}", sql) for name, sql in check_constraints(tx.metadata.configuration).items()]
+    expressions = [(f"CHECK constraint {name!r}", sql, 1)
+                   for name, sql in check_constraints(tx.metadata.configuration).items()]
     changed = {tuple(p.lower() for p in path) for path in paths}
     for f in tx.schema:
         raw = (f.metadata or {}).get(GENERATION_EXPRESSION.encode())
@@ -265,8 +269,8 @@ def _check_no_dependents(tx: "Transaction", paths: Sequence[tuple[str, ...]], ac
                 sql = orjson.loads(raw)
             except orjson.JSONDecodeError:
                 sql = raw.decode()
-            expressions.append((f"generated column {f.name!r}", str(sql)))
-    for what, sql in expressions:
+            expressions.append((f"generated column {f.name!r}", str(sql), 0))
+    for what, sql, kind in expressions:
         try:
             referenced = [tuple(p.lower() for p in ((node.qualifier,) if node.qualifier else ()) + (node.name, *node.path))
                           for node in parse_expression(sql).walk() if isinstance(node, Column)]
@@ -275,9 +279,44 @@ def _check_no_dependents(tx: "Transaction", paths: Sequence[tuple[str, ...]], ac
         for ref in referenced:
             for path in changed:
                 if ref[:len(path)] == path or path[:len(ref)] == ref:
-                    raise SchemaMismatchError(
+                    raise error(
                         f"cannot {action} column {'.'.join(path)!r}: {what} ({sql}) reads it; drop or change "
-                        f"that first")
+                        f"that first" + (f" ({error_classes[kind]})" if error_classes else ""))
+
+
+def refuse_dependent_type_changes(tx: "Transaction", before: pa.Schema, after: pa.Schema, *, evolution: bool) -> None:
+    """Refuse a type widening of a column a CHECK constraint or a generated column reads, as Delta
+    does: the expression's result type (a generated column's must equal its column's) and its
+    meaning were settled for the old type. ``evolution``: the widening comes from the data
+    (schema merge on append or MERGE), not from ALTER COLUMN; Delta names the two differently."""
+    changed = list(_type_changed_paths(before, after, ()))
+    if not changed:
+        return
+    classes = (("DELTA_GENERATED_COLUMNS_DATA_TYPE_MISMATCH", "DELTA_CONSTRAINT_DATA_TYPE_MISMATCH") if evolution
+               else ("DELTA_GENERATED_COLUMNS_DEPENDENT_COLUMN_CHANGE", "DELTA_CONSTRAINT_DEPENDENT_COLUMN_CHANGE"))
+    from ..constraints import GENERATION_EXPRESSION
+
+    generated = {f.name.lower(): f.name for f in before if GENERATION_EXPRESSION.encode() in (f.metadata or {})}
+    for path in changed:
+        if path[0].lower() in generated:  # its type must stay its expression's (Delta checks them equal)
+            raise TypeChangeError(f"cannot change the type of generated column {generated[path[0].lower()]!r}: its "
+                                  f"type is its generation expression's ({classes[0]})")
+    _check_no_dependents(tx, changed, "change the type of", error=TypeChangeError, error_classes=classes)
+
+
+def _type_changed_paths(before: pa.Schema | pa.StructType, after: pa.Schema | pa.StructType,
+                        prefix: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+    """Paths of the fields of ``after`` whose type differs from the same field's in ``before``
+    (struct fields followed down; anything else that changed is named by its own path)."""
+    old = {f.name.lower(): f for f in before}
+    for f in after:
+        was = old.get(f.name.lower())
+        if was is None or was.type == f.type:
+            continue
+        if pa.types.is_struct(was.type) and pa.types.is_struct(f.type):
+            yield from _type_changed_paths(was.type, f.type, (*prefix, f.name))
+        else:
+            yield (*prefix, f.name)
 
 
 def stage_rename_column(tx: "Transaction", old: str, new: str) -> dict[str, Any]:

@@ -47,6 +47,7 @@ from ..identity import check_no_update, refuse_explicit_values
 from ..variant import check_variant_columns, has_variant
 from .update import require_assignments
 from .struct_fields import assign, refuse_generated_inputs, top_level_field
+from .columns import refuse_dependent_type_changes
 
 if TYPE_CHECKING:
     from ..transaction import CommitResult, Transaction
@@ -383,6 +384,7 @@ def evolve_schema(tx: "Transaction", source: pa.Table, clauses: list[MergeClause
     if widened.equals(target):  # a widening changes a type: never equal
         return []
     check_field_names(widened, tx.column_mapping is not None, before=target)
+    refuse_dependent_type_changes(tx, target, widened, evolution=True)
     tx.stage_metadata(tx.metadata.replace(schema_string=schema_to_json(widened)))
     return widened.names[len(target.names):]
 

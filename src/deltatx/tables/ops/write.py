@@ -22,6 +22,7 @@ from ..identity import Origin, assigner, refuse_explicit_values
 from . import change_feed
 from .partition_overwrite import DYNAMIC, overwrite_mode, stage_partition_overwrite
 from .rewrite import num_records, remove_matching_rows, write_files
+from .columns import refuse_dependent_type_changes
 
 if TYPE_CHECKING:
     from ..transaction import Transaction
@@ -34,6 +35,7 @@ def _evolve_schema(tx: "Transaction", incoming: pa.Schema, schema_mode: str | No
     target = resolve_write_schema(tx.schema, incoming, schema_mode, column_mapped=tx.column_mapping is not None,
                                   widening=Widening.of(tx.properties, tx.protocol))
     if not target.equals(tx.schema):
+        refuse_dependent_type_changes(tx, tx.schema, target, evolution=True)
         tx.stage_metadata(tx.metadata.replace(schema_string=schema_to_json(target)))
         return tx.schema  # as staged: new columns carry their column-mapping ids, if mapped
     return target

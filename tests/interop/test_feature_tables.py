@@ -234,3 +234,26 @@ def test_iceberg_compatible_table_is_read_by_deltalake_and_duckdb(table_uri, ver
     with pytest.raises(InvalidPropertyError, match="(?i)deletion"):
         table.set_properties({"delta.enableDeletionVectors": "true"})
     assert deltatx.Table(table_uri).version == table.version and data_files(table_uri) == before
+
+
+def test_row_tracking_listed_without_domain_metadata_gets_it_with_the_first_watermark(table_uri):
+    """deltalake's ``add_feature(RowTracking)`` lists rowTracking alone, though PROTOCOL.md makes
+    it require domainMetadata. deltatx's first append keeps the row-id watermark in the
+    ``delta.rowTracking`` domain, so that commit lists domainMetadata too (Delta Spark refuses a
+    domainMetadata action on a table without the feature)."""
+    import orjson
+    from deltalake import DeltaTable, TableFeatures
+
+    _deltalake_table(table_uri, _rows([1, 2]))
+    DeltaTable(table_uri).alter.add_feature(TableFeatures.RowTracking, allow_protocol_versions_increase=True)
+    assert "domainMetadata" not in (deltatx.Table(table_uri).protocol.writer_features or ())
+    result = deltatx.Table(table_uri).append(_rows([3]))
+    with open(os.path.join(table_uri, "_delta_log", f"{result.version:020d}.json"), "rb") as f:
+        actions = [orjson.loads(line) for line in f if line.strip()]
+    kinds = [next(iter(a)) for a in actions]
+    assert "domainMetadata" in kinds and "protocol" in kinds
+    protocol = next(a["protocol"] for a in actions if "protocol" in a)
+    assert {"rowTracking", "domainMetadata"} <= set(protocol["writerFeatures"])
+    assert _ids(read_deltalake(table_uri)) == [1, 2, 3]
+    rows = deltatx.Table(table_uri).to_arrow(columns=["id", "_metadata.row_id"])
+    assert rows.sort_by("id")["_metadata.row_id"].to_pylist()[2] is not None

@@ -155,6 +155,14 @@ def test_deletion_vectors_and_row_tracking_name_their_features() -> None:
     assert explicit.writer_features == ("appendOnly", "invariants", "domainMetadata", "rowTracking")
 
 
+@pytest.mark.parametrize("version", [1, 2])
+def test_iceberg_compat_supported_brings_column_mapping(version: int) -> None:
+    """PROTOCOL.md and Delta's IcebergCompatV1/V2 features require columnMapping support."""
+    protocol = required_protocol({f"delta.feature.icebergCompatV{version}": "supported"}, PLAIN)
+    assert protocol == Protocol(3, 7, ("columnMapping",),
+                                ("appendOnly", "invariants", "columnMapping", f"icebergCompatV{version}"))
+
+
 def test_change_data_feed_is_a_writer_feature() -> None:
     protocol = required_protocol({"delta.enableChangeDataFeed": "true"}, PLAIN)
     assert protocol == Protocol(1, 7, None, ("appendOnly", "invariants", "changeDataFeed"))

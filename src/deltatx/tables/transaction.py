@@ -796,10 +796,16 @@ class Transaction(CommitsOnExit):
         )
         read_hwm = row_tracking.high_watermark(self.snapshot.domains)
         domains: tuple = tuple(self._domains.values())
+        protocol = self._protocol
         if row_tracking.assigns_ids(self.protocol, self.properties):
             adds, hwm = row_tracking.assign_row_ids(adds, read_hwm, read_hwm, self.read_version + 1)
             if hwm is not None:
                 domains += (row_tracking.watermark_domain(hwm),)
+                if "domainMetadata" not in writer_features(self.protocol):
+                    # rowTracking listed without the domainMetadata it requires (deltalake's
+                    # add_feature leaves it out): the watermark's domain needs it, in this commit
+                    config = {**self.metadata.configuration, "delta.feature.domainMetadata": "supported"}
+                    protocol = required_protocol(config, self.schema, self.protocol)
         uses_dvs = props.flag(self.properties, props.ENABLE_DELETION_VECTORS, False)
         row_level = self.row_level.state() if uses_dvs or self.row_level.files or self.row_level.compacted else None
         return TransactionInfo(
@@ -810,7 +816,7 @@ class Transaction(CommitsOnExit):
             adds=adds,
             removes=removes,
             metadata=self._metadata,
-            protocol=self._protocol,
+            protocol=protocol,
             domains=domains,
             txns=tuple(self._txns.values()),
             isolation_level=level,

@@ -88,6 +88,9 @@ FEATURE_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "rowTracking": ("domainMetadata",),
     "clustering": ("domainMetadata",),  # clustering columns live in the delta.clustering domain
     "catalogManaged": ("inCommitTimestamp", "vacuumProtocolCheck"),  # PROTOCOL.md: required with it
+    # PROTOCOL.md: a table supporting icebergCompatV1/V2 supports columnMapping (Delta's required feature)
+    "icebergCompatV1": ("columnMapping",),
+    "icebergCompatV2": ("columnMapping",),
 }
 
 #: catalog-managed tables are written only through deltatx.catalog (path writers are refused)

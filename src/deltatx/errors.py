@@ -484,5 +484,18 @@ class CatalogManagedTableError(CatalogError):
     catalog (PROTOCOL.md, catalogManaged), so path access is refused."""
 
 
+class CatalogLogAheadError(CatalogError):
+    """The table's ``_delta_log`` holds published commits past the catalog's latest ratified
+    version: the catalog lost ratifications (its database restored from an older backup) or a
+    client wrote the log behind the catalog's back. Writing would ratify those versions again
+    and overwrite their published files, which a writer must never do; readers see the catalog's
+    latest version, as PROTOCOL.md has them."""
+
+    def __init__(self, message: str, *, catalog_latest: int, published_through: int):
+        super().__init__(message)
+        self.catalog_latest = catalog_latest
+        self.published_through = published_through
+
+
 class CatalogMaintenanceError(CatalogError):
     """Maintenance (VACUUM, OPTIMIZE, log cleanup) that the catalog does not allow right now."""

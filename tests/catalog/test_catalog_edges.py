@@ -15,7 +15,7 @@ import pytest
 import deltatx
 from deltatx import phases
 from crash_points import Crash, crash_at
-from deltatx.errors import (
+from deltatx.errors import (CatalogLogAheadError, 
     CatalogMaintenanceError,
     CatalogManagedTableError,
     CatalogTableNotFoundError,
@@ -175,21 +175,54 @@ def test_drop_publishes_what_was_ratified_first(cat, tmp_path):
     assert sorted(cat.table("t").to_arrow()["id"].to_pylist()) == [1, 2]
 
 
-def test_the_ratified_commit_replaces_a_stray_published_file(cat, tmp_path):
-    """PROTOCOL.md (catalogManaged): readers use the catalog's commit for a ratified version and
-    ignore any published file for it. A file a path-only writer put there must not win."""
-    uri = str(tmp_path / "t")
-    t = cat.create_table("t", uri, SCHEMA)
-    t.append(pa.table({"id": [1], "balance": [1]}))
+def _stray_commit(uri: str, version: int) -> str:
+    """A published file for ``version`` that the catalog never ratified (a copy of version 1's)."""
     log = os.path.join(uri, "_delta_log")
     with open(os.path.join(log, f"{1:020d}.json"), "rb") as fh:
         info = orjson.loads(fh.readline())
     info["commitInfo"]["operation"] = "STRAY"
     info["commitInfo"]["inCommitTimestamp"] += 1
-    with open(os.path.join(log, f"{2:020d}.json"), "wb") as fh:
+    path = os.path.join(log, f"{version:020d}.json")
+    with open(path, "wb") as fh:
         fh.write(orjson.dumps(info) + b"\n")
+    return path
+
+
+def test_a_published_file_past_the_catalog_is_ignored_by_readers_and_never_overwritten(cat, tmp_path):
+    """PROTOCOL.md: readers ignore published files past the catalog's latest ratified version, and
+    writers must never overwrite a log entry. A writer that finds one (a client wrote behind the
+    catalog's back, or the catalog's database was restored from an older backup) refuses to
+    ratify that version again, naming both; once the file is moved away it commits."""
+    uri = str(tmp_path / "t")
+    t = cat.create_table("t", uri, SCHEMA)
+    t.append(pa.table({"id": [1], "balance": [1]}))
+    stray = _stray_commit(uri, 2)
+    with open(stray, "rb") as fh:
+        stray_bytes = fh.read()
     assert cat.table("t").version == 1  # not ratified: ignored
+    with pytest.raises(CatalogLogAheadError, match="restored from an older backup") as info:
+        cat.table("t").append(pa.table({"id": [2], "balance": [2]}))
+    assert (info.value.catalog_latest, info.value.published_through) == (1, 2)
+    with open(stray, "rb") as fh:
+        assert fh.read() == stray_bytes
+    assert [int(v) for (v,) in cat._db.query("SELECT version FROM deltatx_commits ORDER BY version")] == [0, 1]
+    os.rename(stray, str(tmp_path / "stray.json"))
     assert cat.table("t").append(pa.table({"id": [2], "balance": [2]})).version == 2
+    fresh = deltatx.Catalog(cat.url)
+    assert fresh.table("t").history(1)[0]["operation"] == "WRITE"
+    assert sorted(fresh.table("t").to_arrow()["id"].to_pylist()) == [1, 2]
+    fresh.close()
+
+
+def test_the_ratified_commit_replaces_a_stray_file_put_after_the_writer_listed_the_log(cat, tmp_path):
+    """A file put under a version while a writer was ratifying it: the catalog's commit is the
+    version (PROTOCOL.md), so its bytes replace the stray ones."""
+    uri = str(tmp_path / "t")
+    t = cat.create_table("t", uri, SCHEMA)
+    t.append(pa.table({"id": [1], "balance": [1]}))
+    writer = cat.table("t")
+    _stray_commit(uri, 2)
+    assert writer.append(pa.table({"id": [2], "balance": [2]})).version == 2
     fresh = deltatx.Catalog(cat.url)
     assert fresh.table("t").history(1)[0]["operation"] == "WRITE"
     assert sorted(fresh.table("t").to_arrow()["id"].to_pylist()) == [1, 2]
@@ -345,3 +378,32 @@ def test_bad_locations_and_attempt_counts_are_refused(cat, tmp_path):
         with pytest.raises(InvalidArgumentError, match="max_attempts"):
             cat.transaction(max_attempts=bad)
     assert cat.list_tables() == []
+
+
+def test_a_ratified_commit_whose_staged_file_is_lost_is_corruption_not_an_older_version(cat, tmp_path, monkeypatch):
+    """Ratified, not published yet, and its staged file gone: readers used to serve the version
+    before it without a word (half of a multi-table commit), and writers failed with a bare
+    FileNotFoundError. Every route now says which version's bytes are lost."""
+    from deltatx.catalog import store as catalog_store
+    from deltatx.errors import CorruptLogError
+
+    uri = str(tmp_path / "t")
+    cat.create_table("t", uri, SCHEMA).append(pa.table({"id": [1], "balance": [1]}))
+    monkeypatch.setattr(catalog_store, "INLINE_COMMIT_MAX_BYTES", 0)  # staged, as a commit over 1 MiB
+    with phases.observe(crash_at("ratified")), pytest.raises(Crash):
+        cat.table("t").append(pa.table({"id": [2], "balance": [2]}))
+    staged_dir = os.path.join(uri, "_delta_log", "_staged_commits")
+    (name,) = os.listdir(staged_dir)
+    os.rename(os.path.join(staged_dir, name), str(tmp_path / name))
+    fresh = deltatx.Catalog(cat.url)
+    try:
+        for attempt in (lambda: fresh.table("t").version,
+                        lambda: fresh.snapshot().table("t").to_arrow(),
+                        lambda: fresh.table("t").append(pa.table({"id": [3], "balance": [3]}))):
+            with pytest.raises(CorruptLogError, match=f"version 2 was ratified.*{name}") as info:
+                attempt()
+            assert info.value.version == 2
+        os.rename(str(tmp_path / name), os.path.join(staged_dir, name))  # restored from a backup
+        assert sorted(fresh.table("t").to_arrow()["id"].to_pylist()) == [1, 2]
+    finally:
+        fresh.close()

@@ -21,7 +21,7 @@ from crash_points import Crash, crash_at
 from deltatx import phases
 from deltatx.catalog.db import SCHEMA_VERSION
 from deltatx.catalog.rules import CATALOG_ID, CatalogManagedPropertyError, CatalogTableOwnedError
-from deltatx.errors import CatalogMaintenanceError, CatalogTableExistsError, PostCommitHookWarning
+from deltatx.errors import CatalogLogAheadError, CatalogMaintenanceError, CatalogTableExistsError, PostCommitHookWarning
 from deltatx.txnlog.checkpoint import write_checkpoint
 from deltatx.txnlog.snapshot import load_snapshot
 from deltatx.txnlog.store import open_store
@@ -216,6 +216,9 @@ def test_a_checkpoint_of_an_unratified_version_is_not_read(cat, tmp_path):
     for name in (f"{3:020d}.json", f"{3:020d}.checkpoint.parquet"):  # written before the catalog's 3
         os.utime(os.path.join(log, name), (os.stat(os.path.join(log, name)).st_mtime - 5,) * 2)
     assert cat.table("t").version == 2
+    with pytest.raises(CatalogLogAheadError):  # never ratified: the writer will not overwrite it
+        cat.table("t").append(pa.table({"id": [3]}))
+    os.unlink(os.path.join(log, f"{3:020d}.json"))  # the operator moves the stray commit away
     assert cat.table("t").append(pa.table({"id": [3]})).version == 3
     with deltatx.Catalog(cat.url) as fresh:
         assert _rows(fresh.table("t")) == [1, 2, 3]

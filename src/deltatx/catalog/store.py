@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .. import phases
-from ..errors import CatalogError, CatalogTableNotFoundError
+from ..errors import CatalogError, CatalogLogAheadError, CatalogTableNotFoundError, CorruptLogError
 from ..txnlog.store import (LOG_DIR, LocalLogStore, LogFile, LogStore, PreparedCommit, VersionExistsError, commit_name,
                             fsync_path, write_new_file)
 from . import rules
@@ -113,6 +113,9 @@ class CatalogLogStore:
         self._through = -1
         #: what the last ratification's publish verified (first, last), for the catalog to record
         self._mark: tuple[int, int] | None = None
+        #: the newest published commit a listing found past the catalog's latest ratified version
+        #: (see :meth:`list_log`): this store ratifies nothing up to it
+        self._log_ahead: int | None = None
 
     def _end_lease(self) -> None:
         lease, self._lease, self._view = self._lease, None, None
@@ -235,12 +238,24 @@ class CatalogLogStore:
         When it has none — ratified in place (the registration commit), or its content dropped
         once verified, its staged file cleaned up since — there is nothing to publish; a file
         gone by then went by log cleanup (after a checkpoint), and must not stop every later
-        version from being published."""
+        version from being published. Gone while the version is neither published nor covered by
+        a checkpoint, the ratified commit's bytes are lost: that is CorruptLogError, never a
+        table read as if the version did not exist (half of a multi-table commit)."""
         if commit.content is not None or commit.staged_name is not None:
             try:
                 self.publish(commit)
             except FileNotFoundError:  # the staged file is gone (cleaned up once published)
-                pass
+                if not self._published(commit.version) and not self._checkpointed_since(commit.version):
+                    raise CorruptLogError(
+                        f"{self.inner.uri!r}: version {commit.version} was ratified by the catalog "
+                        f"{self.catalog.url!r} but is not published, and its staged commit "
+                        f"_delta_log/{STAGED_DIR}/{commit.staged_name} is gone: the commit's actions are lost. "
+                        f"Restore that file from a backup; the versions after it stay unreadable until then",
+                        version=commit.version) from None
+
+    def _checkpointed_since(self, version: int) -> bool:
+        """Is there a checkpoint at or after ``version`` (log cleanup may then remove its commit)?"""
+        return any(f.kind != "commit" and f.version >= version for f in self.inner.list_log(version))
 
     def publish_ratified(self, commits: list[RatifiedCommit]) -> tuple[int, int] | None:
         """Publish, in order, the tail of ``commits`` (a committer's lease: the version before its
@@ -389,8 +404,19 @@ class CatalogLogStore:
         fsync_path(self.inner.log_root)  # the names too
 
     def list_log(self, start_version: int = 0) -> list[LogFile]:
+        """The published log up to the catalog's latest ratified version (PROTOCOL.md: readers
+        ignore files past it). Published files past it that the catalog still does not know when
+        asked again — a file is published only once ratified, so a commit that landed during the
+        listing is known by then — mean the catalog is behind its own log: remembered, so that
+        this store never ratifies, and so overwrites, those versions (:meth:`ratification`)."""
         latest = self.publish_pending()
-        return rules.vouched([f for f in self.inner.list_log(start_version) if f.version <= latest])
+        listing = self.inner.list_log(start_version)
+        ahead = max((f.version for f in listing if f.kind == "commit" and f.version > latest), default=None)
+        if ahead is not None:
+            state = self.catalog._db.publish_state(self.table_id)
+            if state is None or state[0] < ahead:
+                self._log_ahead = max(self._log_ahead or -1, ahead)
+        return rules.vouched([f for f in listing if f.version <= latest])
 
     def _view_here(self) -> CommitLease | None:
         """What this thread's commit last read of this table (its lease, held or not), if any."""
@@ -500,6 +526,8 @@ class CatalogLogStore:
         """The row that ratifies ``data`` as ``version``: stamped with the next in-commit timestamp
         after ``previous_ict``, inline when small, else written now to a staged file (the version
         is known: the caller holds the commit lock, or creates the table)."""
+        if self._log_ahead is not None and version <= self._log_ahead:
+            raise self._log_ahead_error(version)
         ict = next_ict(previous_ict)
         stamped, stamped_txn_id = stamp_in_commit_timestamp(data, ict)
         txn_id = txn_id or stamped_txn_id or str(uuid.uuid4())
@@ -511,6 +539,17 @@ class CatalogLogStore:
         self._write_staged(name, stamped)
         phases.reached("staged", version=version, table=self.inner.uri, txn_id=txn_id, inline=False)
         return Ratification(self.table_id, version, name, txn_id, ict, plain=plain)
+
+    def _log_ahead_error(self, version: int) -> CatalogLogAheadError:
+        ahead = self._log_ahead if self._log_ahead is not None else version
+        return CatalogLogAheadError(
+            f"{self.inner.uri!r}: _delta_log holds published commits up to version {ahead}, past version {version - 1}, "
+            f"the latest the catalog {self.catalog.url!r} ratified. Was the catalog's database restored from an "
+            f"older backup, or did a client write the log without the catalog? Committing would ratify version "
+            f"{version} again and overwrite its published file, so nothing was committed. Restore the catalog to a "
+            f"state that has those versions, or — if they were never ratified — move the files past version "
+            f"{version - 1} out of _delta_log",
+            catalog_latest=version - 1, published_through=ahead)
 
     def _write_staged(self, name: str, data: bytes) -> None:
         self.inner.makedirs(self.staged_root)  # the store's own (a stat on local disk, nothing on S3)

@@ -407,3 +407,54 @@ def test_a_ratified_commit_whose_staged_file_is_lost_is_corruption_not_an_older_
         assert sorted(fresh.table("t").to_arrow()["id"].to_pylist()) == [1, 2]
     finally:
         fresh.close()
+
+
+def test_a_path_handle_opened_before_registration_refuses_to_refresh(cat, tmp_path):
+    """The table is the catalog's now: a path handle's refresh used to read on by path, a
+    published file the catalog never ratified included."""
+    from deltatx.errors import CatalogManagedTableError
+
+    uri = str(tmp_path / "t")
+    deltatx.create_table(uri, SCHEMA).append(pa.table({"id": [1], "balance": [1]}))
+    stale = deltatx.Table(uri)
+    cat.register("t", uri)
+    with pytest.raises(CatalogManagedTableError, match="open it through its catalog"):
+        stale.refresh()
+    assert stale.version == 1 and stale.to_arrow()["id"].to_pylist() == [1]  # its snapshot stands
+
+
+def test_a_snapshot_taken_before_a_release_still_reads_its_versions(cat, tmp_path):
+    uri = str(tmp_path / "t")
+    t = cat.create_table("t", uri, SCHEMA)
+    t.append(pa.table({"id": [1], "balance": [1]}))
+    snap = cat.snapshot()
+    cat.release("t")
+    deltatx.Table(uri).append(pa.table({"id": [2], "balance": [2]}))
+    assert snap.table("t").version == 1
+    assert snap.table("t").to_arrow()["id"].to_pylist() == [1]
+
+
+def test_a_snapshot_of_a_table_dropped_with_its_files_says_so(cat, tmp_path):
+    uri = str(tmp_path / "t")
+    cat.create_table("t", uri, SCHEMA).append(pa.table({"id": [1], "balance": [1]}))
+    snap = cat.snapshot()
+    cat.drop_table("t", purge=True)
+    with pytest.raises(CatalogTableNotFoundError, match="dropped .* with its files"):
+        snap.table("t")
+
+
+@pytest.mark.parametrize("operation", ["VACUUM", "OPTIMIZE"])
+def test_maintenance_through_a_handle_kept_across_a_release_says_the_table_left(cat, tmp_path, operation):
+    uri = str(tmp_path / "t")
+    cat.create_table("t", uri, SCHEMA).append(pa.table({"id": [1], "balance": [1]}))
+    kept = cat.table("t")
+    cat.release("t")
+    with pytest.raises(CatalogMaintenanceError, match=f"{operation}: the table is no longer in catalog"):
+        kept.vacuum() if operation == "VACUUM" else kept.optimize()
+
+
+def test_a_nul_in_a_catalog_url_is_a_url_error(tmp_path):
+    from deltatx.errors import CatalogURLError
+
+    with pytest.raises(CatalogURLError, match="NUL"):
+        deltatx.Catalog(f"sqlite:///{tmp_path}/c.db\x00x")

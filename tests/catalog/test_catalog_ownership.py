@@ -232,6 +232,56 @@ def test_a_checkpoint_of_an_unratified_version_is_not_read(cat, tmp_path):
 
 
 # ------------------------------------------------------------------- 5: in-commit timestamps
+def _commit_infos(uri: str) -> dict[int, dict]:
+    log = os.path.join(uri, "_delta_log")
+    out = {}
+    for name in sorted(os.listdir(log)):
+        if name.endswith(".json") and name[:20].isdigit():
+            with open(os.path.join(log, name), "rb") as fh:
+                out[int(name[:20])] = orjson.loads(fh.readline())["commitInfo"]
+    return out
+
+
+def test_registration_enables_in_commit_timestamps_after_the_previous_commit_file(cat, tmp_path):
+    """PROTOCOL.md ICT requirement 5: the enabling commit's timestamp is later than the previous
+    commit file's modification time (here 10 minutes ahead of the clock): history stays ordered
+    and time travel to every version's timestamp finds it."""
+    uri = str(tmp_path / "p")
+    deltatx.create_table(uri, SCHEMA).append(pa.table({"id": [1]}))
+    last = os.path.join(uri, "_delta_log", f"{1:020d}.json")
+    ahead = os.stat(last).st_mtime + 600
+    os.utime(last, (ahead, ahead))
+    cat.register("p", uri)
+    ict = _commit_infos(uri)[2]["inCommitTimestamp"]
+    assert ict > int(ahead * 1000)
+    assert cat.table("p").properties["delta.inCommitTimestampEnablementTimestamp"] == str(ict)
+    history = [(h["version"], h["timestamp"]) for h in cat.table("p").history()]
+    assert [v for v, _ in history] == [2, 1, 0] and history[0][1] > history[1][1] > history[2][1]
+    for version, timestamp in history:
+        assert cat.table("p", timestamp=timestamp).version == version
+
+
+def test_registering_a_table_with_in_commit_timestamps_keeps_them_increasing(cat, tmp_path, monkeypatch):
+    """ICT on from version 0, its last timestamp ahead of the clock: the registration commit
+    follows it (max(now, previous + 1)) and records no enablement (requirement 4: only for tables
+    with commits from before the feature was on), so earlier versions keep their timestamps."""
+    import time
+
+    uri = str(tmp_path / "p")
+    deltatx.create_table(uri, SCHEMA, properties={"delta.enableInCommitTimestamps": "true"})
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + 600)  # a writer whose clock runs ahead
+    deltatx.Table(uri).append(pa.table({"id": [1]}))
+    monkeypatch.setattr(time, "time", real)
+    cat.register("p", uri)
+    icts = {v: info["inCommitTimestamp"] for v, info in _commit_infos(uri).items()}
+    assert icts[2] > icts[1] > icts[0]
+    properties = cat.table("p").properties
+    assert "delta.inCommitTimestampEnablementVersion" not in properties
+    assert [h["timestamp"] for h in cat.table("p").history()] == [icts[2], icts[1], icts[0]]
+    assert cat.table("p", timestamp=icts[1]).version == 1
+
+
 def test_restore_before_registration_keeps_in_commit_timestamps(cat, tmp_path):
     uri = str(tmp_path / "p")
     deltatx.create_table(uri, SCHEMA).append(pa.table({"id": [1]}))

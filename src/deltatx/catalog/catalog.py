@@ -27,12 +27,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..errors import (ArgumentTypeError, CatalogError, CatalogManagedTableError, CatalogTableExistsError,
-                      CatalogTableNotFoundError, ConcurrentModificationException, InvalidArgumentError,
-                      InvalidTableNameError, TableAlreadyExistsError)
+from ..errors import (ArgumentTypeError, CatalogError, CatalogMaintenanceError, CatalogManagedTableError,
+                      CatalogTableExistsError, CatalogTableNotFoundError, ConcurrentModificationException,
+                      InvalidArgumentError, InvalidTableNameError, TableAlreadyExistsError, TableNotFoundError)
 from ..tables.table import Table, create_table
 from ..txnlog.actions import Protocol, parse_commit
 from ..txnlog.features import CATALOG_MANAGED, required_protocol
+from ..txnlog.in_commit_timestamps import is_enabled as ict_is_enabled
 from ..txnlog.snapshot import Snapshot, load_snapshot
 from ..txnlog.store import LogStore, PreparedCommit, open_store
 from .db import Database, DuplicateRowError, Ratification, open_database
@@ -241,9 +242,18 @@ class Catalog:
 
     def _commit_registration(self, inner: LogStore, snapshot: Snapshot) -> None:
         version = snapshot.version + 1
-        ict = next_ict(None)
-        config = {**snapshot.metadata.configuration, ICT_ENABLED: "true", ICT_VERSION: str(version),
-                  ICT_TIMESTAMP: str(ict), CATALOG_ID: self.catalog_id}
+        config = {**snapshot.metadata.configuration, CATALOG_ID: self.catalog_id}
+        if ict_is_enabled(snapshot.metadata.configuration):
+            # on already (the enablement recorded, or there from version 0): the timestamps go on
+            # increasing from the last one, and the enablement stays where it was
+            ict = next_ict(snapshot.timestamp_ms)
+        else:
+            # PROTOCOL.md's enabling commit: later than the previous commit file's time, and the
+            # enablement recorded (the table has commits from before)
+            previous_file = [f.mtime_ms for f in inner.list_log(snapshot.version)
+                             if f.kind == "commit" and f.version == snapshot.version]
+            ict = next_ict(previous_file[0] if previous_file else None)
+            config.update({ICT_ENABLED: "true", ICT_VERSION: str(version), ICT_TIMESTAMP: str(ict)})
         protocol = required_protocol({**config, **CATALOG_CONFIG}, snapshot.schema, current=snapshot.protocol)
         table = Table(inner.uri, _store=_StampingStore(inner, ict), _snapshot=snapshot)  # type: ignore[arg-type]
         tx = table.transaction()
@@ -423,8 +433,10 @@ class Catalog:
         from .maintenance import ALLOWED, refuse_policy
 
         rows = self._db.query("SELECT name, maintenance FROM deltatx_tables WHERE id = ?", (table_id,))
-        if not rows:
-            raise refuse_policy(operation, f"<dropped table {table_id}>", self.url)
+        if not rows:  # released or dropped since this handle was opened: no policy to name
+            raise CatalogMaintenanceError(
+                f"{operation}: the table is no longer in catalog {self.url!r} (dropped, or released to a path "
+                f"table?): nothing was done; open it again by its path or its new name")
         if rows[0][1] != ALLOWED:
             raise refuse_policy(operation, rows[0][0], self.url)
 
@@ -509,6 +521,15 @@ class CatalogSnapshot:
         if name not in self._cut:
             raise CatalogTableNotFoundError(f"no table named {name!r} in this snapshot of {self.catalog.url!r}")
         entry, version = self._cut[name]
+        if self.catalog._db.publish_state(entry.table_id) is None:
+            # released (or dropped) since the cut: its whole history is a path table's now, every
+            # version of the cut published before the release commit
+            try:
+                return Table(entry.uri, version=version, storage_options=self.catalog.storage_options or None)
+            except TableNotFoundError:
+                raise CatalogTableNotFoundError(
+                    f"table {name!r} was dropped from {self.catalog.url!r} with its files since this snapshot: "
+                    f"version {version} is gone") from None
         store = CatalogLogStore(self.catalog, entry.table_id, self.catalog._open(entry.uri))
         return Table(entry.uri, version=version, _store=store)  # type: ignore[arg-type]
 

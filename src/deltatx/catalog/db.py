@@ -1336,6 +1336,8 @@ def open_database(url: str) -> Database:
     or ``postgresql://user@host:port/db``; anything else is refused."""
     if not isinstance(url, str) or "://" not in url:
         raise CatalogURLError(f"catalog URL {url!r} must be sqlite:///path/catalog.db or postgresql://...")
+    if "\x00" in url:  # no file name or connection string holds one (the OS would refuse it untyped)
+        raise CatalogURLError(f"catalog URL {url!r} contains a NUL character")
     scheme = urlparse(url).scheme.lower()
     if scheme == "sqlite":
         return SQLiteDatabase(url, sqlite_database_path(url))

@@ -147,7 +147,11 @@ class Table:
     def refresh(self) -> "Table":
         """Catch up with commits made since this object last looked (reads only those)."""
         if not self._pinned:
-            self._snapshot = self._snapshot.refresh(self._store)
+            latest = self._snapshot.refresh(self._store)
+            # registered with a catalog since this handle was opened by path: its commits are the
+            # catalog's to tell now (a published file past them was never ratified)
+            check_path_access(latest.protocol, self._store, self.uri)
+            self._snapshot = latest
             SNAPSHOTS.remember(self._store, self._snapshot)
         return self
 

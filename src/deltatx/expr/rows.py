@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import PredicateError
+from .float_round import float_round_function
 from .sqltext import type_sql
 from .values import (SPARK_INTEGER_TRIM, _scalar_value, bounded_decimal, common_type, decimal_of, integer_range,
                      is_number, plain_type, spark_trim_for)
@@ -351,13 +352,28 @@ def _choose(b: _Backend, branches: list[tuple[Any, Any]], otherwise: Any) -> Any
     return out
 
 
-def _round(b: _Backend, low: list[Any], raw: tuple[Expr, ...]) -> Any:
-    digits = _literal_arg("round", raw, 1, int) if len(raw) > 1 else 0
-    operand = low[0]
-    t = _known_type(b, raw[0], operand)
-    if t is not None and pa.types.is_decimal(t):  # Spark's result has one more integer digit
-        operand = _with_carry_digit(b, operand, t)
-    return b.call("round", [operand], pc.RoundOptions(digits, "half_towards_infinity"))
+def _rounding(half_even: bool) -> Callable[[_Backend, list[Any], tuple[Expr, ...]], Any]:
+    """Spark's ROUND (half up) or BROUND (``half_even``) to a constant number of places.
+
+    DOUBLE and FLOAT values round their shortest decimal text, as Spark's BigDecimal does
+    (:mod:`~deltatx.expr.float_round`: ``round(1.005, 2)`` is 1.01, where rounding the binary value
+    gives 1.0); DECIMAL and integer values are exact already, and Arrow rounds them as Spark does."""
+    name = "bround" if half_even else "round"
+    mode = "half_to_even" if half_even else "half_towards_infinity"
+
+    def lower(b: _Backend, low: list[Any], raw: tuple[Expr, ...]) -> Any:
+        digits = _literal_arg(name, raw, 1, int) if len(raw) > 1 else 0
+        if not -(2**31) <= digits < 2**31:
+            raise PredicateError(f"{name}(): the number of places must be an INT, got {digits}")
+        operand = low[0]
+        t = _known_type(b, raw[0], operand)
+        if t is not None and (pa.types.is_float64(t) or pa.types.is_float32(t)):
+            return b.call(float_round_function(t, half_even), [operand, b.scalar(pa.scalar(digits, pa.int32()))])
+        if t is not None and pa.types.is_decimal(t):  # Spark's result has one more integer digit
+            operand = _with_carry_digit(b, operand, t)
+        return b.call("round", [operand], pc.RoundOptions(digits, mode))
+
+    return lower
 
 
 def _with_carry_digit(b: _Backend, operand: Any, t: pa.DataType) -> Any:
@@ -394,7 +410,8 @@ FUNCTIONS: dict[str, tuple[int, int, Callable[[_Backend, list[Any], tuple[Expr, 
     "if": (3, 3, _if),
     "greatest": (1, 255, _extreme("max_element_wise")),
     "least": (1, 255, _extreme("min_element_wise")),
-    "round": (1, 2, _round),
+    "round": (1, 2, _rounding(half_even=False)),
+    "bround": (1, 2, _rounding(half_even=True)),
     "isnan": (1, 1, _isnan),
 }
 

@@ -44,8 +44,8 @@ import pyarrow.compute as pc
 from ..errors import PredicateError
 from .float_round import float_round_function
 from .sqltext import type_sql
-from .values import (SPARK_INTEGER_TRIM, _scalar_value, bounded_decimal, common_type, decimal_of, integer_range,
-                     is_number, plain_type, spark_trim_for)
+from .values import (MAX_DECIMAL_PRECISION, SPARK_INTEGER_TRIM, _scalar_value, bounded_decimal, common_type,
+                     decimal_of, integer_range, is_number, plain_type, spark_trim_for)
 from .model import (
     And,
     Arithmetic,
@@ -1295,6 +1295,9 @@ def _lower_arithmetic(e: Arithmetic, b: _Backend) -> Any:
         left, right = _spark_cast(b, left, lt, pa.float64()), _spark_cast(b, right, rt, pa.float64())
         zero = b.call("equal", [right, b.scalar(pa.scalar(0.0))])
         return b.call("divide", [left, b.call("if_else", [zero, null, right])])
+    exact = _spark_decimals(e, lt, rt)
+    if exact is not None:
+        return _decimal_arithmetic(b, e.op, left, lt, exact[0], right, rt, exact[1])
     if lt is not None and rt is not None and (pa.types.is_floating(lt) or pa.types.is_floating(rt)):
         left, right = _promote(b, e.left, left, e.right, right)  # BIGINT * DOUBLE: as DOUBLE, rounding
     if e.op in _ARITH:
@@ -1320,6 +1323,136 @@ def _lower_arithmetic(e: Arithmetic, b: _Backend) -> Any:
 
 def _int_value(e: Expr) -> int | None:
     return e.value if isinstance(e, Literal) and type(e.value) is int else None
+
+
+def _spark_decimals(e: Arithmetic, lt: pa.DataType | None,
+                    rt: pa.DataType | None) -> tuple[pa.Decimal128Type, pa.Decimal128Type] | None:
+    """The DECIMAL types Spark computes ``e`` (``+ - * %``) in, or None where it is no DECIMAL
+    arithmetic: a DECIMAL with a DECIMAL or an integer. An integer column takes the digits its type
+    can hold (INT as DECIMAL(10,0), BIGINT as DECIMAL(20,0)), an integer constant only its own
+    (``2`` as DECIMAL(1,0): ``dec * 2`` on DECIMAL(10,2) is DECIMAL(12,2)). Arrow's own widening
+    gives every integer 19 digits or more, so its result types were not Spark's."""
+    if lt is None or rt is None or not (pa.types.is_decimal128(lt) or pa.types.is_decimal128(rt)):
+        return None
+    if pa.types.is_decimal256(lt) or pa.types.is_decimal256(rt):  # not a Spark type: Arrow's rules
+        return None
+    dl, dr = decimal_of(lt, _int_value(e.left)), decimal_of(rt, _int_value(e.right))
+    return None if dl is None or dr is None else (dl, dr)
+
+
+def decimal_result_type(op: str, left: pa.Decimal128Type, right: pa.Decimal128Type) -> tuple[int, int]:
+    """Spark's (DecimalPrecision) precision and scale of ``left op right``, before it bounds them
+    at 38 digits (:func:`~deltatx.expr.values.bounded_decimal`): ``+``/``-`` keep the larger
+    scale and one more integer digit than the wider side; ``*`` adds the precisions (and one) and
+    the scales; ``%`` keeps the larger scale and the narrower side's integer digits."""
+    p1, s1, p2, s2 = left.precision, left.scale, right.precision, right.scale
+    if op in ("+", "-"):
+        scale = max(s1, s2)
+        return max(p1 - s1, p2 - s2) + scale + 1, scale
+    if op == "*":
+        return p1 + p2 + 1, s1 + s2
+    if op == "%":
+        scale = max(s1, s2)
+        return min(p1 - s1, p2 - s2) + scale, scale
+    raise ValueError(f"no DECIMAL result type for {op!r}")
+
+
+#: Arrow's widest DECIMAL
+_MAX_WIDE_PRECISION = 76
+
+
+def _decimal_arithmetic(b: _Backend, op: str, left: Any, lt: pa.DataType, dl: pa.Decimal128Type,
+                        right: Any, rt: pa.DataType, dr: pa.Decimal128Type) -> Any:
+    """Spark's DECIMAL ``+ - * %`` of ``left`` (type ``lt``, computed as ``dl``) and ``right``:
+    the result type of :func:`decimal_result_type`, bounded at 38 digits as Spark bounds it with
+    precision loss allowed (fraction digits given up, down to 6, and the exact result rounded half
+    up to them); a result that does not fit its type fails (ANSI). A zero divisor of ``%`` gives
+    NULL, as for the other types.
+
+    The operands are first cast to the DECIMALs Spark computes in (an integer to ``dl``/``dr``):
+    Arrow's result types for ``+ - *`` are then Spark's exact ones, and a result wider than 38
+    digits is computed exactly in DECIMAL256 and rounded to the bounded type."""
+    precision, scale = decimal_result_type(op, dl, dr)
+    result = bounded_decimal(precision, scale)
+    left, right = _spark_cast(b, left, lt, dl), _spark_cast(b, right, rt, dr)
+    if op == "%":
+        return _decimal_remainder(b, left, dl, right, dr, result)
+    if precision <= MAX_DECIMAL_PRECISION:
+        return b.call("cast", [b.call(_ARITH[op], [left, right])], pc.CastOptions(result))
+    if op == "*" and precision > _MAX_WIDE_PRECISION:
+        exact = _full_width_product(b, left, dl, right, dr, result)
+    elif op == "*":  # the product has at most p1 + p2 digits: the declared one more is room for rounding up
+        exact = b.call("multiply", [_as_wide(b, left, dl), _as_wide(b, right, dr)])
+    else:  # a sum may use every declared digit: one more for rounding up
+        if precision + 1 > _MAX_WIDE_PRECISION:
+            raise PredicateError(f"DECIMAL({dl.precision},{dl.scale}) {op} DECIMAL({dr.precision},{dr.scale}) "
+                                 f"needs {precision} digits before Spark bounds it at 38; deltatx computes at "
+                                 f"most {_MAX_WIDE_PRECISION - 1} exactly: CAST an operand to fewer digits")
+        exact = b.call(_ARITH[op], [_as_wide(b, left, dl), _as_wide(b, right, dr)])
+        exact = b.call("cast", [exact], pc.CastOptions(pa.decimal256(precision + 1, scale)))
+    rounded = b.call("round", [exact], pc.RoundOptions(result.scale, "half_towards_infinity"))
+    return b.call("cast", [rounded], pc.CastOptions(result))  # fails where the value does not fit
+
+
+def _as_wide(b: _Backend, value: Any, t: pa.Decimal128Type, precision: int | None = None) -> Any:
+    """``value`` (a DECIMAL of type ``t``) as DECIMAL256, of ``precision`` digits (``t``'s by default)."""
+    return b.call("cast", [value], pc.CastOptions(pa.decimal256(precision or t.precision, t.scale)))
+
+
+def _full_width_product(b: _Backend, left: Any, dl: pa.Decimal128Type, right: Any, dr: pa.Decimal128Type,
+                        result: pa.Decimal128Type) -> Any:
+    """The exact product of two DECIMAL(38, s) values as DECIMAL256(76, s1 + s2), for rounding to
+    ``result``. Arrow declares a product p1 + p2 + 1 digits wide, one more than DECIMAL256 has:
+    a row where one side has at most 37 digits is multiplied with that side declared so (the
+    product then has at most 75 digits, and room to round up). A row where both sides have 38
+    digits is at least 10^(74 - s1 - s2), more than ``result`` holds (the scales where it would not
+    are refused here): it gets a value the final cast refuses, so that it fails as Spark's overflow
+    does (ANSI)."""
+    product_scale = dl.scale + dr.scale
+    if 74 - product_scale < MAX_DECIMAL_PRECISION - result.scale:
+        raise PredicateError(f"DECIMAL({dl.precision},{dl.scale}) * DECIMAL({dr.precision},{dr.scale}) needs 77 "
+                             f"digits before Spark bounds it at 38; deltatx computes at most 76 exactly: CAST an "
+                             f"operand to fewer digits")
+
+    def narrow(value: Any, t: pa.Decimal128Type) -> Any:
+        """TRUE where ``value`` has at most 37 digits."""
+        bound = pa.scalar(Decimal(10) ** (MAX_DECIMAL_PRECISION - 1 - t.scale), t)
+        return b.call("less", [b.call("abs", [value]), b.scalar(bound)])
+
+    def narrowed(value: Any, t: pa.Decimal128Type, keep: Any) -> Any:
+        """``value`` declared with 37 digits, 0 where ``keep`` is not TRUE (it would not fit)."""
+        zero = b.scalar(pa.scalar(Decimal(0), t))
+        return _as_wide(b, b.call("if_else", [keep, value, zero]), t, MAX_DECIMAL_PRECISION - 1)
+
+    right_narrow, left_narrow = narrow(right, dr), narrow(left, dl)
+    by_narrow_right = b.call("multiply", [_as_wide(b, left, dl), narrowed(right, dr, right_narrow)])
+    by_narrow_left = b.call("multiply", [narrowed(left, dl, left_narrow), _as_wide(b, right, dr)])
+    product_type = pa.decimal256(_MAX_WIDE_PRECISION, product_scale)
+    too_wide = b.scalar(pa.scalar(Decimal(10) ** (_MAX_WIDE_PRECISION - 1 - product_scale), product_type))
+    return b.call("if_else", [right_narrow, by_narrow_right,
+                              b.call("if_else", [left_narrow, by_narrow_left, too_wide])])
+
+
+def _decimal_remainder(b: _Backend, left: Any, dl: pa.Decimal128Type, right: Any, dr: pa.Decimal128Type,
+                       result: pa.Decimal128Type) -> Any:
+    """Spark's DECIMAL ``%``: the exact remainder with the sign of the dividend (Java's
+    BigDecimal.remainder), NULL for a zero divisor, of type ``result``. Both sides meet at the
+    larger scale first; Arrow's remainder is floored (the divisor's sign), so where it is not 0 and
+    the signs differ it is moved back by the divisor. The remainder is smaller than both sides, so
+    it fits ``result``."""
+    scale = max(dl.scale, dr.scale)
+    digits = max(dl.precision - dl.scale, dr.precision - dr.scale) + scale
+    # (one digit of room: moving the floored remainder back by the divisor passes through it)
+    common = (pa.decimal128 if digits < MAX_DECIMAL_PRECISION else pa.decimal256)(digits, scale)
+    left = b.call("cast", [left], pc.CastOptions(common))
+    right = b.call("cast", [right], pc.CastOptions(common))
+    zero = b.scalar(pa.scalar(Decimal(0), common))
+    divisor = b.call("if_else", [b.call("equal", [right, zero]), b.scalar(pa.scalar(None, common)), right])
+    floored = b.call("cast", [b.call("modulo", [left, divisor])], pc.CastOptions(common))
+    signs_differ = b.call("xor", [b.call("less", [left, zero]), b.call("less", [divisor, zero])])
+    fix = b.call("and", [b.call("not_equal", [floored, zero]), signs_differ])
+    moved = b.call("cast", [b.call("subtract", [floored, divisor])], pc.CastOptions(common))
+    return b.call("cast", [b.call("if_else", [fix, moved, floored])], pc.CastOptions(result))
 
 
 def _decimal_divide(b: _Backend, left: Any, lt: pa.DataType, dl: pa.Decimal128Type,

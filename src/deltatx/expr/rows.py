@@ -1287,6 +1287,8 @@ def _lower_arithmetic(e: Arithmetic, b: _Backend) -> Any:
     left, right = _lower(e.left, b), _lower(e.right, b)
     lt, rt = _known_type(b, e.left, left), _known_type(b, e.right, right)
     null = b.scalar(pa.scalar(None))
+    if e.op == "DIV":
+        return _integral_divide(b, e, left, lt, right, rt)
     if e.op == "/":
         if lt is not None and rt is not None and (pa.types.is_decimal(lt) or pa.types.is_decimal(rt)):
             dl, dr = decimal_of(lt, _int_value(e.left)), decimal_of(rt, _int_value(e.right))
@@ -1319,6 +1321,57 @@ def _lower_arithmetic(e: Arithmetic, b: _Backend) -> Any:
     signs_differ = b.call("xor", [b.call("less", [left, zero_value]), b.call("less", [divisor, zero_value])])
     fix = b.call("and", [b.call("not_equal", [floored, zero_value]), signs_differ])
     return b.call("if_else", [fix, b.call("subtract", [floored, divisor]), floored])
+
+
+def _integral_divide(b: _Backend, e: Arithmetic, left: Any, lt: pa.DataType | None,
+                     right: Any, rt: pa.DataType | None) -> Any:
+    """Spark's ``a DIV b``: the quotient truncated toward zero, as BIGINT; NULL where ``b`` is 0,
+    as ``/`` and ``%`` give here. (Spark 4's ANSI mode fails on a zero divisor instead; deltatx
+    keeps one rule for its three divisions.) Overflow fails: BIGINT's smallest value DIV -1, and a
+    DECIMAL quotient beyond BIGINT.
+
+    Integers divide as BIGINT. A DECIMAL with a DECIMAL or an integer (an integer constant with
+    its own digits) divides exactly. Floats are cast to BIGINT first, as Spark's implicit cast
+    does (``7.9D DIV 2`` is ``7 DIV 2``; NaN and values beyond BIGINT fail), a DECIMAL meeting a
+    float being read as DOUBLE first. Text is refused: CAST it."""
+    bigint = pa.int64()
+    if _is_untyped_null(e.left) or _is_untyped_null(e.right):
+        return b.scalar(pa.scalar(None, bigint))
+    for side, t in ((e.left, lt), (e.right, rt)):
+        if t is not None and not (is_number(t) or pa.types.is_null(t)):
+            raise PredicateError(f"{e}: DIV divides numbers, and {side} is {type_sql(t)}; CAST it to a number")
+    if lt is not None and rt is not None and (pa.types.is_decimal(lt) or pa.types.is_decimal(rt)):
+        dl, dr = decimal_of(lt, _int_value(e.left)), decimal_of(rt, _int_value(e.right))
+        if dl is not None and dr is not None:
+            return _decimal_integral_divide(b, e, _spark_cast(b, left, lt, dl), dl, _spark_cast(b, right, rt, dr), dr)
+    if lt is not None and rt is not None and (pa.types.is_floating(lt) or pa.types.is_floating(rt)):
+        if pa.types.is_decimal(lt):
+            left, lt = _spark_cast(b, left, lt, pa.float64()), pa.float64()
+        if pa.types.is_decimal(rt):
+            right, rt = _spark_cast(b, right, rt, pa.float64()), pa.float64()
+    dividend, divisor = _spark_cast(b, left, lt, bigint), _spark_cast(b, right, rt, bigint)
+    zero = b.call("equal", [divisor, b.scalar(pa.scalar(0, bigint))])
+    divisor = b.call("if_else", [zero, b.scalar(pa.scalar(None, bigint)), divisor])
+    return b.call("divide_checked", [dividend, divisor])  # truncates toward zero; MIN DIV -1 fails
+
+
+def _decimal_integral_divide(b: _Backend, e: Arithmetic, left: Any, dl: pa.Decimal128Type,
+                             right: Any, dr: pa.Decimal128Type) -> Any:
+    """DIV of two DECIMALs (of types ``dl``, ``dr``): Arrow's DECIMAL256 quotient is truncated at
+    its scale (at least 4 digits), so truncating it again to a whole number is the exact quotient
+    truncated; the cast to BIGINT fails where it does not fit."""
+    scale = max(4, dl.scale + dr.precision - dr.scale + 1)  # Arrow's quotient scale
+    if dl.precision - dl.scale + dr.scale + scale > _MAX_WIDE_PRECISION:
+        raise PredicateError(f"{e}: DECIMAL({dl.precision},{dl.scale}) DIV DECIMAL({dr.precision},{dr.scale}) "
+                             f"needs more than {_MAX_WIDE_PRECISION} digits to divide exactly: CAST an operand "
+                             f"to fewer digits")
+    divisor_type = pa.decimal256(dr.precision, dr.scale)
+    divisor = _as_wide(b, right, dr)
+    zero = b.call("equal", [divisor, b.scalar(pa.scalar(Decimal(0), divisor_type))])
+    divisor = b.call("if_else", [zero, b.scalar(pa.scalar(None, divisor_type)), divisor])
+    quotient = b.call("divide", [_as_wide(b, left, dl), divisor])
+    whole = b.call("round", [quotient], pc.RoundOptions(0, "towards_zero"))
+    return b.call("cast", [whole], pc.CastOptions(pa.int64()))
 
 
 def _int_value(e: Expr) -> int | None:

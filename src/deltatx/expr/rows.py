@@ -9,7 +9,10 @@ Kleene, ``IN`` with a NULL in the list is NULL when nothing matches; a WHERE kee
 
 Arithmetic follows Spark's ANSI mode where Arrow can: ``+ - *`` raise on overflow, ``/`` is
 floating-point division (exact DECIMAL division when a side is DECIMAL, with Spark's result
-type), ``%`` takes the sign of the dividend, and a zero divisor gives NULL. Operands of different
+type), ``%`` takes the sign of the dividend, ``DIV`` is integral division as BIGINT, and a zero
+divisor gives NULL. DECIMAL ``+ - * %`` have Spark's result types (:func:`decimal_result_type`:
+an integer constant counts with its own digits), bounded at 38 digits as Spark bounds them. ``round``
+of a float rounds its shortest decimal text (:mod:`~deltatx.expr.float_round`). Operands of different
 types meet in Spark's common type (:func:`~deltatx.expr.values.common_type`): a BIGINT with a
 DOUBLE is cast to DOUBLE even where that rounds, a STRING compared with a number is read as one
 (``'05' = 5``; text that is no number fails, as ANSI's CAST_INVALID_INPUT). Every conversion,

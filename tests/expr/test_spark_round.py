@@ -114,6 +114,23 @@ def test_a_sample_of_doubles_matches_the_decimal_reference():
             assert got == [spark_round(v, digits, half_even) for v in values], (digits, half_even)
 
 
+def test_decimal_ties_of_every_length_and_their_neighbours():
+    """Ties k + 1/2 at every scale from 10^22 to 10^-22, with 1 to 17 digits (the longest a double's
+    shortest text has), and the doubles just above and below each: where the tie is decided from the
+    binary value (narrow intervals) and where it is read from the text (wide ones)."""
+    rng = random.Random(11)
+    for digits in range(-22, 23):
+        values = []
+        for _ in range(40):
+            length = rng.randint(1, 17)
+            whole = rng.randint(10 ** (length - 2), 10 ** (length - 1) - 1) if length > 1 else 0
+            tie = float((Decimal(2 * whole + 1) / 2).scaleb(-digits))
+            values += [tie, float(np.nextafter(tie, math.inf)), float(np.nextafter(tie, -math.inf)), -tie]
+        for half_even in (False, True):
+            got = round_like_spark(np.array(values), digits, half_even, single=False).tolist()
+            assert got == [spark_round(v, digits, half_even) for v in values], (digits, half_even)
+
+
 def test_places_far_beyond_a_double():
     x = np.array([1.5e-300, 123.456, 1e300, 5e-324])
     assert round_like_spark(x, 400, False, False).tolist() == x.tolist()  # every digit kept

@@ -10,11 +10,15 @@ and the decimal result is read back as the nearest FLOAT.
 
 Why the binary rounding is right almost everywhere: the shortest text and the binary value are within
 half a unit in the last place of each other, and the product ``x * 10^n`` carries one rounding of the
-same size. Rounding both gives the same whole number unless a half-way point (``k + 0.5``) lies within
-those few units of the product, which this module tests for each value, columnar. Only the values that
-are that close to a tie (typically the ones that are ties in decimal, like 1.005) are rounded from their
-text with Python's ``decimal`` module, once per distinct value. Values with every digit of their shortest
-text above the rounding place come back unchanged, values below half a unit of it become 0.0.
+same size. Rounding both gives the same whole number unless a half-way point ``t = (k + 1/2) * 10^-n``
+lies within those few units of the product, which is tested for each value, columnar. Near such a
+point the answer is still exact and columnar: where a double's rounding interval is narrow at that
+scale, ``t`` is the shortest text of exactly one double (the one nearest ``t``, which rounds as a tie),
+and any other double is on the side of ``t`` it compares to that one. Only values near a tie whose
+interval is wide (``|x| * 10^n`` above 2^48), and places beyond 10^22 (no exact power of ten), are
+rounded from their text with Python's ``decimal`` module, once per distinct value. Values with every
+digit of their shortest text above the rounding place come back unchanged, values below half a unit
+of it become 0.0.
 
 Both back ends of the row evaluator (lazy dataset expressions and eager arrays) call the same Arrow
 scalar function (:func:`float_round_function`), so they cannot disagree.
@@ -34,11 +38,15 @@ import pyarrow.compute as pc
 #: the largest power of ten a double holds exactly (so ``k / 10^n`` rounds once, as Java's own
 #: ``BigDecimal.doubleValue`` fast path computes it)
 _EXACT_POWERS = 22
-#: how close (relative to the scaled value) to a half-way point a value is rounded from its text:
-#: a few units in the last place, generously (each further value only costs the exact path)
+#: how close (relative to the scaled value) to a half-way point a value is decided by the tie test
+#: rather than by its binary rounding: a few units in the last place, generously (a further value
+#: costs a comparison, or the exact path)
 _TIE_SLACK = 1e-15
-#: beyond this the scaled value has no fraction bits left to test: such values go to the exact path
-_WHOLE_DOUBLES = 2.0**52
+#: below this a double's rounding interval, at the scale rounded to, is narrower than 1/10 (its unit
+#: in the last place at most 1/16): a tie point in it is then its only decimal of that many digits, so
+#: the shortest text of the double nearest a tie point is the tie point itself; near a tie and above
+#: this, values go to the exact path
+_NARROW_INTERVALS = 2.0**48
 #: a context wide enough that quantizing a value of at most ~18 digits never rounds or traps
 _EXACT = Context(prec=100, Emin=-999999, Emax=999999)
 
@@ -97,14 +105,22 @@ def round_like_spark(values: np.ndarray, digits: int, half_even: bool, single: b
     if -_EXACT_POWERS <= digits <= _EXACT_POWERS:
         power = float(10 ** abs(digits))
         with np.errstate(over="ignore", invalid="ignore"):
-            scaled = x * power if digits >= 0 else x / power
-            scaled_magnitude = np.abs(scaled)
-            fraction = scaled_magnitude - np.floor(scaled_magnitude)
-            near_tie = np.abs(fraction - 0.5) <= scaled_magnitude * _TIE_SLACK
-            whole = np.rint(scaled) if half_even else np.copysign(np.floor(scaled_magnitude + 0.5), scaled)
-            binary = whole / power if digits >= 0 else whole * power
+            scaled = np.abs(x * power if digits >= 0 else x / power)
+            below = np.floor(scaled)
+            near_tie = np.abs(scaled - below - 0.5) <= scaled * _TIE_SLACK
+            whole = np.abs(np.rint(scaled)) if half_even else np.floor(scaled + 0.5)
+            # Near a tie the decision is exact, columnar, where the rounding intervals are narrow:
+            # the tie point t = (below + 1/2) * 10^-digits is then the shortest text of the one
+            # double nearest it, which rounds as a tie; every other double lies on one side of t,
+            # the side its shortest text is on, and compares so with that nearest double.
+            twice_up = 2 * below + 1  # exact: below 2^48
+            tie = twice_up / (2 * power) if digits >= 0 else twice_up * (power / 2)  # one rounding: the nearest double
+            up = (magnitude > tie) | ((magnitude == tie) & ((below % 2 == 1) if half_even else True))
+            whole = np.where(near_tie, below + up, whole)
+            signed = np.copysign(whole, x)
+            binary = signed / power if digits >= 0 else signed * power
         out[rest] = binary[rest]
-        exact = rest & (near_tie | (scaled_magnitude >= _WHOLE_DOUBLES))
+        exact = rest & near_tie & (scaled >= _NARROW_INTERVALS)
     else:  # 10^digits is no exact double: every value in between is rounded from its text
         exact = rest
     out[zero] = 0.0

@@ -176,7 +176,7 @@ def _value_exprs(leaf):
     return st.recursive(
         leaf,
         lambda inner: st.one_of(
-            st.builds(Arithmetic, st.sampled_from(["+", "-", "*", "/", "%"]), inner, inner),
+            st.builds(Arithmetic, st.sampled_from(["+", "-", "*", "/", "%", "DIV"]), inner, inner),
             st.builds(lambda x: Func("upper", (x,)), inner),
             st.builds(lambda x, y: Func("coalesce", (x, y)), inner, inner),
         ),

@@ -184,7 +184,7 @@ class _Binder:
         for lit_side, other in ((right, left), (left, right)):
             if isinstance(lit_side, Literal) and not isinstance(other, Literal):
                 t = self.type_of(other)
-                if isinstance(lit_side.value, Decimal) and (pa.types.is_floating(t) or pa.types.is_integer(t)):
+                if isinstance(lit_side.value, Decimal) and pa.types.is_floating(t):
                     new = Literal(float(lit_side.value), pa.float64())
                 elif lit_side.value is None or isinstance(lit_side.value, str) or pa.types.is_floating(t):
                     new = convert_literal(lit_side, t, context=str(e))

@@ -21,14 +21,14 @@ import pyarrow as pa
 from .sqltext import literal_sql, quote_identifier, string_sql, type_sql
 
 COMPARISON_OPS = ("=", "!=", "<", "<=", ">", ">=", "<=>")
-ARITHMETIC_OPS = ("+", "-", "*", "/", "%")
+ARITHMETIC_OPS = ("+", "-", "*", "/", "%", "DIV")
 
 #: ``a op b`` == ``b FLIPPED[op] a``
 FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<=", "<=>": "<=>"}
 #: ``NOT (a op b)`` == ``a NEGATED[op] b`` whenever ``a op b`` is not NULL (and no NaN involved)
 NEGATED = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 
-_PRECEDENCE = {"OR": 1, "AND": 2, "NOT": 3, "CMP": 4, "+": 5, "-": 5, "*": 6, "/": 6, "%": 6, "ATOM": 9}
+_PRECEDENCE = {"OR": 1, "AND": 2, "NOT": 3, "CMP": 4, "+": 5, "-": 5, "*": 6, "/": 6, "%": 6, "DIV": 6, "ATOM": 9}
 
 
 class Expr:
@@ -352,13 +352,16 @@ class Like(_Unary):
 
 @dataclass(frozen=True)
 class Arithmetic(Expr):
-    """``left op right`` with op in ``+ - * / %`` (``/`` is floating-point division)."""
+    """``left op right`` with op in ``+ - * / % DIV`` (``/`` is floating-point division, ``DIV``
+    Spark's integral division: a BIGINT truncated toward zero)."""
 
     op: str
     left: Expr
     right: Expr
 
     def __post_init__(self) -> None:
+        if isinstance(self.op, str) and self.op.upper() == "DIV":  # a keyword: any case, as SQL spells it
+            object.__setattr__(self, "op", "DIV")
         if self.op not in ARITHMETIC_OPS:
             raise ValueError(f"unknown arithmetic operator {self.op!r}")
         object.__setattr__(self, "left", _as_expr(self.left))

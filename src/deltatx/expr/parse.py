@@ -53,7 +53,8 @@ _COMPARISONS: dict[type, str] = {
     exp.GTE: ">=",
     exp.NullSafeEQ: "<=>",
 }
-_ARITHMETIC: dict[type, str] = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
+_ARITHMETIC: dict[type, str] = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%",
+                                exp.IntDiv: "DIV"}
 
 # sqlglot function node -> our function name (arguments in sqlglot's order: this, expressions)
 _FUNCTION_NODES: dict[type, str] = {
@@ -241,6 +242,8 @@ def _convert_node(node: exp.Expression) -> Expr:  # noqa: C901 - one branch per 
         return Not(Comparison("<=>", _convert(node.this), _convert(node.expression)))
     if type(node) in _ARITHMETIC:
         return Arithmetic(_ARITHMETIC[type(node)], _convert(node.this), _convert(node.expression))
+    if isinstance(node, exp.DPipe):
+        return _convert_pipe(node)
     if isinstance(node, exp.Between):
         operand = _convert(node.this)
         return And(
@@ -304,6 +307,30 @@ def _convert_node(node: exp.Expression) -> Expr:  # noqa: C901 - one branch per 
         name = node.sql_name().lower() if hasattr(node, "sql_name") else type(node).__name__.lower()
         raise _unsupported(node, f"function {name}() (supported: {', '.join(sorted(FUNCTIONS))})")
     raise _unsupported(node)
+
+
+def _convert_pipe(node: exp.DPipe) -> Expr:
+    """``a || b``: Spark's string concatenation, ``concat(a, b)`` (NULL when either side is).
+
+    Spark's grammar gives ``||`` the precedence of ``+`` and ``-``, all read left to right, where
+    sqlglot binds it looser: ``a || b + c`` reaches here as ``a || (b + c)``, which Spark reads as
+    ``(a || b) + c``. A ``+``/``-`` chain written without parentheses on the right is therefore
+    regrouped before it is converted (``a || b * c`` needs nothing: ``*`` binds tighter in both)."""
+    right = node.expression
+    if isinstance(right, (exp.Add, exp.Sub)):
+        regrouped = right.copy()
+        spine = regrouped
+        while isinstance(spine.this, (exp.Add, exp.Sub, exp.DPipe)):
+            spine = spine.this
+        spine.set("this", exp.DPipe(this=node.this.copy(), expression=spine.this))
+        return _convert(regrouped)
+    operands: list[exp.Expression] = [right]
+    left = node.this
+    while isinstance(left, exp.DPipe) and not isinstance(left.expression, (exp.Add, exp.Sub)):
+        operands.append(left.expression)
+        left = left.this
+    operands.append(left)
+    return Func("concat", tuple(_convert(a) for a in reversed(operands)))
 
 
 def _convert_or_null(node: exp.Expression | None) -> Expr:

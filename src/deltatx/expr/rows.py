@@ -9,7 +9,10 @@ Kleene, ``IN`` with a NULL in the list is NULL when nothing matches; a WHERE kee
 
 Arithmetic follows Spark's ANSI mode where Arrow can: ``+ - *`` raise on overflow, ``/`` is
 floating-point division (exact DECIMAL division when a side is DECIMAL, with Spark's result
-type), ``%`` takes the sign of the dividend, and a zero divisor gives NULL. Operands of different
+type), ``%`` takes the sign of the dividend, ``DIV`` is integral division as BIGINT, and a zero
+divisor gives NULL. DECIMAL ``+ - * %`` have Spark's result types (:func:`decimal_result_type`:
+an integer constant counts with its own digits), bounded at 38 digits as Spark bounds them. ``round``
+of a float rounds its shortest decimal text (:mod:`~deltatx.expr.float_round`). Operands of different
 types meet in Spark's common type (:func:`~deltatx.expr.values.common_type`): a BIGINT with a
 DOUBLE is cast to DOUBLE even where that rounds, a STRING compared with a number is read as one
 (``'05' = 5``; text that is no number fails, as ANSI's CAST_INVALID_INPUT). Every conversion,
@@ -42,9 +45,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import PredicateError
+from .float_round import float_round_function
 from .sqltext import type_sql
-from .values import (SPARK_INTEGER_TRIM, _scalar_value, bounded_decimal, common_type, decimal_of, integer_range,
-                     is_number, plain_type, spark_trim_for)
+from .values import (MAX_DECIMAL_PRECISION, SPARK_INTEGER_TRIM, _scalar_value, bounded_decimal, common_type,
+                     decimal_of, integer_range, is_number, plain_type, spark_trim_for)
 from .model import (
     And,
     Arithmetic,
@@ -351,13 +355,28 @@ def _choose(b: _Backend, branches: list[tuple[Any, Any]], otherwise: Any) -> Any
     return out
 
 
-def _round(b: _Backend, low: list[Any], raw: tuple[Expr, ...]) -> Any:
-    digits = _literal_arg("round", raw, 1, int) if len(raw) > 1 else 0
-    operand = low[0]
-    t = _known_type(b, raw[0], operand)
-    if t is not None and pa.types.is_decimal(t):  # Spark's result has one more integer digit
-        operand = _with_carry_digit(b, operand, t)
-    return b.call("round", [operand], pc.RoundOptions(digits, "half_towards_infinity"))
+def _rounding(half_even: bool) -> Callable[[_Backend, list[Any], tuple[Expr, ...]], Any]:
+    """Spark's ROUND (half up) or BROUND (``half_even``) to a constant number of places.
+
+    DOUBLE and FLOAT values round their shortest decimal text, as Spark's BigDecimal does
+    (:mod:`~deltatx.expr.float_round`: ``round(1.005, 2)`` is 1.01, where rounding the binary value
+    gives 1.0); DECIMAL and integer values are exact already, and Arrow rounds them as Spark does."""
+    name = "bround" if half_even else "round"
+    mode = "half_to_even" if half_even else "half_towards_infinity"
+
+    def lower(b: _Backend, low: list[Any], raw: tuple[Expr, ...]) -> Any:
+        digits = _literal_arg(name, raw, 1, int) if len(raw) > 1 else 0
+        if not -(2**31) <= digits < 2**31:
+            raise PredicateError(f"{name}(): the number of places must be an INT, got {digits}")
+        operand = low[0]
+        t = _known_type(b, raw[0], operand)
+        if t is not None and (pa.types.is_float64(t) or pa.types.is_float32(t)):
+            return b.call(float_round_function(t, half_even), [operand, b.scalar(pa.scalar(digits, pa.int32()))])
+        if t is not None and pa.types.is_decimal(t):  # Spark's result has one more integer digit
+            operand = _with_carry_digit(b, operand, t)
+        return b.call("round", [operand], pc.RoundOptions(digits, mode))
+
+    return lower
 
 
 def _with_carry_digit(b: _Backend, operand: Any, t: pa.DataType) -> Any:
@@ -394,7 +413,8 @@ FUNCTIONS: dict[str, tuple[int, int, Callable[[_Backend, list[Any], tuple[Expr, 
     "if": (3, 3, _if),
     "greatest": (1, 255, _extreme("max_element_wise")),
     "least": (1, 255, _extreme("min_element_wise")),
-    "round": (1, 2, _round),
+    "round": (1, 2, _rounding(half_even=False)),
+    "bround": (1, 2, _rounding(half_even=True)),
     "isnan": (1, 1, _isnan),
 }
 
@@ -1270,6 +1290,8 @@ def _lower_arithmetic(e: Arithmetic, b: _Backend) -> Any:
     left, right = _lower(e.left, b), _lower(e.right, b)
     lt, rt = _known_type(b, e.left, left), _known_type(b, e.right, right)
     null = b.scalar(pa.scalar(None))
+    if e.op == "DIV":
+        return _integral_divide(b, e, left, lt, right, rt)
     if e.op == "/":
         if lt is not None and rt is not None and (pa.types.is_decimal(lt) or pa.types.is_decimal(rt)):
             dl, dr = decimal_of(lt, _int_value(e.left)), decimal_of(rt, _int_value(e.right))
@@ -1278,6 +1300,9 @@ def _lower_arithmetic(e: Arithmetic, b: _Backend) -> Any:
         left, right = _spark_cast(b, left, lt, pa.float64()), _spark_cast(b, right, rt, pa.float64())
         zero = b.call("equal", [right, b.scalar(pa.scalar(0.0))])
         return b.call("divide", [left, b.call("if_else", [zero, null, right])])
+    exact = _spark_decimals(e, lt, rt)
+    if exact is not None:
+        return _decimal_arithmetic(b, e.op, left, lt, exact[0], right, rt, exact[1])
     if lt is not None and rt is not None and (pa.types.is_floating(lt) or pa.types.is_floating(rt)):
         left, right = _promote(b, e.left, left, e.right, right)  # BIGINT * DOUBLE: as DOUBLE, rounding
     if e.op in _ARITH:
@@ -1301,8 +1326,189 @@ def _lower_arithmetic(e: Arithmetic, b: _Backend) -> Any:
     return b.call("if_else", [fix, b.call("subtract", [floored, divisor]), floored])
 
 
+def _integral_divide(b: _Backend, e: Arithmetic, left: Any, lt: pa.DataType | None,
+                     right: Any, rt: pa.DataType | None) -> Any:
+    """Spark's ``a DIV b``: the quotient truncated toward zero, as BIGINT; NULL where ``b`` is 0,
+    as ``/`` and ``%`` give here. (Spark 4's ANSI mode fails on a zero divisor instead; deltatx
+    keeps one rule for its three divisions.) Overflow fails: BIGINT's smallest value DIV -1, and a
+    DECIMAL quotient beyond BIGINT.
+
+    Integers divide as BIGINT. A DECIMAL with a DECIMAL or an integer (an integer constant with
+    its own digits) divides exactly. Floats are cast to BIGINT first, as Spark's implicit cast
+    does (``7.9D DIV 2`` is ``7 DIV 2``; NaN and values beyond BIGINT fail), a DECIMAL meeting a
+    float being read as DOUBLE first. Text is refused: CAST it."""
+    bigint = pa.int64()
+    if _is_untyped_null(e.left) or _is_untyped_null(e.right):
+        return b.scalar(pa.scalar(None, bigint))
+    for side, t in ((e.left, lt), (e.right, rt)):
+        if t is not None and not (is_number(t) or pa.types.is_null(t)):
+            raise PredicateError(f"{e}: DIV divides numbers, and {side} is {type_sql(t)}; CAST it to a number")
+    if lt is not None and rt is not None and (pa.types.is_decimal(lt) or pa.types.is_decimal(rt)):
+        dl, dr = decimal_of(lt, _int_value(e.left)), decimal_of(rt, _int_value(e.right))
+        if dl is not None and dr is not None:
+            return _decimal_integral_divide(b, e, _spark_cast(b, left, lt, dl), dl, _spark_cast(b, right, rt, dr), dr)
+    if lt is not None and rt is not None and (pa.types.is_floating(lt) or pa.types.is_floating(rt)):
+        if pa.types.is_decimal(lt):
+            left, lt = _spark_cast(b, left, lt, pa.float64()), pa.float64()
+        if pa.types.is_decimal(rt):
+            right, rt = _spark_cast(b, right, rt, pa.float64()), pa.float64()
+    dividend, divisor = _spark_cast(b, left, lt, bigint), _spark_cast(b, right, rt, bigint)
+    zero = b.call("equal", [divisor, b.scalar(pa.scalar(0, bigint))])
+    divisor = b.call("if_else", [zero, b.scalar(pa.scalar(None, bigint)), divisor])
+    return b.call("divide_checked", [dividend, divisor])  # truncates toward zero; MIN DIV -1 fails
+
+
+def _decimal_integral_divide(b: _Backend, e: Arithmetic, left: Any, dl: pa.Decimal128Type,
+                             right: Any, dr: pa.Decimal128Type) -> Any:
+    """DIV of two DECIMALs (of types ``dl``, ``dr``): Arrow's DECIMAL256 quotient is truncated at
+    its scale (at least 4 digits), so truncating it again to a whole number is the exact quotient
+    truncated; the cast to BIGINT fails where it does not fit."""
+    scale = max(4, dl.scale + dr.precision - dr.scale + 1)  # Arrow's quotient scale
+    if dl.precision - dl.scale + dr.scale + scale > _MAX_WIDE_PRECISION:
+        raise PredicateError(f"{e}: DECIMAL({dl.precision},{dl.scale}) DIV DECIMAL({dr.precision},{dr.scale}) "
+                             f"needs more than {_MAX_WIDE_PRECISION} digits to divide exactly: CAST an operand "
+                             f"to fewer digits")
+    divisor_type = pa.decimal256(dr.precision, dr.scale)
+    divisor = _as_wide(b, right, dr)
+    zero = b.call("equal", [divisor, b.scalar(pa.scalar(Decimal(0), divisor_type))])
+    divisor = b.call("if_else", [zero, b.scalar(pa.scalar(None, divisor_type)), divisor])
+    quotient = b.call("divide", [_as_wide(b, left, dl), divisor])
+    whole = b.call("round", [quotient], pc.RoundOptions(0, "towards_zero"))
+    return b.call("cast", [whole], pc.CastOptions(pa.int64()))
+
+
 def _int_value(e: Expr) -> int | None:
     return e.value if isinstance(e, Literal) and type(e.value) is int else None
+
+
+def _spark_decimals(e: Arithmetic, lt: pa.DataType | None,
+                    rt: pa.DataType | None) -> tuple[pa.Decimal128Type, pa.Decimal128Type] | None:
+    """The DECIMAL types Spark computes ``e`` (``+ - * %``) in, or None where it is no DECIMAL
+    arithmetic: a DECIMAL with a DECIMAL or an integer. An integer column takes the digits its type
+    can hold (INT as DECIMAL(10,0), BIGINT as DECIMAL(20,0)), an integer constant only its own
+    (``2`` as DECIMAL(1,0): ``dec * 2`` on DECIMAL(10,2) is DECIMAL(12,2)). Arrow's own widening
+    gives every integer 19 digits or more, so its result types were not Spark's."""
+    if lt is None or rt is None or not (pa.types.is_decimal128(lt) or pa.types.is_decimal128(rt)):
+        return None
+    if pa.types.is_decimal256(lt) or pa.types.is_decimal256(rt):  # not a Spark type: Arrow's rules
+        return None
+    dl, dr = decimal_of(lt, _int_value(e.left)), decimal_of(rt, _int_value(e.right))
+    return None if dl is None or dr is None else (dl, dr)
+
+
+def decimal_result_type(op: str, left: pa.Decimal128Type, right: pa.Decimal128Type) -> tuple[int, int]:
+    """Spark's (DecimalPrecision) precision and scale of ``left op right``, before it bounds them
+    at 38 digits (:func:`~deltatx.expr.values.bounded_decimal`): ``+``/``-`` keep the larger
+    scale and one more integer digit than the wider side; ``*`` adds the precisions (and one) and
+    the scales; ``%`` keeps the larger scale and the narrower side's integer digits."""
+    p1, s1, p2, s2 = left.precision, left.scale, right.precision, right.scale
+    if op in ("+", "-"):
+        scale = max(s1, s2)
+        return max(p1 - s1, p2 - s2) + scale + 1, scale
+    if op == "*":
+        return p1 + p2 + 1, s1 + s2
+    if op == "%":
+        scale = max(s1, s2)
+        return min(p1 - s1, p2 - s2) + scale, scale
+    raise ValueError(f"no DECIMAL result type for {op!r}")
+
+
+#: Arrow's widest DECIMAL
+_MAX_WIDE_PRECISION = 76
+
+
+def _decimal_arithmetic(b: _Backend, op: str, left: Any, lt: pa.DataType, dl: pa.Decimal128Type,
+                        right: Any, rt: pa.DataType, dr: pa.Decimal128Type) -> Any:
+    """Spark's DECIMAL ``+ - * %`` of ``left`` (type ``lt``, computed as ``dl``) and ``right``:
+    the result type of :func:`decimal_result_type`, bounded at 38 digits as Spark bounds it with
+    precision loss allowed (fraction digits given up, down to 6, and the exact result rounded half
+    up to them); a result that does not fit its type fails (ANSI). A zero divisor of ``%`` gives
+    NULL, as for the other types.
+
+    The operands are first cast to the DECIMALs Spark computes in (an integer to ``dl``/``dr``):
+    Arrow's result types for ``+ - *`` are then Spark's exact ones, and a result wider than 38
+    digits is computed exactly in DECIMAL256 and rounded to the bounded type."""
+    precision, scale = decimal_result_type(op, dl, dr)
+    result = bounded_decimal(precision, scale)
+    left, right = _spark_cast(b, left, lt, dl), _spark_cast(b, right, rt, dr)
+    if op == "%":
+        return _decimal_remainder(b, left, dl, right, dr, result)
+    if precision <= MAX_DECIMAL_PRECISION:
+        return b.call("cast", [b.call(_ARITH[op], [left, right])], pc.CastOptions(result))
+    if op == "*" and precision > _MAX_WIDE_PRECISION:
+        exact = _full_width_product(b, left, dl, right, dr, result)
+    elif op == "*":  # the product has at most p1 + p2 digits: the declared one more is room for rounding up
+        exact = b.call("multiply", [_as_wide(b, left, dl), _as_wide(b, right, dr)])
+    else:  # a sum may use every declared digit: one more for rounding up
+        if precision + 1 > _MAX_WIDE_PRECISION:
+            raise PredicateError(f"DECIMAL({dl.precision},{dl.scale}) {op} DECIMAL({dr.precision},{dr.scale}) "
+                                 f"needs {precision} digits before Spark bounds it at 38; deltatx computes at "
+                                 f"most {_MAX_WIDE_PRECISION - 1} exactly: CAST an operand to fewer digits")
+        exact = b.call(_ARITH[op], [_as_wide(b, left, dl), _as_wide(b, right, dr)])
+        exact = b.call("cast", [exact], pc.CastOptions(pa.decimal256(precision + 1, scale)))
+    rounded = b.call("round", [exact], pc.RoundOptions(result.scale, "half_towards_infinity"))
+    return b.call("cast", [rounded], pc.CastOptions(result))  # fails where the value does not fit
+
+
+def _as_wide(b: _Backend, value: Any, t: pa.Decimal128Type, precision: int | None = None) -> Any:
+    """``value`` (a DECIMAL of type ``t``) as DECIMAL256, of ``precision`` digits (``t``'s by default)."""
+    return b.call("cast", [value], pc.CastOptions(pa.decimal256(precision or t.precision, t.scale)))
+
+
+def _full_width_product(b: _Backend, left: Any, dl: pa.Decimal128Type, right: Any, dr: pa.Decimal128Type,
+                        result: pa.Decimal128Type) -> Any:
+    """The exact product of two DECIMAL(38, s) values as DECIMAL256(76, s1 + s2), for rounding to
+    ``result``. Arrow declares a product p1 + p2 + 1 digits wide, one more than DECIMAL256 has:
+    a row where one side has at most 37 digits is multiplied with that side declared so (the
+    product then has at most 75 digits, and room to round up). A row where both sides have 38
+    digits is at least 10^(74 - s1 - s2), more than ``result`` holds (the scales where it would not
+    are refused here): it gets a value the final cast refuses, so that it fails as Spark's overflow
+    does (ANSI)."""
+    product_scale = dl.scale + dr.scale
+    if 74 - product_scale < MAX_DECIMAL_PRECISION - result.scale:
+        raise PredicateError(f"DECIMAL({dl.precision},{dl.scale}) * DECIMAL({dr.precision},{dr.scale}) needs 77 "
+                             f"digits before Spark bounds it at 38; deltatx computes at most 76 exactly: CAST an "
+                             f"operand to fewer digits")
+
+    def narrow(value: Any, t: pa.Decimal128Type) -> Any:
+        """TRUE where ``value`` has at most 37 digits."""
+        bound = pa.scalar(Decimal(10) ** (MAX_DECIMAL_PRECISION - 1 - t.scale), t)
+        return b.call("less", [b.call("abs", [value]), b.scalar(bound)])
+
+    def narrowed(value: Any, t: pa.Decimal128Type, keep: Any) -> Any:
+        """``value`` declared with 37 digits, 0 where ``keep`` is not TRUE (it would not fit)."""
+        zero = b.scalar(pa.scalar(Decimal(0), t))
+        return _as_wide(b, b.call("if_else", [keep, value, zero]), t, MAX_DECIMAL_PRECISION - 1)
+
+    right_narrow, left_narrow = narrow(right, dr), narrow(left, dl)
+    by_narrow_right = b.call("multiply", [_as_wide(b, left, dl), narrowed(right, dr, right_narrow)])
+    by_narrow_left = b.call("multiply", [narrowed(left, dl, left_narrow), _as_wide(b, right, dr)])
+    product_type = pa.decimal256(_MAX_WIDE_PRECISION, product_scale)
+    too_wide = b.scalar(pa.scalar(Decimal(10) ** (_MAX_WIDE_PRECISION - 1 - product_scale), product_type))
+    return b.call("if_else", [right_narrow, by_narrow_right,
+                              b.call("if_else", [left_narrow, by_narrow_left, too_wide])])
+
+
+def _decimal_remainder(b: _Backend, left: Any, dl: pa.Decimal128Type, right: Any, dr: pa.Decimal128Type,
+                       result: pa.Decimal128Type) -> Any:
+    """Spark's DECIMAL ``%``: the exact remainder with the sign of the dividend (Java's
+    BigDecimal.remainder), NULL for a zero divisor, of type ``result``. Both sides meet at the
+    larger scale first; Arrow's remainder is floored (the divisor's sign), so where it is not 0 and
+    the signs differ it is moved back by the divisor. The remainder is smaller than both sides, so
+    it fits ``result``."""
+    scale = max(dl.scale, dr.scale)
+    digits = max(dl.precision - dl.scale, dr.precision - dr.scale) + scale
+    # (one digit of room: moving the floored remainder back by the divisor passes through it)
+    common = (pa.decimal128 if digits < MAX_DECIMAL_PRECISION else pa.decimal256)(digits, scale)
+    left = b.call("cast", [left], pc.CastOptions(common))
+    right = b.call("cast", [right], pc.CastOptions(common))
+    zero = b.scalar(pa.scalar(Decimal(0), common))
+    divisor = b.call("if_else", [b.call("equal", [right, zero]), b.scalar(pa.scalar(None, common)), right])
+    floored = b.call("cast", [b.call("modulo", [left, divisor])], pc.CastOptions(common))
+    signs_differ = b.call("xor", [b.call("less", [left, zero]), b.call("less", [divisor, zero])])
+    fix = b.call("and", [b.call("not_equal", [floored, zero]), signs_differ])
+    moved = b.call("cast", [b.call("subtract", [floored, divisor])], pc.CastOptions(common))
+    return b.call("cast", [b.call("if_else", [fix, moved, floored])], pc.CastOptions(result))
 
 
 def _decimal_divide(b: _Backend, left: Any, lt: pa.DataType, dl: pa.Decimal128Type,

@@ -952,6 +952,31 @@ def test_errors_are_also_the_pyspark_classes_delta_spark_raises(spark, tmp_path)
     assert content(path) == [("a", 1), ("b", 2)]
 
 
+def test_concurrent_modification_errors_are_captured_exceptions_as_in_delta_spark(spark, tmp_path):
+    """delta-spark's delta.exceptions derive its ConcurrentModificationException family from
+    PySpark's CapturedException; code catching that must catch deltatx's too."""
+    from pyspark.errors.exceptions.captured import CapturedException
+
+    from deltatx import phases
+    from deltatx.errors import ConcurrentModificationException
+
+    path = tmp_path / "t"
+    write_kv(path, [("a", 1), ("b", 2)])
+    dt_ = DeltaTable.forPath(spark, str(path))
+    fired = []
+
+    def winner(phase: str, **context) -> None:
+        if phase == "attempt_commit" and not fired:
+            fired.append(context.get("version"))
+            deltatx.Table(str(path)).delete(where="key = 'a'")  # commits first, same file
+
+    with phases.observe(winner), pytest.raises(CapturedException) as info:
+        dt_.delete("key = 'a'")
+    assert isinstance(info.value, ConcurrentModificationException)
+    assert "key" in str(info.value) or "file" in str(info.value)
+    assert content(path) == [("b", 2)]
+
+
 def test_read_schemas_leave_out_writer_only_field_metadata(spark, tmp_path):
     """delta-spark's DataFrames carry a column's comment, not how the log generates it: no
     generation expression or identity state (removeInternalMetadata)."""

@@ -118,6 +118,23 @@ def test_merge_schema(spark, table_uri):
     assert "metaData" in open(os.path.join(table_uri, "_delta_log", f"{table.version:020d}.json")).read()
 
 
+def test_a_column_of_another_type_family_is_refused_before_any_task_runs(spark, table_uri):
+    """Delta's schema check (DELTA_FAILED_TO_MERGE_FIELDS) refuses text into a BIGINT column when
+    the write is planned; the format path failed inside a task, as a raw PythonException."""
+    from pyspark.errors import AnalysisException
+
+    dspark.write(spark.range(3).selectExpr("id"), table_uri)
+    version, on_disk = deltatx.Table(table_uri).version, parquet_on_disk(table_uri)
+    text = spark.createDataFrame([("x",)], "id string")
+    with pytest.raises(AnalysisException, match="DELTA_FAILED_TO_MERGE_FIELDS"):
+        text.write.format("deltatx").mode("append").save(table_uri)
+    with pytest.raises(SchemaMismatchError, match="DELTA_FAILED_TO_MERGE_FIELDS"):
+        dspark.write(text, table_uri)
+    assert deltatx.Table(table_uri).version == version and parquet_on_disk(table_uri) == on_disk
+    dspark.write(spark.createDataFrame([(7,)], "id int"), table_uri)  # INT into BIGINT: converted
+    assert sorted(r["id"] for r in sorted_rows(table_uri)) == [0, 1, 2, 7]
+
+
 def test_idempotent_txn_app_id_and_version(spark, table_uri):
     df = spark.range(4).selectExpr("id")
     first = dspark.write(df, table_uri, txnAppId="nightly", txnVersion=7)

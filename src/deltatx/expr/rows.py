@@ -10,7 +10,8 @@ Kleene, ``IN`` with a NULL in the list is NULL when nothing matches; a WHERE kee
 Arithmetic follows Spark's ANSI mode where Arrow can: ``+ - *`` raise on overflow, ``/`` is
 floating-point division (exact DECIMAL division when a side is DECIMAL, with Spark's result
 type), ``%`` takes the sign of the dividend, ``DIV`` is integral division as BIGINT, and a zero
-divisor gives NULL. DECIMAL ``+ - * %`` have Spark's result types (:func:`decimal_result_type`:
+divisor of a non-NULL dividend fails (DIVIDE_BY_ZERO) except inside a branch Spark may skip, where
+it gives NULL (:func:`_refuse_zero_divisor`). DECIMAL ``+ - * %`` have Spark's result types (:func:`decimal_result_type`:
 an integer constant counts with its own digits), bounded at 38 digits as Spark bounds them. ``round``
 of a float rounds its shortest decimal text (:mod:`~deltatx.expr.float_round`). Operands of different
 types meet in Spark's common type (:func:`~deltatx.expr.values.common_type`): a BIGINT with a
@@ -38,7 +39,8 @@ import re
 import threading
 import zoneinfo
 from decimal import Decimal
-from typing import Any, Callable, Sequence
+from contextlib import contextmanager, nullcontext
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -80,6 +82,10 @@ _NULL_BOOL = pa.scalar(None, pa.bool_())
 
 class _Backend:
     """How leaves and calls are built: lazily (Expression) or eagerly (arrays)."""
+
+    #: how many branches Spark might not evaluate the part being lowered sits in (see
+    #: :func:`_guarded`): a zero divisor fails only outside them (:func:`_refuse_zero_divisor`)
+    guarded = 0
 
     def column(self, c: Column) -> Any:
         raise NotImplementedError
@@ -438,9 +444,13 @@ def _lower(e: Expr, b: _Backend, boolean: bool = False) -> Any:
     if isinstance(e, Comparison):
         return _lower_comparison(e, b)
     if isinstance(e, And):
-        return b.call("and_kleene", [_lower(e.left, b, True), _lower(e.right, b, True)])
+        left = _lower(e.left, b, True)
+        with _guarded(b):  # Spark skips it once the left side decides
+            return b.call("and_kleene", [left, _lower(e.right, b, True)])
     if isinstance(e, Or):
-        return b.call("or_kleene", [_lower(e.left, b, True), _lower(e.right, b, True)])
+        left = _lower(e.left, b, True)
+        with _guarded(b):
+            return b.call("or_kleene", [left, _lower(e.right, b, True)])
     if isinstance(e, Not):
         return b.call("invert", [_lower(e.operand, b, True)])
     if isinstance(e, In):
@@ -463,14 +473,19 @@ def _lower(e: Expr, b: _Backend, boolean: bool = False) -> Any:
         lo, hi, lower = spec
         if not lo <= len(e.args) <= hi:
             raise PredicateError(f"{e.name}() takes {lo}..{hi} arguments, got {len(e.args)}")
-        return lower(b, [_lower(a, b, e.name == "if" and i == 0) for i, a in enumerate(e.args)], e.args)
+        args = [_lower(e.args[0], b, e.name == "if")] if e.args else []
+        with _guarded(b) if e.name in _LAZY_ARGUMENTS else nullcontext():  # evaluated only when needed
+            args += [_lower(a, b) for a in e.args[1:]]
+        return lower(b, args, e.args)
     if isinstance(e, Cast):
         return _lower_cast(e, b)
     if isinstance(e, Case):
         if not e.whens:
             return _lower(e.default, b) if e.default is not None else b.scalar(pa.scalar(None))
-        branches = [(_lower(c, b, True), _lower(v, b)) for c, v in e.whens]
-        otherwise = _lower(e.default, b) if e.default is not None else b.scalar(pa.scalar(None))
+        first = _lower(e.whens[0][0], b, True)  # the only part Spark always evaluates
+        with _guarded(b):
+            branches = [(first if i == 0 else _lower(c, b, True), _lower(v, b)) for i, (c, v) in enumerate(e.whens)]
+            otherwise = _lower(e.default, b) if e.default is not None else b.scalar(pa.scalar(None))
         return _choose(b, branches, otherwise)
     raise PredicateError(f"cannot evaluate expression node {type(e).__name__}: {e}")
 
@@ -1288,6 +1303,14 @@ def _lower_in(e: In, b: _Backend) -> Any:
 
 def _lower_arithmetic(e: Arithmetic, b: _Backend) -> Any:
     left, right = _lower(e.left, b), _lower(e.right, b)
+    probe = _refuse_zero_divisor(b, e, left, right) if e.op in ("DIV", "/", "%") else None
+    result = _arithmetic(e, b, left, right)
+    # lazily, the probe (which fails on a zero divisor) is evaluated with the result
+    # (NULL where the probe is: only where the divisor is, and the result with it)
+    return result if probe is None else b.call("if_else", [b.call("is_valid", [probe]), result, b.scalar(pa.scalar(None))])
+
+
+def _arithmetic(e: Arithmetic, b: _Backend, left: Any, right: Any) -> Any:
     lt, rt = _known_type(b, e.left, left), _known_type(b, e.right, right)
     null = b.scalar(pa.scalar(None))
     if e.op == "DIV":
@@ -1326,12 +1349,51 @@ def _lower_arithmetic(e: Arithmetic, b: _Backend) -> Any:
     return b.call("if_else", [fix, b.call("subtract", [floored, divisor]), floored])
 
 
+#: functions whose arguments after the first Spark evaluates only when the first does not decide
+_LAZY_ARGUMENTS = frozenset(("if", "coalesce", "nvl", "ifnull"))
+
+
+@contextmanager
+def _guarded(b: _Backend) -> Iterator[None]:
+    """Lower what is inside as a part Spark may not evaluate for a row (a CASE branch, IF's
+    values, COALESCE's fallbacks, the right side of AND/OR)."""
+    b.guarded += 1
+    try:
+        yield
+    finally:
+        b.guarded -= 1
+
+
+def _refuse_zero_divisor(b: _Backend, e: Arithmetic, dividend: Any, divisor: Any) -> Any:
+    """Spark 4's ANSI mode: ``/``, ``%`` and ``DIV`` of a non-NULL dividend by zero fail
+    (DIVIDE_BY_ZERO, REMAINDER_BY_ZERO) — an UPDATE ``SET v = v / 0`` must not write NULL.
+
+    Except where Spark might not evaluate the division for that row (:func:`_guarded`): deltatx
+    computes every branch for every row (Arrow), so failing there would also fail the usual guard
+    ``CASE WHEN b <> 0 THEN a / b END``; such a division gives NULL for a zero divisor. Eagerly the
+    rows are looked at now; lazily the expression carries a probe that fails when evaluated."""
+    if b.guarded or _is_untyped_null(e.left) or _is_untyped_null(e.right):
+        return None
+    t = _known_type(b, e.right, divisor)
+    zero = pa.scalar(0, t) if t is not None and (is_number(t) and not pa.types.is_decimal(t)) else \
+        pa.scalar(Decimal(0), t) if t is not None and pa.types.is_decimal(t) else pa.scalar(0)
+    bad = b.call("and_kleene", [b.call("is_valid", [dividend]), b.call("equal", [divisor, b.scalar(zero)])])
+    kind = "REMAINDER_BY_ZERO" if e.op == "%" else "DIVIDE_BY_ZERO"
+    if isinstance(b, _Eager):
+        found = pc.any(bad).as_py() if isinstance(bad, (pa.Array, pa.ChunkedArray)) else bad.as_py()
+        if found:
+            raise PredicateError(f"[{kind}] {e}: division by zero (Spark 4, ANSI mode); guard it "
+                                 f"(CASE WHEN divisor <> 0 THEN ... END) or make the divisor NULL")
+        return None
+    one = b.scalar(pa.scalar(1, pa.int8()))
+    return b.call("divide_checked", [one, b.call("if_else", [bad, b.scalar(pa.scalar(0, pa.int8())), one])])
+
+
 def _integral_divide(b: _Backend, e: Arithmetic, left: Any, lt: pa.DataType | None,
                      right: Any, rt: pa.DataType | None) -> Any:
-    """Spark's ``a DIV b``: the quotient truncated toward zero, as BIGINT; NULL where ``b`` is 0,
-    as ``/`` and ``%`` give here. (Spark 4's ANSI mode fails on a zero divisor instead; deltatx
-    keeps one rule for its three divisions.) Overflow fails: BIGINT's smallest value DIV -1, and a
-    DECIMAL quotient beyond BIGINT.
+    """Spark's ``a DIV b``: the quotient truncated toward zero, as BIGINT; a zero ``b`` fails as
+    for ``/`` and ``%`` (:func:`_refuse_zero_divisor`; NULL inside a guarded branch). Overflow
+    fails: BIGINT's smallest value DIV -1, and a DECIMAL quotient beyond BIGINT.
 
     Integers divide as BIGINT. A DECIMAL with a DECIMAL or an integer (an integer constant with
     its own digits) divides exactly. Floats are cast to BIGINT first, as Spark's implicit cast

@@ -3,7 +3,8 @@
 Code written for delta-spark catches ``AnalysisException`` when a table is missing or already
 there, ``IllegalArgumentException`` when VACUUM's retention is too short and
 ``UnsupportedOperationException`` when a MERGE's source matches a target row twice (its own
-Python tests assert these classes). deltatx raises its typed errors (:mod:`deltatx.errors`),
+Python tests assert these classes), and its concurrent-modification exceptions derive from
+PySpark's ``CapturedException``. deltatx raises its typed errors (:mod:`deltatx.errors`),
 which know nothing of Spark. At the edge of the delta-spark API the error keeps its deltatx
 class and gains the PySpark one: the same object, its class swapped for one deriving from both,
 so ``except TableNotFoundError`` and ``except AnalysisException`` both catch it, with the same
@@ -17,6 +18,7 @@ from typing import Any, Callable, TypeVar
 
 from pyspark.errors import AnalysisException, IllegalArgumentException, UnsupportedOperationException
 from pyspark.errors.exceptions.base import PySparkException
+from pyspark.errors.exceptions.captured import CapturedException
 
 from .. import errors
 
@@ -30,6 +32,8 @@ _AS_SPARK: tuple[tuple[type[errors.DeltaTxError], type[PySparkException]], ...] 
     (errors.SchemaMismatchError, AnalysisException),
     (errors.PredicateError, AnalysisException),
     (errors.TimeTravelError, AnalysisException),
+    # delta-spark's delta.exceptions: the concurrent-modification family derives from CapturedException
+    (errors.ConcurrentModificationException, CapturedException),
 )
 
 _FLAVOURED: dict[tuple[type, type], type] = {}
@@ -55,7 +59,8 @@ def _reduce(self: BaseException) -> tuple:
 
 
 #: what PySparkException.__init__ adds to an instance (dropped when it is pickled back to deltatx's)
-_PYSPARK_STATE = frozenset({"_error_reader", "_message", "_errorClass", "_messageParameters", "_contexts"})
+_PYSPARK_STATE = frozenset({"_error_reader", "_message", "_errorClass", "_messageParameters", "_contexts",
+                            "_desc", "_stackTrace", "_cause", "_origin"})
 
 
 def _rebuild(core: type[BaseException], args: tuple, state: dict[str, Any]) -> BaseException:
@@ -74,6 +79,8 @@ def as_spark_error(exc: BaseException) -> BaseException:
                 return exc
             exc.__class__ = _flavoured(type(exc), spark)
             PySparkException.__init__(exc, message=str(exc))  # type: ignore[arg-type]
+            if issubclass(spark, CapturedException):  # its state, as for an error with no JVM origin
+                exc._desc, exc._stackTrace, exc._cause, exc._origin = str(exc), "", None, None
             return exc
     return exc
 

@@ -181,6 +181,7 @@ def plan_write(options: Mapping[str, str], spark_schema: Any, overwrite: bool) -
                     f"to repartition the table"
                 )
             try:
+                _refuse_other_type_families(snapshot.schema, incoming)
                 schema = resolve_write_schema(snapshot.schema, incoming, "merge" if spec.merge_schema else None,
                                               widening=Widening.of(snapshot.properties, snapshot.protocol))
             except SchemaMismatchError as exc:  # say it in Spark's words
@@ -286,6 +287,37 @@ def write_task(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> WrittenFil
     except BaseException:
         delete_written(spec.uri, spec.storage_options, adds)
         raise
+
+
+def _type_family(t: pa.DataType) -> str:
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "text"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return "binary"
+    if pa.types.is_boolean(t):
+        return "boolean"
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return "number"
+    if pa.types.is_temporal(t):
+        return "time"
+    return "nested"
+
+
+def _refuse_other_type_families(table: pa.Schema, incoming: pa.Schema) -> None:
+    """A DataFrame column whose type is of another family than the table column's (text into
+    BIGINT, a number into BOOLEAN...) is refused when the write is planned, before any task runs,
+    as Delta's schema check refuses it (DELTA_FAILED_TO_MERGE_FIELDS). Inside a family the tasks
+    convert values safely (INT into BIGINT) or fail on the one that does not fit."""
+    by_name = {f.name.lower(): f for f in table}
+    for f in incoming:
+        target = by_name.get(f.name.lower())
+        if target is None or pa.types.is_null(f.type):
+            continue
+        ours, theirs = _type_family(target.type), _type_family(f.type)
+        if ours != theirs and "nested" not in (ours, theirs):
+            raise SchemaMismatchError(
+                f"[DELTA_FAILED_TO_MERGE_FIELDS] Failed to merge fields '{target.name}' and '{f.name}': the "
+                f"DataFrame's {f.type} cannot be written to the table's {target.type} column; cast it first")
 
 
 def _check_replace_where(batch: pa.RecordBatch, row_check: pc.Expression, predicate: str) -> None:

@@ -427,6 +427,11 @@ class PostCommitHookWarning(UserWarning):
 # --------------------------------------------------------------------------------------------
 
 
+class StorageUnavailableError(DeltaTxError, ConnectionError):
+    """The object store did not answer: its endpoint refused or dropped the connection, or sent
+    nothing back in time, after the client's retries (txnlog/s3_client.py)."""
+
+
 class CatalogError(DeltaTxError):
     """Base class of the catalog's errors."""
 

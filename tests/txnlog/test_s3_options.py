@@ -16,7 +16,12 @@ import pytest
 
 import deltatx
 from deltatx.errors import InvalidArgumentError
+from deltatx.txnlog.s3_client import with_bounded_waits
 from deltatx.txnlog.store import _s3_kwargs, _switch, open_store
+
+#: what every S3 client gets unless the options say otherwise (txnlog/s3_client.py)
+WAITS = with_bounded_waits({}, {})
+PLAIN = {"use_listings_cache": False, "config_kwargs": WAITS}
 
 
 def kwargs_for(options: dict) -> dict:
@@ -52,17 +57,17 @@ def test_skip_signature_becomes_s3fs_anon(key, value, anon):
     ("aws_s3_addressing_style", "Path", "path"),
 ])
 def test_the_addressing_options_set_botocores_addressing_style(key, value, style):
-    assert kwargs_for({key: value})["config_kwargs"] == {"s3": {"addressing_style": style}}
+    assert kwargs_for({key: value})["config_kwargs"] == {"s3": {"addressing_style": style}, **WAITS}
 
 
 def test_the_addressing_style_is_merged_into_the_users_config_kwargs():
     given = {"retries": {"max_attempts": 2}, "s3": {"use_accelerate_endpoint": False}}
     kwargs = kwargs_for({"AWS_FORCE_PATH_STYLE": "true", "config_kwargs": given})
-    assert kwargs["config_kwargs"] == {"retries": {"max_attempts": 2},
+    assert kwargs["config_kwargs"] == {**WAITS, "retries": {"max_attempts": 2},  # the user's retries kept
                                        "s3": {"use_accelerate_endpoint": False, "addressing_style": "path"}}
     assert given == {"retries": {"max_attempts": 2}, "s3": {"use_accelerate_endpoint": False}}  # not mutated
     same = kwargs_for({"AWS_FORCE_PATH_STYLE": "true", "config_kwargs": {"s3": {"addressing_style": "path"}}})
-    assert same["config_kwargs"] == {"s3": {"addressing_style": "path"}}
+    assert same["config_kwargs"] == {"s3": {"addressing_style": "path"}, **WAITS}
 
 
 def test_region_name_goes_where_aws_region_goes():
@@ -74,11 +79,11 @@ def test_region_name_goes_where_aws_region_goes():
 
 @pytest.mark.parametrize("value", ["false", "0", False])
 def test_a_force_path_style_that_is_off_forces_no_addressing_style(value):
-    assert "config_kwargs" not in kwargs_for({"AWS_FORCE_PATH_STYLE": value})
+    assert kwargs_for({"AWS_FORCE_PATH_STYLE": value})["config_kwargs"] == WAITS  # no style forced
     both_off = kwargs_for({"AWS_FORCE_PATH_STYLE": value, "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false"})
-    assert both_off["config_kwargs"] == {"s3": {"addressing_style": "path"}}
+    assert both_off["config_kwargs"] == {"s3": {"addressing_style": "path"}, **WAITS}
     kept = kwargs_for({"aws_force_path_style": value, "config_kwargs": {"s3": {"addressing_style": "virtual"}}})
-    assert kept["config_kwargs"] == {"s3": {"addressing_style": "virtual"}}
+    assert kept["config_kwargs"] == {"s3": {"addressing_style": "virtual"}, **WAITS}
 
 
 @pytest.mark.parametrize("options, first, second", [
@@ -152,7 +157,7 @@ def test_the_dynamodb_locking_provider_is_accepted_with_a_warning_and_not_passed
     options = {key: "dynamodb", "DELTA_DYNAMO_TABLE_NAME": "delta_log", "delta_dynamo_table_name": "delta_log"}
     with pytest.warns(UserWarning, match="does not record its commits in the DynamoDB lock table"):
         kwargs = _s3_kwargs(options)
-    assert kwargs == {"use_listings_cache": False}
+    assert kwargs == PLAIN
 
 
 def test_the_lock_tables_own_settings_are_accepted_and_not_passed_on():
@@ -165,7 +170,7 @@ def test_the_lock_tables_own_settings_are_accepted_and_not_passed_on():
             "DELTA_DYNAMO_MAX_ELAPSED_REQUEST_TIME": "60"}
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no provider named: nothing to warn about
-        assert _s3_kwargs(dict(lock)) == {"use_listings_cache": False}
+        assert _s3_kwargs(dict(lock)) == PLAIN
         kwargs = _s3_kwargs({**lock, "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "s3-key"})
     assert kwargs["key"] == "s3-key" and kwargs["client_kwargs"] == {"region_name": "us-east-1"}
     assert "dynamo" not in repr(kwargs).lower()
@@ -174,7 +179,7 @@ def test_the_lock_tables_own_settings_are_accepted_and_not_passed_on():
 def test_the_lock_table_name_alone_is_accepted_silently():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert _s3_kwargs({"DELTA_DYNAMO_TABLE_NAME": "locks"}) == {"use_listings_cache": False}
+        assert _s3_kwargs({"DELTA_DYNAMO_TABLE_NAME": "locks"}) == PLAIN
 
 
 @pytest.mark.parametrize("provider", ["zookeeper", "", "true"])
@@ -186,7 +191,7 @@ def test_a_locking_provider_delta_rs_does_not_know_is_refused(provider):
 def test_allow_unsafe_rename_stays_accepted_and_ignored():
     """deltatx's S3 commit is always a conditional PUT, so allowing an unsafe rename changes nothing."""
     for value in ("true", "false"):
-        assert _s3_kwargs({"AWS_S3_ALLOW_UNSAFE_RENAME": value}) == {"use_listings_cache": False}
+        assert _s3_kwargs({"AWS_S3_ALLOW_UNSAFE_RENAME": value}) == PLAIN
 
 
 def test_the_switch_words_include_object_stores_y_and_n():
@@ -214,10 +219,55 @@ def test_a_table_round_trips_on_s3_with_deltalakes_options(s3_bucket):
     client = store.fs.connect()  # botocore's client, configured from the translated options
     assert client.meta.config.s3["addressing_style"] == "path"
     assert store.fs.req_kw == {"RequestPayer": "requester"}
-    assert store.fs.config_kwargs == {"s3": {"addressing_style": "path"}}
+    assert store.fs.config_kwargs == {"s3": {"addressing_style": "path"}, **WAITS}
     # read back with object_store's spelling of the same style and with plain s3fs options
     again = {k: v for k, v in rs_options.items() if k != "AWS_FORCE_PATH_STYLE"}
     again["aws_virtual_hosted_style_request"] = "false"
     with pytest.warns(UserWarning):
         assert deltatx.Table(uri, storage_options=again).to_arrow()["id"].to_pylist() == [1, 2, 3]
     assert deltatx.Table(uri, storage_options=options).version == 1
+
+
+
+@pytest.mark.parametrize("options, expected", [
+    ({"timeout": "5s", "connect_timeout": "500ms"}, {"read_timeout": 5.0, "connect_timeout": 0.5}),
+    ({"TIMEOUT": "2m"}, {"read_timeout": 120.0, "connect_timeout": 10.0}),
+    ({"timeout": 3, "config_kwargs": {"read_timeout": 7}}, {"read_timeout": 7, "connect_timeout": 10.0}),
+])
+def test_delta_rs_timeouts_bound_botocores_waits(options, expected):
+    waits = kwargs_for(options)["config_kwargs"]
+    assert {k: waits[k] for k in expected} == expected
+
+
+@pytest.mark.parametrize("value", ["soon", "-1s", "0", "", "inf"])
+def test_a_bad_timeout_is_refused(value):
+    with pytest.raises(InvalidArgumentError, match="timeout"):
+        kwargs_for({"timeout": value})
+
+
+@pytest.mark.parametrize("silent", [False, True], ids=["refused", "never answers"])
+def test_an_endpoint_that_cannot_be_reached_is_a_typed_error_in_bounded_time(silent):
+    """A closed port raised botocore's own exception (no OSError, no deltatx error); a port that
+    accepts and never answers blocked for half an hour."""
+    import socket
+    import time
+
+    from deltatx.errors import StorageUnavailableError
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    if silent:
+        server.listen(64)  # the kernel accepts; nobody reads or answers
+    else:
+        server.close()
+    options = {"endpoint_url": f"http://127.0.0.1:{port}", "key": "k", "secret": "s", "region": "us-east-1",
+               "timeout": "200ms", "connect_timeout": "200ms"}
+    started = time.monotonic()
+    try:
+        with pytest.raises(StorageUnavailableError, match=f"127.0.0.1:{port}") as info:
+            deltatx.Table("s3://bucket/t", storage_options=options)
+    finally:
+        server.close()
+    assert isinstance(info.value, OSError)
+    assert time.monotonic() - started < 60

@@ -686,8 +686,11 @@ _S3_LOCK_OPTIONS = frozenset({
 
 def _s3_translated_option_names() -> frozenset[str]:
     """The delta-rs / object_store option names deltatx understands (lower-case; any case is taken)."""
+    from .s3_client import TIMEOUT_OPTIONS
+
     return frozenset(set(_S3_OPTION_ALIASES) | _S3_IGNORED_OPTIONS | set(_S3_SWITCH_OPTIONS)
-                     | set(_S3_ADDRESSING_SWITCHES) | {_S3_ADDRESSING_STYLE_OPTION} | _S3_LOCK_OPTIONS)
+                     | set(_S3_ADDRESSING_SWITCHES) | {_S3_ADDRESSING_STYLE_OPTION} | _S3_LOCK_OPTIONS
+                     | set(TIMEOUT_OPTIONS))
 
 
 def _s3fs_option_names() -> frozenset[str]:
@@ -723,6 +726,8 @@ def _refuse_unknown_s3_options(options: dict[str, Any]) -> None:
 
 def _s3_kwargs(options: dict[str, Any]) -> dict[str, Any]:
     """s3fs's keyword arguments for the user's storage options (s3fs's own or delta-rs's)."""
+    from .s3_client import TIMEOUT_OPTIONS, duration_s, with_bounded_waits
+
     _refuse_unknown_s3_options(options)
     options = dict(options)
     kwargs: dict[str, Any] = {}
@@ -731,10 +736,13 @@ def _s3_kwargs(options: dict[str, Any]) -> dict[str, Any]:
     switched: dict[str, tuple[str, bool]] = {}  # s3fs argument -> (the option that set it, value)
     aliased: dict[str, tuple[str, Any]] = {}  # aliased argument -> (the option that set it, value)
     styles: list[tuple[str, str]] = []  # (option, addressing style it asks for)
+    timeouts: dict[str, float] = {}  # botocore's name -> seconds
     for key, value in options.items():
         name = key.lower()
         alias = _S3_OPTION_ALIASES.get(name)
-        if alias is not None:
+        if name in TIMEOUT_OPTIONS:
+            timeouts[TIMEOUT_OPTIONS[name]] = duration_s(key, value)
+        elif alias is not None:
             _record_alias(aliased, alias, key, value)
         elif key in _S3_ALIASED_ARGUMENTS:  # s3fs's own name for what an alias sets ('profile')
             _record_alias(aliased, key, key, value)
@@ -755,8 +763,7 @@ def _s3_kwargs(options: dict[str, Any]) -> dict[str, Any]:
     _apply_addressing_style(config_kwargs, styles)
     if client_kwargs:
         kwargs["client_kwargs"] = client_kwargs
-    if config_kwargs:
-        kwargs["config_kwargs"] = config_kwargs
+    kwargs["config_kwargs"] = with_bounded_waits(config_kwargs, timeouts)
     # s3fs keeps every folder listing it makes (VACUUM's, create_table's) with no expiry, and then
     # answers open/info from it without a HEAD: a file another process adds later would read as
     # missing for good. S3 reads are strongly consistent; the cache only makes them stale.
@@ -909,7 +916,9 @@ def open_store(uri: str, storage_options: dict[str, Any] | None = None) -> LogSt
         fs = fsspec.filesystem("memory")
         return MemoryLogStore(uri, fs, "/" + (parsed.netloc + parsed.path).strip("/"), single_writer=single_writer)
     if scheme in ("s3", "s3a"):
-        fs = fsspec.filesystem("s3", **_s3_kwargs(options))
+        from .s3_client import DeltaTxS3FileSystem
+
+        fs = DeltaTxS3FileSystem(**_s3_kwargs(options))
         return S3LogStore(uri, fs, (parsed.netloc + parsed.path).rstrip("/"), single_writer=single_writer)
     try:
         fsspec.get_filesystem_class(scheme)  # known or registered (available_protocols misses the latter)

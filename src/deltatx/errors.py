@@ -432,6 +432,10 @@ class StorageUnavailableError(DeltaTxError, ConnectionError):
     nothing back in time, after the client's retries (txnlog/s3_client.py)."""
 
 
+class BucketNotFoundError(TableNotFoundError):
+    """The object-store bucket a table's URI names does not exist (no table can be there)."""
+
+
 class CatalogError(DeltaTxError):
     """Base class of the catalog's errors."""
 

@@ -271,3 +271,15 @@ def test_an_endpoint_that_cannot_be_reached_is_a_typed_error_in_bounded_time(sil
         server.close()
     assert isinstance(info.value, OSError)
     assert time.monotonic() - started < 60
+
+
+@pytest.mark.s3
+def test_a_bucket_that_does_not_exist_is_named(s3_server):
+    """Opening said "no _delta_log folder" and creating raised a plain FileNotFoundError."""
+    from deltatx.errors import BucketNotFoundError, TableNotFoundError
+
+    uri = "s3://no-such-bucket-deltatx/t"
+    with pytest.raises(TableNotFoundError, match="bucket 'no-such-bucket-deltatx' does not exist"):
+        deltatx.Table(uri, storage_options=s3_server)
+    with pytest.raises(BucketNotFoundError, match="bucket 'no-such-bucket-deltatx' does not exist"):
+        deltatx.create_table(uri, pa.schema([("id", pa.int64())]), storage_options=s3_server)

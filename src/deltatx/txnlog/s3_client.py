@@ -12,7 +12,8 @@ botocore's own exception, which is neither an ``OSError`` nor a deltatx error. H
   loop on top of it makes :data:`S3FS_RETRIES` of those, so the worst case is minutes, not half an
   hour;
 - a request that cannot reach the endpoint, or gets no answer in time, after those retries, is
-  :class:`~deltatx.errors.StorageUnavailableError` (an ``OSError``) naming the endpoint.
+  :class:`~deltatx.errors.StorageUnavailableError` (an ``OSError``) naming the endpoint, and one
+  to a bucket that does not exist :class:`~deltatx.errors.BucketNotFoundError` naming the bucket.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 import s3fs
 from botocore.exceptions import ConnectionClosedError, ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError
 
-from ..errors import InvalidArgumentError, StorageUnavailableError
+from ..errors import BucketNotFoundError, InvalidArgumentError, StorageUnavailableError
 
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 30.0
@@ -75,10 +76,19 @@ class DeltaTxS3FileSystem(s3fs.S3FileSystem):
     async def _call_s3(self, method: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return await super()._call_s3(method, *args, **kwargs)
+        except FileNotFoundError as exc:
+            if "bucket does not exist" not in str(exc).lower() or isinstance(exc, BucketNotFoundError):
+                raise
+            raise BucketNotFoundError(
+                f"S3 bucket {kwargs.get('Bucket')!r} does not exist at {self._endpoint()}: create it first "
+                f"(deltatx creates tables, not buckets)") from exc
         except _UNREACHABLE as exc:
-            endpoint = getattr(self, "endpoint_url", None) or (self.client_kwargs or {}).get("endpoint_url") or "AWS S3"
+            endpoint = self._endpoint()
             raise StorageUnavailableError(
                 f"S3 endpoint {endpoint} did not answer {method if isinstance(method, str) else 'a request'} "
                 f"({type(exc).__name__}: {exc}) in {ATTEMPTS * S3FS_RETRIES} attempts. A write whose "
                 f"answer was lost may have landed: look at the table's history before retrying a commit. "
                 f"Check the endpoint, or set the storage options 'connect_timeout' / 'timeout'") from exc
+
+    def _endpoint(self) -> str:
+        return getattr(self, "endpoint_url", None) or (self.client_kwargs or {}).get("endpoint_url") or "AWS S3"

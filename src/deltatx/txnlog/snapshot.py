@@ -430,6 +430,10 @@ def _why_no_commits(store: LogStore) -> str:
     path), or one without commits (a table whose creation never committed)."""
     try:
         has_log = store.fs.exists(store.log_root)
+        if not has_log and store.uri.lower().startswith(("s3://", "s3a://")):
+            bucket = store.root.split("/", 1)[0]
+            if not store.fs.exists(bucket):
+                return f"the S3 bucket {bucket!r} does not exist"
     except Exception:  # only the message depends on it
         return "_delta_log holds no commits"
     return "_delta_log holds no commits" if has_log else "there is no _delta_log folder (not a Delta table, or another path?)"

@@ -441,11 +441,12 @@ class Catalog:
             raise refuse_policy(operation, rows[0][0], self.url)
 
     def vacuum_staged(self, name: str, retention_hours: float = 1.0) -> list[str]:
-        """Delete staged commits that were never ratified (dead transactions) and are older than
-        ``retention_hours`` (a live transaction may be between staging and ratifying), and those
-        whose version is published (at any age: ``_delta_log/<v>.json`` is that commit now, as
-        PROTOCOL.md's metadata cleanup has it; never one of a ratified version not verified
-        published, the only copy of it); drop from the catalog the content of inline commits
+        """Delete staged commits that were never ratified (dead transactions, whatever version they
+        tried) once older than ``retention_hours`` (a live transaction may be between staging and
+        ratifying), and the ratified staged commits of published versions at any age
+        (``_delta_log/<v>.json`` is that commit now, as PROTOCOL.md's metadata cleanup has it;
+        never one of a ratified version not verified published, the only copy of it); drop from
+        the catalog the content of inline commits
         that are published (a committer usually does at its next commit; a process that exited
         first leaves it to this). Returns the names of the staged files deleted. Log cleanup:
         runs only where the catalog's maintenance policy allows it."""

@@ -134,8 +134,13 @@ class CommitTimeline(Sequence[int]):
 
 
 def version_at_timestamp(store: LogStore, listing: Sequence[LogFile], timestamp_ms: int,
-                         ict_from: int | None) -> int:
-    """The latest retained version committed at or before ``timestamp_ms``."""
+                         ict_from: int | None, *, refuse_after_last: str | None = None) -> int:
+    """The latest retained version committed at or before ``timestamp_ms``.
+
+    With ``refuse_after_last`` (what the caller could not do), a timestamp after the last commit
+    is refused as Delta refuses it (DELTA_TIMESTAMP_GREATER_THAN_COMMIT): a later commit could
+    still land at that time, so the answer is not known yet. Judged on the same timeline the
+    version is found on (the retained commits, made increasing from the first one)."""
     commits = retained_commits(listing)
     if not commits:
         raise TimeTravelError(f"table {store.uri!r} has no retained commits to time travel to")
@@ -157,6 +162,12 @@ def version_at_timestamp(store: LogStore, listing: Sequence[LogFile], timestamp_
             f"(version {commits[0].version} at {_readable(timeline[0])}); history before it was cleaned up or "
             f"never existed"
         )
+    if refuse_after_last is not None and index == len(commits) - 1 and timestamp_ms > timeline[index]:
+        raise TimeTravelError(
+            f"{refuse_after_last}: the provided timestamp ({_readable(timestamp_ms)}) is after the latest version "
+            f"available to this table (version {timeline.versions[index]}, committed at "
+            f"{_readable(timeline[index])}); use a timestamp before or at that time "
+            f"(DELTA_TIMESTAMP_GREATER_THAN_COMMIT)")
     return timeline.versions[index]
 
 
@@ -229,21 +240,6 @@ def unbroken_commits(listing: Sequence[LogFile]) -> list[LogFile]:
     while start > 0 and commits[start - 1].version == commits[start].version - 1:
         start -= 1
     return commits[max(start, 0):]
-
-
-def refuse_after_last_commit(store: LogStore, properties: dict[str, str], version: int, timestamp_ms: int,
-                             what: str) -> None:
-    """Delta's time travel to a timestamp refuses one after the table's last commit: the answer
-    could still change, a commit may land at that time (called where every time travel by
-    timestamp resolves its version, snapshot._load_at_timestamp). ``version`` is the version the
-    timestamp resolved to; only the latest one is checked."""
-    last = read_history(store, 1, ict_enablement_version(properties))
-    if last and last[0]["version"] == version and timestamp_ms > int(last[0]["timestamp"]):
-        committed = int(last[0]["timestamp"])
-        raise TimeTravelError(
-            f"{what}: the provided timestamp ({_readable(timestamp_ms)}) is after the latest version "
-            f"available to this table (version {version}, committed at {_readable(committed)}); use a "
-            f"timestamp before or at that time (DELTA_TIMESTAMP_GREATER_THAN_COMMIT)")
 
 
 def _readable(ms: int) -> str:

@@ -45,7 +45,7 @@ from .actions import (
 from .checkpoint import (CheckpointState, complete_checkpoints, interval_ms, read_checkpoint,
                          read_last_checkpoint_hint)
 from .features import check_readable
-from .history import (commit_info_from_bytes, ict_enablement_version, monotonic_mtimes, refuse_after_last_commit,
+from .history import (commit_info_from_bytes, ict_enablement_version, monotonic_mtimes,
                       version_at_timestamp)
 from .replay import FileTail, TableActions, read_commits, require_contiguous, without_gc
 from .schema import schema_from_json
@@ -277,11 +277,9 @@ def _load_at_timestamp(store: LogStore, timestamp_ms: int) -> Snapshot:
     RESTORE, Spark's timestampAsOf)."""
     latest = load_snapshot(store)
     ict_from = ict_enablement_version(latest.properties)
-    version = version_at_timestamp(store, store.list_log(0), timestamp_ms, ict_from)
-    if version == latest.version:
-        refuse_after_last_commit(store, latest.properties, version, timestamp_ms, "cannot time travel")
-        return latest
-    return load_snapshot(store, version=version)
+    version = version_at_timestamp(store, store.list_log(0), timestamp_ms, ict_from,
+                                   refuse_after_last="cannot time travel")
+    return latest if version == latest.version else load_snapshot(store, version=version)
 
 
 def _load_from_listing(
@@ -312,6 +310,14 @@ def _load_from_listing(
             return None
         raise TimeTravelError(f"version {target} of {store.uri!r} does not exist; the latest version is {latest}")
     for checkpoint_version in sorted((v for v in checkpoints if v <= target), reverse=True):
+        missing = next((v for v in range(checkpoint_version + 1, target + 1) if v not in commits), None)
+        if missing is not None and target < latest:
+            # an older version whose commit after its newest checkpoint was cleaned up: no start
+            # can cross the gap, so the version is gone, not the log broken (as for the latest)
+            raise TimeTravelError(
+                f"version {target} of {store.uri!r} can no longer be rebuilt: commit {missing}, after checkpoint "
+                f"{checkpoint_version}, was cleaned up; version {checkpoint_version} and the versions from "
+                f"{_earliest_rebuildable(commits, checkpoints, latest)} on can be")
         for fileset in checkpoints[checkpoint_version]:
             if fileset[0].name in failed:
                 continue
@@ -346,6 +352,16 @@ def _load_from_listing(
         f"the log of {store.uri!r} starts at commit {min(commits)} with no checkpoint: commit 0 is missing",
         version=0,
     )
+
+
+def _earliest_rebuildable(commits: dict[int, LogFile], checkpoints: dict[int, object], latest: int) -> int:
+    """The oldest version a start (a checkpoint, or commit 0) and unbroken commits reach the latest from."""
+    lowest = latest
+    while lowest - 1 in commits:
+        lowest -= 1
+    if lowest == 0 and 0 in commits:
+        return 0
+    return min((c for c in checkpoints if c >= lowest - 1), default=latest)
 
 
 def _tail_files(commits: dict[int, LogFile], first: int, target: int) -> list[LogFile]:

@@ -113,9 +113,16 @@ def _crash_point(text: str) -> tuple[str, int]:
     return phase, n
 
 
+def _location(text: str) -> str:
+    """A table location; an empty one would be the working directory, which nobody typed."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the table location is empty: give a path, file:// or s3://bucket/path")
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("uri", help="table location: a path, file://, memory:// or s3://bucket/path")
+    common.add_argument("uri", type=_location, help="table location: a path, file:// or s3://bucket/path")
     common.add_argument("--json", action="store_true", help="print machine-readable JSON on stdout")
     common.add_argument("--storage-option", action="append", type=_key_value, default=[], metavar="K=V",
                         help="storage option (e.g. endpoint_url=http://127.0.0.1:9000); repeatable")

@@ -491,3 +491,12 @@ def test_a_catalog_file_that_is_no_database_is_a_catalog_url_error(capsys, tmp_p
     err = run_error(capsys, "stress", str(tmp_path / "t"), "--workload", "bank2", "--catalog", f"sqlite:///{bogus}",
                     "--ops", "1", "--processes", "1")
     assert "CatalogURLError" in err
+
+
+@pytest.mark.parametrize("command", ["stress", "history", "describe"])
+def test_an_empty_location_is_a_usage_error_not_the_working_directory(capsys, tmp_path, monkeypatch, command):
+    """``deltatx stress ""`` made a table in the current directory."""
+    monkeypatch.chdir(tmp_path)
+    assert main([command, ""]) == EXIT_USAGE
+    assert "the table location is empty" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == []

@@ -55,6 +55,21 @@ def test_checker_fails_on_a_ratification_of_one_table(catalog_url, tmp_path):
         assert any(f"total over both tables is {TOTAL - 10}" in a.message for a in anomalies)
 
 
+def test_checker_fails_when_a_catalog_commit_vanishes_from_the_catalogs_log(catalog_url, tmp_path):
+    """Its ratified versions were dropped by the join that orders the catalog's commits: the
+    checker passed a history with a whole transfer missing from the commit order."""
+    with deltatx.Catalog(catalog_url) as cat:
+        prepare_bank2(cat, str(tmp_path))
+        for i in range(3):
+            transfer(cat, ("bank2_a", i), ("bank2_b", i), 5)
+        assert check_bank2(cat) == []
+        seq = catalog_commit_order(cat)[-2][0]
+        cat._db.transact(lambda cur: cur.execute("DELETE FROM deltatx_catalog_commits WHERE seq = ?", (seq,)))
+        messages = [a.message for a in check_bank2(cat)]
+        assert any(f"catalog commit {seq}, which is not in the catalog's commit log" in m for m in messages)
+        assert any("the versions between belong to no catalog commit" in m for m in messages)
+
+
 def test_checker_fails_on_broken_ratification_in_writer_processes(tmp_path):
     url = f"sqlite:///{tmp_path}/catalog.db"
     report = run_bank2(url, str(tmp_path), processes=2, ops=4, seed=3,

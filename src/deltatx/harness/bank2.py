@@ -309,6 +309,17 @@ def catalog_commit_order(catalog: Any) -> list[tuple[int, str, dict[str, int]]]:
     return out
 
 
+def _ratified_outside_catalog_commits(catalog: Any) -> list[Anomaly]:
+    """Ratified versions of the bank2 tables whose catalog commit is not in the catalog's log."""
+    names = {e.table_id: e.name for e in catalog.entries() if e.name in BANK2_TABLES}
+    rows = catalog._db.query(
+        "SELECT c.table_id, c.version, c.catalog_seq FROM deltatx_commits c LEFT JOIN deltatx_catalog_commits cc "
+        "ON cc.seq = c.catalog_seq WHERE cc.seq IS NULL ORDER BY c.table_id, c.version")
+    return [Anomaly("bank2", f"version {int(version)} of {names[table_id]} was ratified by catalog commit {seq}, "
+                             f"which is not in the catalog's commit log", int(version))
+            for table_id, version, seq in rows if table_id in names]
+
+
 class _TableBalances:
     """Sum of balances and account set of one table at successive versions, applied commit by
     commit (one replay per table, not one per cut)."""
@@ -338,6 +349,8 @@ class _TableBalances:
 def check_bank2(catalog: Any, records: list[Bank2Record] | None = None) -> list[Anomaly]:
     """The bank2 invariants over the catalog's whole history:
 
+    * every ratified version belongs to a catalog commit, and each table's versions go up one at a
+      time in the catalog's commit order (none ratified on the side, none skipped);
     * every catalog commit after the setup ratified BOTH tables (a transfer is all or nothing);
     * at every catalog cut after the setup the total over both tables and the set of accounts
       equal the opening ones;
@@ -351,8 +364,13 @@ def check_bank2(catalog: Any, records: list[Bank2Record] | None = None) -> list[
     balances = {t: _TableBalances(catalog, t) for t in BANK2_TABLES}
     current = dict.fromkeys(BANK2_TABLES, -1)
     expected: tuple[int, Counter] | None = None
-    out: list[Anomaly] = []
+    out: list[Anomaly] = _ratified_outside_catalog_commits(catalog)
     for seq, txn_id, ratified in order:
+        for t, version in ratified.items():
+            if t in current and version != current[t] + 1:  # a version with no catalog commit of its own
+                out.append(Anomaly(name, f"catalog commit {seq} (txn {txn_id}) ratified version {version} of {t} "
+                                         f"after version {current[t]}: the versions between belong to no "
+                                         f"catalog commit", version, None, txn_id))
         current.update(ratified)
         if min(current.values()) < 1:
             continue  # the setup: created, not yet funded

@@ -183,6 +183,8 @@ def _validate(uri: str, processes: int, ops: int | None, workload: str, isolatio
     if duration_s is not None and duration_s <= 0:
         raise HarnessError(f"duration_s must be positive, got {duration_s!r}")
     uri = str(uri)
+    if not uri.strip():  # os.path.abspath("") is the working directory
+        raise HarnessError("the table location is empty: give a path or s3://bucket/path")
     if uri.startswith("memory://"):
         raise HarnessError("stress runs its writers in separate processes and a memory:// table lives in one "
                            "process; use a local path or s3://")

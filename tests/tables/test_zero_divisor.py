@@ -24,3 +24,10 @@ def test_a_zero_divisor_fails_the_update_as_in_spark_ansi(table_uri):
     assert deltatx.Table(table_uri).version == before
     t.update(set={"v": "CASE WHEN d <> 0 THEN v DIV d END"})
     assert deltatx.Table(table_uri).to_arrow().sort_by("id")["v"].to_pylist() == [5, None]
+
+
+def test_a_text_divisor_is_read_as_a_number_as_before(table_uri):
+    t = deltatx.create_table(table_uri, pa.schema([("id", pa.int64()), ("v", pa.int64()), ("s", pa.string())]))
+    t.append(pa.table({"id": [1, 2], "v": [10, 20], "s": ["2", "5"]}))
+    t.update(set={"v": "CAST(v / s AS BIGINT)"})
+    assert deltatx.Table(table_uri).to_arrow().sort_by("id")["v"].to_pylist() == [5, 4]

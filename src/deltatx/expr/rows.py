@@ -1375,8 +1375,9 @@ def _refuse_zero_divisor(b: _Backend, e: Arithmetic, dividend: Any, divisor: Any
     if b.guarded or _is_untyped_null(e.left) or _is_untyped_null(e.right):
         return None
     t = _known_type(b, e.right, divisor)
-    zero = pa.scalar(0, t) if t is not None and (is_number(t) and not pa.types.is_decimal(t)) else \
-        pa.scalar(Decimal(0), t) if t is not None and pa.types.is_decimal(t) else pa.scalar(0)
+    if t is not None and not is_number(t):  # text read as a number: the division's own cast decides
+        return None
+    zero = pa.scalar(0) if t is None else pa.scalar(Decimal(0), t) if pa.types.is_decimal(t) else pa.scalar(0, t)
     bad = b.call("and_kleene", [b.call("is_valid", [dividend]), b.call("equal", [divisor, b.scalar(zero)])])
     kind = "REMAINDER_BY_ZERO" if e.op == "%" else "DIVIDE_BY_ZERO"
     if isinstance(b, _Eager):

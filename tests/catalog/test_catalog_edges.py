@@ -206,8 +206,11 @@ def test_a_published_file_past_the_catalog_is_ignored_by_readers_and_never_overw
     with open(stray, "rb") as fh:
         assert fh.read() == stray_bytes
     assert [int(v) for (v,) in cat._db.query("SELECT version FROM deltatx_commits ORDER BY version")] == [0, 1]
+    refused = cat.table("t")
+    with pytest.raises(CatalogLogAheadError):
+        refused.append(pa.table({"id": [2], "balance": [2]}))
     os.rename(stray, str(tmp_path / "stray.json"))
-    assert cat.table("t").append(pa.table({"id": [2], "balance": [2]})).version == 2
+    assert refused.refresh().append(pa.table({"id": [2], "balance": [2]})).version == 2  # the same handle
     fresh = deltatx.Catalog(cat.url)
     assert fresh.table("t").history(1)[0]["operation"] == "WRITE"
     assert sorted(fresh.table("t").to_arrow()["id"].to_pylist()) == [1, 2]

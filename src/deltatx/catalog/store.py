@@ -414,8 +414,10 @@ class CatalogLogStore:
         ahead = max((f.version for f in listing if f.kind == "commit" and f.version > latest), default=None)
         if ahead is not None:
             state = self.catalog._db.publish_state(self.table_id)
-            if state is None or state[0] < ahead:
-                self._log_ahead = max(self._log_ahead or -1, ahead)
+            if state is not None and state[0] >= ahead:
+                ahead = None  # ratified and published while we listed
+        if ahead is not None or (self._log_ahead is not None and start_version <= self._log_ahead):
+            self._log_ahead = ahead  # a listing that covers the files found before also tells they are gone
         return rules.vouched([f for f in listing if f.version <= latest])
 
     def _view_here(self) -> CommitLease | None:

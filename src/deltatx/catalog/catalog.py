@@ -33,7 +33,7 @@ from ..errors import (ArgumentTypeError, CatalogError, CatalogMaintenanceError, 
 from ..tables.table import Table, create_table
 from ..txnlog.actions import Protocol, parse_commit
 from ..txnlog.features import CATALOG_MANAGED, required_protocol
-from ..txnlog.in_commit_timestamps import is_enabled as ict_is_enabled
+from ..txnlog.in_commit_timestamps import commit_file_time, is_enabled as ict_is_enabled
 from ..txnlog.snapshot import Snapshot, load_snapshot
 from ..txnlog.store import LogStore, PreparedCommit, open_store
 from .db import Database, DuplicateRowError, Ratification, open_database
@@ -250,9 +250,7 @@ class Catalog:
         else:
             # PROTOCOL.md's enabling commit: later than the previous commit file's time, and the
             # enablement recorded (the table has commits from before)
-            previous_file = [f.mtime_ms for f in inner.list_log(snapshot.version)
-                             if f.kind == "commit" and f.version == snapshot.version]
-            ict = next_ict(previous_file[0] if previous_file else None)
+            ict = next_ict(commit_file_time(inner, snapshot.version))
             config.update({ICT_ENABLED: "true", ICT_VERSION: str(version), ICT_TIMESTAMP: str(ict)})
         protocol = required_protocol({**config, **CATALOG_CONFIG}, snapshot.schema, current=snapshot.protocol)
         table = Table(inner.uri, _store=_StampingStore(inner, ict), _snapshot=snapshot)  # type: ignore[arg-type]

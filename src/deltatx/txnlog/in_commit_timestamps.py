@@ -54,6 +54,17 @@ def stamp_creation(commit_info: dict[str, Any], configuration: dict[str, str]) -
     return commit_info
 
 
+def commit_file_time(store: "LogStore", version: int) -> int | None:
+    """The modification time (ms) of commit ``version``'s file, None when there is none: the floor
+    of the timestamp of the commit that turns in-commit timestamps on (requirement 5)."""
+    if version < 0:
+        return None
+    for f in store.list_log(version):
+        if f.kind == "commit" and f.version == version:
+            return f.mtime_ms
+    return None
+
+
 class CommitClock:
     """The in-commit timestamp of one transaction's commit, across its attempts.
 
@@ -96,7 +107,7 @@ class CommitClock:
         floor = self._previous
         if enabling or floor is None:
             # Requirement 5: later than the previous commit file's modification time.
-            floor = self._previous_file_time(version - 1) if version > 0 else None
+            floor = commit_file_time(self._store, version - 1)
         timestamp = self._attempt_ms if floor is None else max(self._attempt_ms, floor + 1)
         stamped = {FIELD: timestamp, **{k: v for k, v in commit_info.items() if k != FIELD}}
         if enabling:
@@ -106,12 +117,4 @@ class CommitClock:
             configuration[ENABLEMENT_TIMESTAMP] = str(timestamp)
             staged_metadata = staged_metadata.replace(configuration=configuration)
         return stamped, staged_metadata
-
-    def _previous_file_time(self, version: int) -> int | None:
-        if version < 0:
-            return None
-        for f in self._store.list_log(version):
-            if f.kind == "commit" and f.version == version:
-                return f.mtime_ms
-        return None
 

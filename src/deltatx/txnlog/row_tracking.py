@@ -26,8 +26,9 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import DeltaTxError
+from ..errors import DeltaTxError, InvalidPropertyError, SchemaMismatchError
 from .actions import DomainMetadata, Protocol
+from .column_mapping import physical_name
 from .stats import record_count, record_counts
 
 ROW_TRACKING_DOMAIN = "delta.rowTracking"
@@ -87,9 +88,6 @@ def check_rules(schema: pa.Schema, configuration: dict[str, str]) -> None:
       keep rewritten rows' ids and commit versions: its values would be read as those (Delta's
       DELTA_ADDING_COLUMN_WITH_INTERNAL_NAME_FAILED; the names must "remain unique in all
       future versions of the table")."""
-    from ..errors import InvalidPropertyError, SchemaMismatchError
-    from .column_mapping import physical_name
-
     if is_enabled(configuration) and is_suspended(configuration):
         raise InvalidPropertyError(
             f"{ENABLE_ROW_TRACKING}=true and {ROW_TRACKING_SUSPENDED}=true cannot be set together: writers of a "

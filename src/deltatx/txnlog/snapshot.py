@@ -49,7 +49,7 @@ from .history import (commit_info_from_bytes, ict_enablement_version, monotonic_
                       version_at_timestamp)
 from .replay import FileTail, TableActions, read_commits, require_contiguous, without_gc
 from .schema import schema_from_json
-from .store import LogFile, LogStore
+from .store import LogFile, LogStore, S3LogStore
 from .tombstones import Tombstones
 
 #: refresh() reloads from a newer checkpoint instead of replaying more commits than this
@@ -446,7 +446,7 @@ def _why_no_commits(store: LogStore) -> str:
     path), or one without commits (a table whose creation never committed)."""
     try:
         has_log = store.fs.exists(store.log_root)
-        if not has_log and store.uri.lower().startswith(("s3://", "s3a://")):
+        if not has_log and isinstance(store, S3LogStore):
             bucket = store.root.split("/", 1)[0]
             if not store.fs.exists(bucket):
                 return f"the S3 bucket {bucket!r} does not exist"

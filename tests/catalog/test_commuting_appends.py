@@ -242,3 +242,76 @@ def test_postgresql_moves_a_stale_timestamp_past_the_winners_in_place(postgres_s
         assert orjson.loads(row.content.split(b"\n", 1)[0])["commitInfo"]["inCommitTimestamp"] == latest.ict + 1
         assert row.content.split(b"\n", 1)[1] == data.split(b"\n", 1)[1]
         assert cat._db.ratified_after(store.table_id, 1)[0].content == row.content
+
+
+def _counting_exists(store, seen: list[str]):
+    """Record every existence check the store's filesystem makes (an S3 HEAD each)."""
+    real = store.inner.fs.exists
+
+    def exists(path, **kwargs):
+        seen.append(path.rsplit("/", 1)[-1])
+        return real(path, **kwargs)
+
+    store.inner.fs.exists = exists
+
+
+def test_on_s3_a_committer_does_not_head_a_version_the_catalog_verified(catalog_url, s3_bucket):
+    """The offer reads the catalog's published_through with the latest version: when the version
+    before the committer's own is verified there, publishing puts its file without asking S3
+    whether the one before is present (a HEAD inside the serial chain of in-order publishes)."""
+    prefix, options = s3_bucket
+    uri = f"{prefix}/t"
+    with deltatx.Catalog(catalog_url, storage_options=options) as cat:
+        t = cat.create_table("t", uri, SCHEMA)
+        t.append(_row(1))
+        seen: list[str] = []
+        _counting_exists(t.store, seen)
+        assert t.append(_row(2)).version == 2
+        assert t.append(_row(3)).version == 3
+        assert not [n for n in seen if n.endswith(".json")], seen
+        names = sorted(p.rsplit("/", 1)[-1] for p in t.store.fs.ls(f"{uri}/_delta_log", detail=False))
+        assert [n for n in names if n.endswith(".json")] == [f"{v:020d}.json" for v in range(4)]
+        assert _ids(t) == [1, 2, 3]
+
+
+def test_on_s3_a_version_whose_publisher_died_is_published_before_the_next(catalog_url, s3_bucket):
+    """Ratified but never published (its committer died between the two): the catalog's mark is
+    behind, so the next committer looks, finds the file missing and publishes that version
+    first, from the catalog's bytes — in order, as ever."""
+    prefix, options = s3_bucket
+    uri = f"{prefix}/t"
+    with deltatx.Catalog(catalog_url, storage_options=options) as a, \
+            deltatx.Catalog(catalog_url, storage_options=options) as b:
+        a.create_table("t", uri, SCHEMA)
+        ta, tb = a.table("t"), b.table("t")
+        ta.append(_row(1))
+        ta.store.publish_ratified = lambda commits, through=-1: None  # dies before publishing
+        ta.store.record_published = lambda: None
+        assert ta.append(_row(2)).version == 2
+        fs = tb.store.fs
+        assert not fs.exists(f"{uri}/_delta_log/{2:020d}.json")
+        assert tb.append(_row(3)).version == 3
+        names = sorted(p.rsplit("/", 1)[-1] for p in fs.ls(f"{uri}/_delta_log", detail=False, refresh=True))
+        assert [n for n in names if n.endswith(".json")] == [f"{v:020d}.json" for v in range(4)]
+        assert orjson.loads(fs.cat_file(f"{uri}/_delta_log/{2:020d}.json").split(b"\n")[1])["add"]
+        assert _ids(tb) == [1, 2, 3]
+
+
+def test_postgresql_replaces_an_older_offer_function_with_other_columns(postgres_server, tmp_path):
+    """A catalog an older deltatx created holds a ``deltatx_offer`` that returns fewer columns,
+    which CREATE OR REPLACE cannot change: opening the catalog replaces it, and commits work."""
+    from deltatx.catalog.db import _OFFER_SIGNATURE
+
+    url = postgres_server.new_database()
+    with deltatx.Catalog(url) as cat:
+        cat.create_table("t", str(tmp_path / "t"), SCHEMA).append(_row(1))
+        cat._db.transact(lambda cur: (
+            cur.execute(f"DROP FUNCTION {_OFFER_SIGNATURE}"),
+            cur.execute("CREATE FUNCTION deltatx_offer(p_table TEXT, p_version BIGINT, p_staged TEXT, p_txn TEXT, "
+                        "p_ict BIGINT, p_content BYTEA, p_now BIGINT, p_plain BOOLEAN, p_commutes BOOLEAN, "
+                        "p_ict_at INTEGER) RETURNS TABLE (out_ratified BOOLEAN, out_version BIGINT) "
+                        "LANGUAGE sql AS $$ SELECT FALSE, 0::BIGINT $$")))
+    with deltatx.Catalog(url) as cat:
+        t = cat.table("t")
+        assert t.append(_row(2)).version == 2
+        assert _ids(t) == [1, 2]

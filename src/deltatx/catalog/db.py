@@ -117,8 +117,10 @@ _RATIFIED_SINCE_FLAGS = ("SELECT version, ict, staged_name, NULL, plain FROM del
                          "WHERE table_id = ? AND version >= ? ORDER BY version")
 _LATEST = ("SELECT version, ict, staged_name, content, plain FROM deltatx_commits WHERE table_id = ? "
            "ORDER BY version DESC LIMIT 1")
-_LATEST_FLAGS = ("SELECT version, ict, staged_name, NULL, plain FROM deltatx_commits WHERE table_id = ? "
-                 "ORDER BY version DESC LIMIT 1")
+#: with the table's published_through: the committer need not look whether the version before
+#: its own is published (an object store's HEAD) when the catalog verified it already
+_LATEST_FLAGS = ("SELECT c.version, c.ict, c.staged_name, NULL, c.plain, t.published_through FROM deltatx_commits c "
+                 "JOIN deltatx_tables t ON t.id = c.table_id WHERE c.table_id = ? ORDER BY c.version DESC LIMIT 1")
 #: the oldest winner a commuting offer cannot be ratified after (scanned in the database, not sent)
 _FIRST_NOT_PLAIN_SINCE = ("SELECT version, ict, staged_name, NULL, plain FROM deltatx_commits "
                           "WHERE table_id = ? AND version >= ? AND NOT plain ORDER BY version LIMIT 1")
@@ -584,16 +586,19 @@ class Database:
         self.current_lease = CommitLease(self, cur, commits)
         return self.current_lease
 
-    def _commuting_view(self, cur: "_Cursor", table_id: str, version: int) -> dict[str, list[RatifiedCommit]]:
+    def _commuting_view(self, cur: "_Cursor", table_id: str, version: int,
+                        through: dict[str, int]) -> dict[str, list[RatifiedCommit]]:
         """Inside an open write transaction: what a commuting offer of ``version`` needs to know,
         in two indexed statements whatever the number of winners — the latest version, preceded
         by the oldest non-plain one from ``version`` on when there is one (so that
         :func:`next_free_version` says "rebase"). Reading every winner's flags instead made each
-        offer of a writer that never catches up cost one row per commit since its snapshot."""
+        offer of a writer that never catches up cost one row per commit since its snapshot.
+        ``through`` receives the table's published_through."""
         self.lock_tables(cur, [table_id])
         latest = cur.execute(_LATEST_FLAGS, (table_id,)).fetchall()
         if not latest:
             return {table_id: []}
+        through[table_id] = int(latest[0][5])
         view = [_ratified(latest[0])]
         if view[0].version >= version:
             blocking = cur.execute(_FIRST_NOT_PLAIN_SINCE, (table_id, version)).fetchall()
@@ -619,7 +624,9 @@ class Database:
         backend can, before the next writer may ratify (SQLite: still first in the writers' queue),
         so that the committer publishes in order without waiting for, or redoing, anyone's work."""
         if commutes:
-            lease = self._lease_reading(lambda cur: self._commuting_view(cur, table_id, version))
+            through: dict[str, int] = {}
+            lease = self._lease_reading(lambda cur: self._commuting_view(cur, table_id, version, through))
+            lease.through = through
         else:
             lease = self.lease({table_id: version - 1})
         try:
@@ -827,17 +834,22 @@ class CommitLease:
     a process that dies in between holds nothing (its connection's transaction rolls back).
     """
 
-    def __init__(self, db: Database, cur: "_Cursor | None", commits: dict[str, list[RatifiedCommit]]):
+    def __init__(self, db: Database, cur: "_Cursor | None", commits: dict[str, list[RatifiedCommit]],
+                 through: dict[str, int] | None = None):
         self.db = db
         self._cur = cur
         self.commits = commits
+        #: {table id: published_through} where the read learnt it (the versions the catalog
+        #: verified in ``_delta_log``; CatalogLogStore.publish_ratified skips looking at those)
+        self.through: dict[str, int] = through or {}
         self.owner = threading.get_ident()
         self.open = cur is not None
 
     @classmethod
-    def view(cls, db: Database, commits: dict[str, list[RatifiedCommit]]) -> "CommitLease":
+    def view(cls, db: Database, commits: dict[str, list[RatifiedCommit]],
+             through: dict[str, int] | None = None) -> "CommitLease":
         """What an offer read, with no lock held (a rebase reads its winners from it)."""
-        return cls(db, None, commits)
+        return cls(db, None, commits, through)
 
     def latest(self, table_id: str) -> RatifiedCommit | None:
         """The table's latest ratified version (None: the catalog does not know the table)."""
@@ -1163,6 +1175,8 @@ class PostgresDatabase(Database):
 
     def _create_schema(self, cur: "_Cursor") -> None:
         super()._create_schema(cur)
+        # an older deltatx's function may return other columns, which CREATE OR REPLACE cannot change
+        cur.execute(f"DROP FUNCTION IF EXISTS {_OFFER_SIGNATURE}")
         cur.execute(_OFFER_FUNCTION)  # under the same advisory lock: concurrent replaces collide
 
     def _read(self, sql: str, params: Sequence[Any]) -> list[tuple]:
@@ -1253,8 +1267,8 @@ class PostgresDatabase(Database):
                 finally:
                     _close_quietly(cur)
             stale += 1
-            commits = [_ratified(r[1:]) for r in rows]
-            view = CommitLease.view(self, {table_id: commits})
+            commits = [_ratified(r[1:6]) for r in rows]
+            view = CommitLease.view(self, {table_id: commits}, {table_id: int(rows[0][6])} if rows else None)
             if rows and rows[0][0]:  # the last row is the one ratified (the one before it has its bytes)
                 mine = commits[-1]  # as ratified: its timestamp may have moved past a winner's
                 row = dataclasses.replace(row, version=mine.version, ict=mine.ict, content=mine.content)
@@ -1279,7 +1293,7 @@ CREATE OR REPLACE FUNCTION deltatx_offer(p_table TEXT, p_version BIGINT, p_stage
                                          p_ict BIGINT, p_content BYTEA, p_now BIGINT, p_plain BOOLEAN,
                                          p_commutes BOOLEAN, p_ict_at INTEGER)
 RETURNS TABLE (out_ratified BOOLEAN, out_version BIGINT, out_ict BIGINT, out_staged TEXT, out_content BYTEA,
-               out_plain BOOLEAN)
+               out_plain BOOLEAN, out_through BIGINT)
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     prev_version BIGINT;
@@ -1320,8 +1334,10 @@ BEGIN
     ELSE
         PERFORM pg_advisory_unlock(hashtext('deltatx_publish'), hashtext(p_table));
     END IF;
-    RETURN QUERY SELECT done, c.version, c.ict, c.staged_name, c.content, c.plain
-        FROM deltatx_commits c WHERE c.table_id = p_table AND c.version >= since ORDER BY c.version;
+    -- published_through too: the committer need not look whether the version before is published
+    RETURN QUERY SELECT done, c.version, c.ict, c.staged_name, c.content, c.plain, t.published_through
+        FROM deltatx_commits c JOIN deltatx_tables t ON t.id = c.table_id
+        WHERE c.table_id = p_table AND c.version >= since ORDER BY c.version;
 END
 $$
 """

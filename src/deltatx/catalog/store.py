@@ -257,15 +257,22 @@ class CatalogLogStore:
         """Is there a checkpoint at or after ``version`` (log cleanup may then remove its commit)?"""
         return any(f.kind != "commit" and f.version >= version for f in self.inner.list_log(version))
 
-    def publish_ratified(self, commits: list[RatifiedCommit]) -> tuple[int, int] | None:
+    def publish_ratified(self, commits: list[RatifiedCommit], through: int = -1) -> tuple[int, int] | None:
         """Publish, in order, the tail of ``commits`` (a committer's lease: the version before its
         snapshot's next, the winners, its own — last, just ratified, so not asked about) that is
         not published yet — from the bytes in hand, without asking the catalog again. When none
         of the others is published, older versions may not be either: then the catalog says what
-        is pending. Returns the versions (first, last) it published from the bytes in hand."""
+        is pending. Returns the versions (first, last) it published from the bytes in hand.
+
+        ``through`` is the catalog's published_through as the offer read it. On an object store
+        the versions up to it are not looked at again: a PUT is durable once answered, so the
+        catalog's record is proof, and the HEAD it saves sits in the serial chain of publishes.
+        On local disk a published file is fsynced later (:meth:`make_durable`) and an OS crash can
+        empty one the catalog counted, so the stat stays (it costs microseconds)."""
+        verified = -1 if isinstance(self.inner, LocalLogStore) else through
         pending = [commits[-1]]
         for commit in reversed(commits[:-1]):
-            if self._published(commit.version):
+            if commit.version <= verified or self._published(commit.version):
                 break
             if commit.content is None and commit.staged_name is None:
                 # unpublished, and its bytes were not read (a commuting offer's winner): the
@@ -276,7 +283,8 @@ class CatalogLogStore:
         else:
             # none of the others is published (their committers may be publishing right now):
             # the one before them decides — published, the bytes in hand follow it in order
-            if pending[-1].version > 0 and not self._published(pending[-1].version - 1):
+            before = pending[-1].version - 1
+            if before >= 0 and before > verified and not self._published(before):
                 self.publish_pending()
                 return None
         for commit in reversed(pending):
@@ -744,7 +752,7 @@ class CatalogPreparedCommit(PreparedCommit):
         commits = view.commits[store.table_id]
         if not commits or commits[-1].version != row.version:  # a lease's own row is appended by ratify
             commits = [*commits, RatifiedCommit(row.version, row.ict, row.staged_name, row.content, row.plain)]
-        store._mark = store.publish_ratified(commits)
+        store._mark = store.publish_ratified(commits, view.through.get(store.table_id, -1))
         if not self.store.catalog._db.marks_in_offer:
             # recorded now, while the next writer still waits (SQLite runs this after the commit,
             # holding the writers' lock): marks land in version order, each next to the last

@@ -25,7 +25,7 @@ SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64())])
 def test_the_row_level_matrix_is_built_in_with_its_rules():
     names = {s.name for s in builtin_scenarios()}
     cells = {s.name: s for s in row_level_matrix()}
-    assert set(cells) <= names and len(cells) == 2 * 2 * (3 * 3 * 2 + 3 * 2 + 2 + 2)
+    assert set(cells) <= names and len(cells) == 2 * 2 * (3 * 3 * 2 + 3 * 2 + 3 + 2 + 2)
     assert STRESS_PROPERTIES == ROW_LEVEL_PROPERTIES
     other = cells["row-level WriteSerializable unpartitioned: UPDATE vs concurrent DELETE of another row of the same file"]
     same = cells["row-level Serializable partitioned: MERGE vs concurrent UPDATE of the same row"]
@@ -35,6 +35,10 @@ def test_the_row_level_matrix_is_built_in_with_its_rules():
                  "predicate"].expect is None
     assert cells["row-level Serializable unpartitioned: DELETE vs concurrent blind INSERT matching its "
                  "predicate"].expect is errors.ConcurrentAppendException
+    for name in ("OPTIMIZE vs concurrent OPTIMIZE of the same files", "OPTIMIZE vs concurrent blind INSERT",
+                 "blind INSERT vs concurrent OPTIMIZE"):
+        cell = cells[f"row-level Serializable partitioned: {name}"]
+        assert cell.expect is None and cell.equivalent_to == "concurrent-first"
 
 
 def test_a_row_level_scenario_fails_when_rows_are_compared_by_file(monkeypatch):

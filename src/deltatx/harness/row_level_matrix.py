@@ -8,6 +8,7 @@ partitioned, under both isolation levels. Every transaction and concurrent commi
 - DELETE / UPDATE / MERGE vs each other: different rows commit (the table equals running them
   one after the other), the same row raises ``ConcurrentDeleteDeleteException``;
 - DML vs OPTIMIZE, both ways: never a conflict, and the DML's change is not lost;
+- OPTIMIZE vs OPTIMIZE and OPTIMIZE vs a blind INSERT, both ways: never a conflict, each row once;
 - a blind INSERT vs DML: WriteSerializable never conflicts; Serializable only when the inserted
   rows match the DML's predicate (``ConcurrentAppendException``);
 - a Serializable read, then a concurrent DELETE of a row it read: ``ConcurrentDeleteReadException``
@@ -78,6 +79,21 @@ def row_level_matrix(levels: Sequence[str] = LEVELS) -> list[Scenario]:
                     f"OPTIMIZE vs concurrent {current} of a row it compacts", level, partitioned,
                     concurrent=[_dml(current, 10)], transaction=[_optimize(partitioned)],
                     equivalent_to=CONCURRENT_FIRST))
+            # compaction beside compaction and blind appends: Databricks' row-level matrix says
+            # "cannot conflict" (without ZORDER BY); a compaction that finds its rows compacted
+            # already keeps nothing of its own, and the table holds each row once
+            out.append(_scenario(
+                "OPTIMIZE vs concurrent OPTIMIZE of the same files", level, partitioned,
+                concurrent=[_optimize(partitioned)], transaction=[_optimize(partitioned)],
+                equivalent_to=CONCURRENT_FIRST))
+            out.append(_scenario(
+                "OPTIMIZE vs concurrent blind INSERT", level, partitioned,
+                concurrent=[Append(rows([500, 501], 1, value=3))], transaction=[_optimize(partitioned)],
+                equivalent_to=CONCURRENT_FIRST))
+            out.append(_scenario(
+                "blind INSERT vs concurrent OPTIMIZE", level, partitioned,
+                concurrent=[_optimize(partitioned)], transaction=[Append(rows([500, 501], 1, value=3))],
+                equivalent_to=CONCURRENT_FIRST))
             for matches in (False, True):
                 inserted = [5, 6] if matches else [500, 501]
                 conflicts = level == "Serializable" and matches

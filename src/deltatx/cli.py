@@ -9,6 +9,7 @@ is :func:`deltatx.harness.run_stress`. Subcommands::
     deltatx properties URI [--set k=v ...] | [--unset KEY ... [--if-exists]]
     deltatx optimize URI [--where PRED] [--target-size BYTES]
     deltatx vacuum URI [--retention-hours H] [--dry-run] [--no-enforce-retention]
+    deltatx cleanup-metadata URI [--dry-run]   (expired _delta_log files: Table.cleanup_metadata)
     deltatx checkpoint URI
     deltatx changes URI --from V [--to V] [--where PRED] [--limit N]   (change data feed)
     deltatx stress URI [--processes N] [--ops N] [--workload mixed|bank|append]
@@ -155,6 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="list the files without deleting them")
     p.add_argument("--no-enforce-retention", action="store_true",
                    help="allow a retention shorter than delta.deletedFileRetentionDuration")
+
+    p = sub.add_parser("cleanup-metadata", parents=[common],
+                       help="delete expired _delta_log files (older than delta.logRetentionDuration)")
+    p.add_argument("--dry-run", action="store_true", help="list the files without deleting them")
 
     sub.add_parser("checkpoint", parents=[common], help="write a checkpoint of the latest version")
 
@@ -479,6 +484,20 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_cleanup_metadata(args: argparse.Namespace) -> int:
+    table = _open(args)
+    files = table.cleanup_metadata(dry_run=args.dry_run)
+    if args.json:
+        _print_json({"dry_run": args.dry_run, "num_files": len(files), "files": files})
+        return EXIT_OK
+    verb = "would delete" if args.dry_run else "deleted"
+    console = _console()
+    console.print(f"METADATA CLEANUP {args.uri}: {verb} {len(files)} log file(s)")
+    for name in files:
+        console.print(f"  _delta_log/{name}", markup=False)
+    return EXIT_OK
+
+
 def cmd_checkpoint(args: argparse.Namespace) -> int:
     table = _open(args)
     table.checkpoint()
@@ -677,6 +696,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "properties": cmd_properties,
     "optimize": cmd_optimize,
     "vacuum": cmd_vacuum,
+    "cleanup-metadata": cmd_cleanup_metadata,
     "checkpoint": cmd_checkpoint,
     "changes": cmd_changes,
     "stress": cmd_stress,

@@ -419,7 +419,12 @@ class LocationNotEmptyError(DeltaTxError, FileExistsError):
 
 
 class PostCommitHookWarning(UserWarning):
-    """A commit succeeded but a hook after it (checkpoint, auto-compaction) failed."""
+    """A commit succeeded but a hook after it (checkpoint, log cleanup, auto-compaction) failed."""
+
+
+class LogCleanupWarning(UserWarning):
+    """Metadata cleanup deleted nothing although log files are expired: it could not show them
+    safe to delete (a gap in the commits it would keep, an unreadable checkpoint); says why."""
 
 
 # --------------------------------------------------------------------------------------------

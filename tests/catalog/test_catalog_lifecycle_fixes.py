@@ -100,8 +100,8 @@ def test_the_staged_commit_of_a_ratified_unpublished_version_is_kept(cat, tmp_pa
 
 
 def test_a_checkpoint_deletes_the_staged_commits_of_published_versions(cat, tmp_path, monkeypatch):
-    """PROTOCOL.md's metadata cleanup deletes staged commits up to its checkpoint (deltatx
-    deletes no other log file)."""
+    """PROTOCOL.md's metadata cleanup deletes staged commits up to its checkpoint (the expired
+    published files go in the Table's own cleanup after it: test_log_cleanup_catalog.py)."""
     uri = str(tmp_path / "t")
     cat.create_table("t", uri, SCHEMA)
     _stage_every_commit(monkeypatch)

@@ -217,6 +217,24 @@ def test_vacuum_short_retention_is_refused_without_override(capsys, table):
     assert data_files(table.uri) == before
 
 
+# ----------------------------------------------------------------------------------- cleanup-metadata
+def test_cleanup_metadata_dry_run_then_real(capsys, table):
+    table.checkpoint()  # version 3: the checkpoint kept
+    table.append(rows([7], 2))  # 4
+    log = Path(table.uri, "_delta_log")
+    old = time.time() - 40 * 86400
+    for f in log.iterdir():
+        if f.name[:20].isdigit() and int(f.name[:20]) <= 3:
+            os.utime(f, (old, old))
+    dry = run_json(capsys, "cleanup-metadata", table.uri, "--dry-run")
+    assert dry == {"dry_run": True, "num_files": 3, "files": [f"{v:020d}.json" for v in range(3)]}
+    assert all((log / f).exists() for f in dry["files"])
+    assert main(["cleanup-metadata", table.uri]) == EXIT_OK
+    assert "deleted 3 log file(s)" in capsys.readouterr().out
+    assert not any((log / f).exists() for f in dry["files"])
+    assert sorted(deltatx.Table(table.uri).to_arrow()["id"].to_pylist()) == [1, 2, 3, 4, 5, 6, 7]
+
+
 # ----------------------------------------------------------------------------------- checkpoint
 def test_checkpoint(capsys, table):
     result = run_json(capsys, "checkpoint", table.uri)

@@ -91,8 +91,13 @@ def test_fresh_open_sees_every_commit_of_another_process(table_uri, monkeypatch)
     child, barrier = _spawn(_ping_pong_child, table_uri, rounds)
     listings = []
     real_list_log = LocalLogStore.list_log
-    monkeypatch.setattr(LocalLogStore, "list_log", lambda self, start=0: listings.append(start)
-                        or real_list_log(self, start))
+
+    def counted(self, start=0, extra=False):
+        if not extra:  # the listing metadata cleanup makes after a checkpoint is not the cache's
+            listings.append(start)
+        return real_list_log(self, start, extra=extra)
+
+    monkeypatch.setattr(LocalLogStore, "list_log", counted)
     hits = SNAPSHOTS.stats["hits"]
     try:
         expected = [0]

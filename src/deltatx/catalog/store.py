@@ -32,7 +32,7 @@ import os
 import threading
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import orjson
 
@@ -165,9 +165,10 @@ class CatalogLogStore:
                 self.publish_pending()
         self.inner.write_log_file(name, data)
         if ".checkpoint." in name:
-            # metadata cleanup's part that applies here (PROTOCOL.md, catalogManaged: it deletes
-            # the staged commits of versions up to its checkpoint; deltatx deletes no other log
-            # file): best effort, the checkpoint stands and vacuum_staged deletes them later
+            # metadata cleanup's part that applies to staged commits (PROTOCOL.md deletes those of
+            # versions up to its checkpoint; the expired published files go in the Table's cleanup
+            # after the checkpoint, tables/ops/log_cleanup.py): best effort, the checkpoint stands
+            # and vacuum_staged deletes them later
             try:
                 self.check_maintenance("STAGED COMMIT CLEANUP")
                 self.delete_published_staged()
@@ -252,6 +253,31 @@ class CatalogLogStore:
                         f"_delta_log/{STAGED_DIR}/{commit.staged_name} is gone: the commit's actions are lost. "
                         f"Restore that file from a backup; the versions after it stay unreadable until then",
                         version=commit.version) from None
+
+    def cleanup_bound(self) -> int:
+        """Metadata cleanup deletes only versions the catalog verified published (PROTOCOL.md,
+        catalogManaged: cleanup of published commits): the last one this store knows verified,
+        as of its last listing (:meth:`list_log` publishes what is pending first)."""
+        return self._through
+
+    def _cleaned_up(self) -> Callable[[int], bool]:
+        """A test, for a version whose published file is missing: did metadata cleanup remove it?
+        Yes when the log now starts after it, at a complete checkpoint — cleanup deletes whole
+        prefixes, oldest first, and keeps the checkpoint it cleans up to. Otherwise the missing
+        file is a hole that publishing the catalog's bytes again repairs. One listing, on first
+        use (only a missing file asks)."""
+        from ..txnlog.checkpoint import complete_checkpoints
+
+        start: list[int | None] = []
+
+        def cleaned(version: int) -> bool:
+            if not start:
+                listing = self.inner.list_log(0)
+                oldest = min((f.version for f in listing), default=None)
+                start.append(oldest if oldest is not None and oldest in complete_checkpoints(listing) else None)
+            return start[0] is not None and start[0] > version
+
+        return cleaned
 
     def _checkpointed_since(self, version: int) -> bool:
         """Is there a checkpoint at or after ``version`` (log cleanup may then remove its commit)?"""
@@ -342,17 +368,25 @@ class CatalogLogStore:
             if not self._published(version):
                 raise
 
-    def _correct_published(self, version: int, ratified: bytes) -> None:
+    def _correct_published(self, version: int, ratified: bytes,
+                           cleaned: Callable[[int], bool] | None = None) -> bool:
         """``_delta_log/<version>.json`` was there already: another publisher's copy of the same
         ratified bytes, as a rule. Anything else was put by a writer that ignored the catalog
         (a path-only client), and PROTOCOL.md has readers take the catalog's commit over a
-        published file: the ratified bytes replace it, so the log readers list agrees."""
+        published file: the ratified bytes replace it, so the log readers list agrees.
+
+        ``cleaned`` (:meth:`_cleaned_up`): for a verified version whose file is gone, whether
+        metadata cleanup removed it — then it stays gone (False is returned), instead of coming
+        back as a lone commit under the table's oldest checkpoint. True: the file holds the
+        ratified bytes now."""
         try:
             found = self.inner.read_commit(version)
         except FileNotFoundError:
+            if cleaned is not None and cleaned(version):
+                return False
             found = b""
         if found == ratified:
-            return
+            return True
         if isinstance(self.inner, LocalLogStore):
             final = os.path.join(self.inner.log_root, commit_name(version))
             tmp = os.path.join(self.inner.log_root, f".publish.{uuid.uuid4().hex}.tmp")
@@ -363,6 +397,7 @@ class CatalogLogStore:
                 fsync_path(self.inner.log_root)
         else:
             self.inner.fs.pipe_file(f"{self.inner.log_root}/{commit_name(version)}", ratified)
+        return True
 
     def _put_published(self, version: int, data: bytes) -> bool:
         """Put-if-absent of an inline commit's bytes; False when another publisher was first.
@@ -411,14 +446,15 @@ class CatalogLogStore:
             fsync_path(os.path.join(self.inner.log_root, commit_name(version)))
         fsync_path(self.inner.log_root)  # the names too
 
-    def list_log(self, start_version: int = 0) -> list[LogFile]:
+    def list_log(self, start_version: int = 0, *, extra: bool = False) -> list[LogFile]:
         """The published log up to the catalog's latest ratified version (PROTOCOL.md: readers
         ignore files past it). Published files past it that the catalog still does not know when
         asked again — a file is published only once ratified, so a commit that landed during the
         listing is known by then — mean the catalog is behind its own log: remembered, so that
-        this store never ratifies, and so overwrites, those versions (:meth:`ratification`)."""
+        this store never ratifies, and so overwrites, those versions (:meth:`ratification`).
+        ``extra``: version checksums and log compaction files too (metadata cleanup's listing)."""
         latest = self.publish_pending()
-        listing = self.inner.list_log(start_version)
+        listing = self.inner.list_log(start_version, extra=extra)
         ahead = max((f.version for f in listing if f.kind == "commit" and f.version > latest), default=None)
         if ahead is not None:
             state = self.catalog._db.publish_state(self.table_id)
@@ -619,9 +655,10 @@ class CatalogLogStore:
         published = [(int(v), str(n)) for v, n in rows if n in on_disk]
         if not published:
             return []
-        for version, name in published:
-            self._correct_published(version, self._read_staged(name))  # a no-op when it holds them
-        self.make_durable([v for v, _ in published])
+        cleaned = self._cleaned_up()
+        # a no-op when the file holds them; a version metadata cleanup removed stays removed
+        present = [v for v, name in published if self._correct_published(v, self._read_staged(name), cleaned)]
+        self.make_durable(present)
         for _, name in published:
             self.discard_staged(name)
         return [name for _, name in published]
@@ -638,13 +675,16 @@ class CatalogLogStore:
             return []
         rows = db.query("SELECT version, content FROM deltatx_commits WHERE table_id = ? AND content IS NOT NULL "
                         "AND version <= ? ORDER BY version", (self.table_id, state[2]))
-        dropped = []
+        dropped, present = [], []
+        cleaned = self._cleaned_up()
         for version, content in rows:
             if only is not None and int(version) not in only:
                 continue
-            self._correct_published(int(version), bytes(content))  # a no-op when it holds them
+            # a no-op when the file holds them; a version metadata cleanup removed stays removed
+            if self._correct_published(int(version), bytes(content), cleaned):
+                present.append(int(version))
             dropped.append(int(version))
-        self.make_durable(dropped)
+        self.make_durable(present)
         db.drop_content(self.table_id, dropped)
         return dropped
 

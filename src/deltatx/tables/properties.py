@@ -30,6 +30,7 @@ CHECKPOINT_INTERVAL = "delta.checkpointInterval"
 APPEND_ONLY = "delta.appendOnly"
 DELETED_FILE_RETENTION = "delta.deletedFileRetentionDuration"
 LOG_RETENTION = "delta.logRetentionDuration"
+ENABLE_EXPIRED_LOG_CLEANUP = "delta.enableExpiredLogCleanup"
 AUTO_COMPACT = "delta.autoOptimize.autoCompact"
 AUTO_COMPACT_MIN_FILES = "deltatx.autoCompact.minNumFiles"
 USE_STATS = "deltatx.conflictDetection.useStats"
@@ -121,6 +122,7 @@ _VALIDATORS = {
     TARGET_FILE_SIZE: _positive_long,
     DELETED_FILE_RETENTION: lambda k, v: parse_interval_hours(v, k),
     LOG_RETENTION: lambda k, v: parse_interval_hours(v, k),
+    ENABLE_EXPIRED_LOG_CLEANUP: _bool,
     "delta.checkpointRetentionDuration": lambda k, v: parse_interval_hours(v, k),
     "delta.setTransactionRetentionDuration": lambda k, v: parse_interval_hours(v, k),
     ENABLE_CHANGE_DATA_FEED: _bool,
@@ -149,7 +151,6 @@ _VALIDATORS = {
     "delta.tuneFileSizesForRewrites": _bool,
     "delta.checkpoint.writeStatsAsJson": _bool,
     "delta.checkpoint.writeStatsAsStruct": _bool,
-    "delta.enableExpiredLogCleanup": _bool,
     "delta.enableFullRetentionRollback": _bool,
     "delta.checkpoint.partSize": _positive_long,
 }

@@ -183,6 +183,8 @@ class Table:
                 warnings.warn(f"version {snapshot.version} is committed but its checkpoint could not be "
                               f"written ({type(exc).__name__}: {exc}); the next checkpoint will cover it",
                               PostCommitHookWarning, stacklevel=3)
+            else:
+                self._cleanup_after_checkpoint(snapshot)
         from .ops.autocompact import auto_compaction_due
 
         try:
@@ -194,6 +196,30 @@ class Table:
         except Exception as exc:
             warnings.warn(f"version {snapshot.version} is committed; auto-compaction after it failed "
                           f"({type(exc).__name__}: {exc})", PostCommitHookWarning, stacklevel=3)
+
+    def _cleanup_after_checkpoint(self, snapshot: Snapshot) -> None:
+        """Metadata cleanup after a checkpoint this handle wrote, as Delta's (unless
+        ``delta.enableExpiredLogCleanup=false``; on a catalog-managed table only where the catalog
+        allows maintenance, else skipped without a word): expired log files go
+        (tables/ops/log_cleanup.py). One listing at most, none while nothing can have expired.
+        A failure only warns: the commit and its checkpoint stand."""
+        from ..catalog.maintenance import check_maintenance
+        from ..errors import CatalogMaintenanceError
+        from .ops.log_cleanup import cleanup_after_checkpoint
+
+        def permitted() -> bool:
+            try:
+                check_maintenance(self._store, "METADATA CLEANUP")
+            except CatalogMaintenanceError:
+                return False
+            return True
+
+        try:
+            if props.flag(snapshot.properties, props.ENABLE_EXPIRED_LOG_CLEANUP, True):
+                cleanup_after_checkpoint(self._store, snapshot, permitted)
+        except Exception as exc:
+            warnings.warn(f"version {snapshot.version} is committed and checkpointed; cleaning up expired log "
+                          f"files after it failed ({type(exc).__name__}: {exc})", PostCommitHookWarning, stacklevel=4)
 
     # ------------------------------------------------------------------ reads
     def to_arrow(self, where: str | None = None, columns: list[str] | None = None) -> pa.Table:
@@ -475,6 +501,40 @@ class Table:
             raise
         self._record(*plan.end_record(len(deleted), completed=True))
         return deleted
+
+    def cleanup_metadata(self, dry_run: bool = False) -> list[str]:
+        """Delete expired ``_delta_log`` files (PROTOCOL.md "Metadata Cleanup", deltalake's
+        ``cleanup_metadata``); returns their names relative to ``_delta_log``, sorted (with
+        ``dry_run``, what would go, deleting nothing).
+
+        Expired: older than ``delta.logRetentionDuration`` (default ``interval 30 days``; the
+        cutoff is midnight UTC of that day, by commit file times made non-decreasing), and before
+        the newest complete checkpoint at or before the newest expired commit — that checkpoint,
+        its commit and every later version stay, so the table and every version from that
+        checkpoint on read as before; older versions no longer do (TimeTravelError). Commits,
+        checkpoints, version checksums and log compaction files go; ``_last_checkpoint``,
+        ``_staged_commits/`` and ``_sidecars/`` never do. Runs whatever
+        ``delta.enableExpiredLogCleanup`` says (that property switches the cleanup after each
+        checkpoint, which deltatx does by itself). Deletes nothing when the commits from that
+        checkpoint on have a gap or the checkpoint does not read: a ``LogCleanupWarning`` says
+        why. On a catalog-managed table only where the catalog allows maintenance
+        (CatalogMaintenanceError otherwise), and only published versions it verified."""
+        from ..catalog.maintenance import check_maintenance
+        from ..errors import LogCleanupWarning
+        from .ops.log_cleanup import cleanup_log
+
+        check_maintenance(self._store, "METADATA CLEANUP")  # a catalog-managed table: only where the catalog allows
+        if self._pinned:
+            raise DeltaTxError(
+                f"this Table was opened at version {self.version} for time travel; metadata cleanup needs the "
+                f"latest version: open {self._latest_handle_hint()} without version/timestamp"
+            )
+        snapshot = self.refresh().snapshot
+        check_writable(snapshot.protocol, snapshot.metadata)  # a writer's operation: its features must be known
+        result = cleanup_log(self._store, snapshot, dry_run=dry_run)
+        if result.plan.blocked is not None:
+            warnings.warn(f"metadata cleanup of {self.uri!r}: {result.plan.blocked}", LogCleanupWarning, stacklevel=2)
+        return result.deleted
 
     def _record(self, operation: str, parameters: dict[str, Any], metrics: dict[str, Any]) -> CommitResult:
         """Commit an operation that changes nothing but the history (a commitInfo alone)."""

@@ -32,7 +32,8 @@ from ..conflicts import ReadSet, TransactionInfo, check_commit
 from ..conflicts.commuting import commutes_with_plain_commits, is_plain
 from ..conflicts.checker import added_rows_request
 from ..conflicts.row_level import load_request
-from ..errors import CommitRetriesExceededError, ConcurrentAppendException, DeltaTxError, TransactionFailedError
+from ..errors import (CommitRetriesExceededError, ConcurrentAppendException, ConcurrentModificationException,
+                      DeltaTxError, TransactionFailedError)
 from ..expr import Expr
 from ..isolation import effective_isolation_level, table_isolation_level
 from ..txnlog.actions import (
@@ -53,6 +54,7 @@ from ..txnlog.features import (check_catalog_still_manages, check_path_access, c
                                writer_features)
 from ..txnlog.replay import only_rows, without_paths
 from ..txnlog.in_commit_timestamps import CommitClock
+from ..txnlog.log_cleanup import may_be_cleaned_after
 from ..txnlog.snapshot import Snapshot
 from ..txnlog.store import VersionExistsError
 from . import iceberg_compat
@@ -936,6 +938,7 @@ class Transaction(CommitsOnExit):
         prepared = None
         prepared_for: TransactionInfo | None = None
         clock = self._clock = CommitClock(store, self.snapshot)
+        self._check_not_cleaned_past(version)
         # The files written while staging are made durable before the first look at the next
         # version, not between that look and the put: an fsync there (~1–3 ms) widens the window
         # in which another writer takes the version (DV files a rebase writes are made durable
@@ -1017,6 +1020,21 @@ class Transaction(CommitsOnExit):
         )
         own._adds, own._removes = info.adds, info.removes
         return self._finish(version, attempts, info, winners, own=own, resolved=resolved, unread=unread)
+
+    def _check_not_cleaned_past(self, version: int) -> None:
+        """Refuse to commit ``version`` when the table has moved past it and metadata cleanup has
+        removed the commits in between: a put-if-absent of a removed version would succeed, and
+        the commit would sit under the table's checkpoint, never read — a lost write. Checked
+        only for a snapshot older than the log retention (txnlog/log_cleanup.py,
+        ``may_be_cleaned_after``), with one listing; a younger one's successors are all there."""
+        if self.read_version < 0 or not may_be_cleaned_after(self.snapshot.timestamp_ms, self.snapshot.properties):
+            return
+        listing = self.store.list_log(version)
+        if listing and not any(f.kind == "commit" and f.version == version for f in listing):
+            raise ConcurrentModificationException(
+                f"the table moved past version {self.read_version}, which this transaction read, and metadata "
+                f"cleanup has removed the commits after it (commit {version} is gone, the log goes on at version "
+                f"{min(f.version for f in listing)}): they cannot be checked for conflicts; nothing was committed")
 
     def _encode(self, info: TransactionInfo, version: int | None = None
                 ) -> tuple[TransactionInfo, dict[str, Any], bytes]:

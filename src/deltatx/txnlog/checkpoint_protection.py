@@ -4,11 +4,16 @@ as it is until it is truncated as a whole.
 Delta drops a table feature by leaving protected checkpoints at the drop boundary
 (``delta.requireCheckpointProtectionBeforeVersion``); the versions before it may use features a
 writer no longer knows. The feature's writer rules (delta-io/delta protocol RFC "Checkpoint
-Protection") only bind metadata cleanup — which deltatx never does: the only log files it deletes
-are a catalog's published staged commits and, when a catalog releases a table, checkpoints the
-catalog ignored because a client that ignored the catalog wrote them — and
-checkpoint creation: a checkpoint of a version before the boundary could be written by a writer
-that does not understand that version's protocol, so it is refused here.
+Protection") bind two things:
+
+* **metadata cleanup** must truncate up to the boundary in one go, unless it creates no checkpoint
+  while it cleans up and erases no checkpoint after its truncation version (the RFC's exception
+  (a)). deltatx's cleanup (txnlog/log_cleanup.py) always meets that exception: it writes nothing
+  and deletes only files of versions before the checkpoint it keeps — so the protected
+  checkpoints stay until a cleanup truncates past them, and a cleanup that stops short of the
+  boundary is allowed;
+* **checkpoint creation**: a checkpoint of a version before the boundary could be written by a
+  writer that does not understand that version's protocol, so it is refused here.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
     {
         "allowColumnDefaults",  # tables/defaults.py fills omitted columns with CURRENT_DEFAULT
         "appendOnly",  # the transaction refuses data-changing removes when delta.appendOnly=true
-        "checkpointProtection",  # checkpoint_protection.py; deltatx never cleans up the log
+        "checkpointProtection",  # checkpoint_protection.py; metadata cleanup meets its exception (a)
         "clustering",  # tables/ops/clustering.py: delta.clustering domain, stats, liquid OPTIMIZE
         "changeDataFeed",  # DML writes _change_data/ files and cdc actions (tables/ops/change_feed.py)
         "checkConstraints",  # tables/constraints.py checks delta.constraints.* on every row written

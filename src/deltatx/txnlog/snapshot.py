@@ -47,6 +47,7 @@ from .checkpoint import (CheckpointState, complete_checkpoints, interval_ms, rea
 from .features import check_readable
 from .history import (commit_info_from_bytes, ict_enablement_version, monotonic_mtimes,
                       version_at_timestamp)
+from .log_cleanup import may_be_cleaned_after
 from .replay import FileTail, TableActions, read_commits, require_contiguous, without_gc
 from .schema import schema_from_json
 from .store import LogFile, LogStore, S3LogStore
@@ -147,11 +148,21 @@ class Snapshot:
         What a writer does before each operation: usually the next commit does not exist (one
         failed open) or a few do. ``limit`` commits behind, a listing is cheaper — it may find a
         checkpoint — so this falls back to :meth:`refresh`. The timestamps come from the
-        commits' own clocks, as for :meth:`apply`.
+        commits' own clocks, as for :meth:`apply`. A snapshot older than the log retention that
+        finds nothing lists too: metadata cleanup may have removed the commits after it
+        (txnlog/log_cleanup.py, ``may_be_cleaned_after``).
         """
-        raws = store.read_commits_after(self.version, limit)
+        try:
+            raws = store.read_commits_after(self.version, limit)
+        except FileNotFoundError:  # a version the catalog names whose file metadata cleanup removed
+            return self.refresh(store)
         commits = [parse_commit(raw, self.version + 1 + i, validate=False) for i, raw in enumerate(raws)]
         if not commits:
+            if not getattr(store, "catalog_managed", False) and may_be_cleaned_after(self.timestamp_ms,
+                                                                                    self.properties):
+                # older than the log retention: the next commit may be missing because metadata
+                # cleanup removed it (and the table moved on), not because there is none
+                return self.refresh(store)
             return self
         caught_up = _advance(self, commits, mtimes=None)
         return caught_up.refresh(store) if len(commits) == limit else caught_up

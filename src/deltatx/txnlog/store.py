@@ -39,6 +39,10 @@ LOG_DIR = "_delta_log"
 
 _COMMIT_RE = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10})|\.([^.]+))?\.(parquet|json)$")
+#: files metadata cleanup deletes too (PROTOCOL.md "Version Checksum File", "Log Compaction Files"),
+#: listed only when asked for (``list_log(extra=True)``): log replay never reads them
+_CHECKSUM_RE = re.compile(r"^(\d{20})\.crc$")
+_COMPACTION_RE = re.compile(r"^(\d{20})\.(\d{20})\.compacted\.json$")
 
 
 class VersionExistsError(FileExistsError):
@@ -55,17 +59,19 @@ class LogFile:
 
     name: str
     version: int
-    kind: str  # "commit" | "checkpoint"
+    kind: str  # "commit" | "checkpoint"; with list_log(extra=True) also "checksum" | "compaction"
     size: int = 0
     mtime_ms: int = 0
     part: int | None = None  # multi-part checkpoint: part number (1-based)
     num_parts: int | None = None  # multi-part checkpoint: number of parts
     checkpoint_uuid: str | None = None  # V2 checkpoint named with a UUID
     fmt: str = "json"  # "json" | "parquet"
+    end_version: int | None = None  # log compaction file: the last version it covers
 
 
-def classify(name: str, size: int = 0, mtime_ms: int = 0) -> LogFile | None:
-    """Recognise a log file name; None for anything else (.crc, temp files, sidecars...)."""
+def classify(name: str, size: int = 0, mtime_ms: int = 0, extra: bool = False) -> LogFile | None:
+    """Recognise a log file name; None for anything else (temp files, sidecars...). Version
+    checksums (``.crc``) and log compaction files only with ``extra`` (metadata cleanup lists them)."""
     m = _COMMIT_RE.match(name)
     if m:
         return LogFile(name, int(m.group(1)), "commit", size, mtime_ms)
@@ -76,6 +82,13 @@ def classify(name: str, size: int = 0, mtime_ms: int = 0) -> LogFile | None:
             return LogFile(name, version, "checkpoint", size, mtime_ms, part=int(m.group(2)),
                            num_parts=int(m.group(3)), fmt=m.group(5))
         return LogFile(name, version, "checkpoint", size, mtime_ms, checkpoint_uuid=m.group(4), fmt=m.group(5))
+    if extra:
+        m = _CHECKSUM_RE.match(name)
+        if m:
+            return LogFile(name, int(m.group(1)), "checksum", size, mtime_ms)
+        m = _COMPACTION_RE.match(name)
+        if m:
+            return LogFile(name, int(m.group(1)), "compaction", size, mtime_ms, end_version=int(m.group(2)))
     return None
 
 
@@ -118,8 +131,9 @@ class LogStore:
         return f"{self.arrow_root}/{relative}"
 
     # ---- the log ------------------------------------------------------------------------------
-    def list_log(self, start_version: int = 0) -> list[LogFile]:
-        """Commits and checkpoints with version ≥ start_version, sorted by (version, name)."""
+    def list_log(self, start_version: int = 0, *, extra: bool = False) -> list[LogFile]:
+        """Commits and checkpoints with version ≥ start_version, sorted by (version, name); with
+        ``extra`` also version checksums and log compaction files (metadata cleanup's listing)."""
         try:
             infos = self.fs.ls(self.log_root, detail=True)
         except FileNotFoundError:
@@ -127,7 +141,7 @@ class LogStore:
         out = []
         for info in infos:
             name = info["name"].rstrip("/").rsplit("/", 1)[-1]
-            lf = classify(name, int(info.get("size") or 0), _mtime_ms(info))
+            lf = classify(name, int(info.get("size") or 0), _mtime_ms(info), extra)
             if lf is not None and lf.version >= start_version:
                 out.append(lf)
         out.sort(key=lambda f: (f.version, f.kind != "checkpoint", f.name))
@@ -161,6 +175,11 @@ class LogStore:
             self.fs.rm_file(f"{self.log_root}/{name}")
         except FileNotFoundError:
             pass
+
+    def cleanup_bound(self) -> int | None:
+        """The newest version whose log files metadata cleanup may treat as settled; None: any
+        listed version. A catalog's store answers the last version it verified published."""
+        return None
 
     def put_commit(self, version: int, data: bytes) -> None:
         """Put-if-absent of ``version``'s commit; raises VersionExistsError on losing."""
@@ -278,7 +297,7 @@ class LocalLogStore(LogStore):
     def arrow_fs(self) -> pafs.FileSystem:
         return pafs.LocalFileSystem()
 
-    def list_log(self, start_version: int = 0) -> list[LogFile]:
+    def list_log(self, start_version: int = 0, *, extra: bool = False) -> list[LogFile]:
         out = []
         try:
             it = os.scandir(self.log_root)
@@ -294,7 +313,7 @@ class LocalLogStore(LogStore):
                     st = entry.stat()
                 except FileNotFoundError:  # removed by log cleanup since readdir saw it
                     continue
-                lf = classify(name, st.st_size, int(st.st_mtime * 1000))
+                lf = classify(name, st.st_size, int(st.st_mtime * 1000), extra)
                 if lf is not None:
                     out.append(lf)
         out += self._missed_commits(out)
@@ -607,9 +626,9 @@ class S3LogStore(LogStore):
         # would read "missing" for the winner's commit and retry the same version forever.
         return self.fs.cat_file(f"{self.log_root}/{name}", max_concurrency=1)
 
-    def list_log(self, start_version: int = 0) -> list[LogFile]:
+    def list_log(self, start_version: int = 0, *, extra: bool = False) -> list[LogFile]:
         self.fs.invalidate_cache(self.log_root)
-        return super().list_log(start_version)
+        return super().list_log(start_version, extra=extra)
 
     def makedirs(self, path: str) -> None:
         pass

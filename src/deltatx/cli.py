@@ -485,17 +485,29 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
 
 
 def cmd_cleanup_metadata(args: argparse.Namespace) -> int:
+    """Exit 1 (EXIT_ANOMALY) when expired files could not be shown safe to delete: the log needs
+    a look (a gap, an unreadable checkpoint), and a script should hear it."""
+    import warnings
+
+    from .errors import LogCleanupWarning
+
     table = _open(args)
-    files = table.cleanup_metadata(dry_run=args.dry_run)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", LogCleanupWarning)
+        files = table.cleanup_metadata(dry_run=args.dry_run)
+    blocked = next((str(w.message) for w in caught if issubclass(w.category, LogCleanupWarning)), None)
+    code = EXIT_ANOMALY if blocked else EXIT_OK
     if args.json:
-        _print_json({"dry_run": args.dry_run, "num_files": len(files), "files": files})
-        return EXIT_OK
+        _print_json({"dry_run": args.dry_run, "num_files": len(files), "files": files, "blocked": blocked})
+        return code
     verb = "would delete" if args.dry_run else "deleted"
     console = _console()
     console.print(f"METADATA CLEANUP {args.uri}: {verb} {len(files)} log file(s)")
     for name in files:
         console.print(f"  _delta_log/{name}", markup=False)
-    return EXIT_OK
+    if blocked:
+        console.print(f"  nothing could be deleted: {blocked}", markup=False)
+    return code
 
 
 def cmd_checkpoint(args: argparse.Namespace) -> int:

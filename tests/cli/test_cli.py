@@ -227,12 +227,33 @@ def test_cleanup_metadata_dry_run_then_real(capsys, table):
         if f.name[:20].isdigit() and int(f.name[:20]) <= 3:
             os.utime(f, (old, old))
     dry = run_json(capsys, "cleanup-metadata", table.uri, "--dry-run")
-    assert dry == {"dry_run": True, "num_files": 3, "files": [f"{v:020d}.json" for v in range(3)]}
+    assert dry == {"dry_run": True, "num_files": 3, "files": [f"{v:020d}.json" for v in range(3)], "blocked": None}
     assert all((log / f).exists() for f in dry["files"])
     assert main(["cleanup-metadata", table.uri]) == EXIT_OK
     assert "deleted 3 log file(s)" in capsys.readouterr().out
     assert not any((log / f).exists() for f in dry["files"])
     assert sorted(deltatx.Table(table.uri).to_arrow()["id"].to_pylist()) == [1, 2, 3, 4, 5, 6, 7]
+
+
+def test_cleanup_metadata_that_cannot_delete_safely_exits_1_and_says_why(capsys, table):
+    """Expired files, but a commit after the kept checkpoint is missing: nothing goes, the reason
+    is printed (and in --json), and the exit code tells a script (EXIT_ANOMALY)."""
+    table.checkpoint()  # version 3
+    table.append(rows([7], 2))  # 4
+    table.append(rows([8], 2))  # 5
+    log = Path(table.uri, "_delta_log")
+    old = time.time() - 40 * 86400
+    for f in log.iterdir():
+        if f.name[:20].isdigit() and int(f.name[:20]) <= 3:
+            os.utime(f, (old, old))
+    (log / f"{4:020d}.json").rename(log.parent / "moved-away.json")  # a gap after the checkpoint
+    before = sorted(p.name for p in log.iterdir())
+    assert main(["cleanup-metadata", table.uri, "--json"]) == EXIT_ANOMALY
+    result = json.loads(capsys.readouterr().out)
+    assert result["num_files"] == 0 and "commit 4 is missing" in result["blocked"]
+    assert main(["cleanup-metadata", table.uri]) == EXIT_ANOMALY
+    assert "nothing could be deleted: " in capsys.readouterr().out
+    assert sorted(p.name for p in log.iterdir()) == before
 
 
 # ----------------------------------------------------------------------------------- checkpoint

@@ -307,8 +307,8 @@ def test_a_bad_retention_in_the_log_only_warns_after_a_checkpoint(table_uri):
 # ------------------------------------------------------------------------------ old handles
 
 def _cleaned_past(uri: str) -> deltatx.Table:
-    """A handle whose snapshot (version 3, loaded from a log 40 days old) the table has moved
-    past since, with the commits after it cleaned up."""
+    """A handle whose snapshot (version 3, last seen as the latest 41 days ago) the table has
+    moved past since, with the commits after it cleaned up."""
     _table(uri, 3, interval=5)
     _age(uri, 3)
     SNAPSHOTS.clear()
@@ -319,6 +319,9 @@ def _cleaned_past(uri: str) -> deltatx.Table:
         other.append(pa.table({"id": [i]}))
     _age(uri, 11)
     assert commit_name(4) in other.cleanup_metadata()
+    # opened 41 days ago and idle since (set last: a fresh handle shares the cached snapshot, and
+    # the other handle's first commit saw version 3 as the latest, which was true then)
+    stale.snapshot.seen_latest(int(time.time() * 1000) - 41 * 86_400_000)
     return stale
 
 
@@ -339,3 +342,100 @@ def test_an_old_explicit_transaction_is_refused_not_lost(table_uri):
     assert commit_name(4) not in _log(table_uri)
     SNAPSHOTS.clear()
     assert deltatx.Table(table_uri).version == 12
+
+
+def test_a_handle_seen_current_today_reads_by_name_and_lists_nothing_more(table_uri, monkeypatch):
+    """Commits after a version seen as the latest since today's midnight UTC are too young for any
+    cleanup (the cutoff never passes that midnight): such a handle commits with no listing, even
+    when its version was committed long ago."""
+    _table(table_uri, 3, interval=100)
+    _age(table_uri, 3)
+    SNAPSHOTS.clear()
+    t = deltatx.Table(table_uri)
+    listings = []
+    real = t.store.list_log
+    monkeypatch.setattr(t.store, "list_log", lambda *a, **k: listings.append(a) or real(*a, **k))
+    assert t.append(pa.table({"id": [9]})).version == 4
+    assert t.append(pa.table({"id": [10]})).version == 5
+    assert listings == []
+
+
+def test_a_handle_seen_current_before_today_lists_once_then_not_again(table_uri, monkeypatch):
+    """Seen as the latest before today's midnight UTC — whatever the retention its snapshot
+    knows, for another client may have shortened it — the handle lists the log once before it
+    commits; the commit then counts as seen now."""
+    _table(table_uri, 3, interval=100)
+    t = deltatx.Table(table_uri)
+    t.snapshot.seen_latest(int(time.time() * 1000) - 2 * 86_400_000)
+    listings = []
+    real = t.store.list_log
+    monkeypatch.setattr(t.store, "list_log", lambda *a, **k: listings.append(a) or real(*a, **k))
+    assert t.append(pa.table({"id": [9]})).version == 4
+    assert len(listings) == 1
+    assert t.append(pa.table({"id": [10]})).version == 5
+    assert len(listings) == 1
+
+
+def test_a_retention_shortened_by_another_writer_cannot_make_an_idle_handle_lose_its_write(table_uri):
+    """The idle handle knows 30 days; another writer sets 1 day and cleans up. The handle was
+    last seen current two days ago, so it lists before committing and lands after the cleanup."""
+    _table(table_uri, 3, interval=5)
+    _age(table_uri, 3, days=3)
+    SNAPSHOTS.clear()
+    stale = deltatx.Table(table_uri)
+    other = deltatx.Table(table_uri)
+    for i in range(4, 10):
+        other.append(pa.table({"id": [i]}))
+    other.set_properties({"delta.logRetentionDuration": "interval 1 days"})
+    for i in range(10, 12):
+        other.append(pa.table({"id": [i]}))
+    _age(table_uri, other.version, days=2)
+    assert commit_name(4) in other.cleanup_metadata()
+    stale.snapshot.seen_latest(int(time.time() * 1000) - 3 * 86_400_000)  # idle since three days ago
+    result = stale.append(pa.table({"id": [100]}))
+    assert result.version == other.version + 1
+    assert commit_name(4) not in _log(table_uri)
+    SNAPSHOTS.clear()
+    assert 100 in _ids(deltatx.Table(table_uri))
+
+
+def test_a_cleanup_between_losing_a_version_and_reading_its_winner_fails_the_commit_typed(table_uri):
+    """The version this commit lost to has no file any more (a cleanup ran in between): the
+    rebase cannot check the winners and must not put that version again — a typed conflict,
+    nothing written."""
+    from deltatx import phases
+
+    _table(table_uri, 3, interval=5)
+    tx = deltatx.Table(table_uri).transaction()
+    tx.delete("id = 1")
+    other = deltatx.Table(table_uri)
+    other.append(pa.table({"id": [50]}))  # takes version 4
+
+    def clean(phase, **_):
+        path = os.path.join(table_uri, "_delta_log", commit_name(4))
+        if phase == "resolve_conflict" and os.path.exists(path):
+            os.remove(path)  # as a cleanup would (it removes versions 0..3 too; the rebase reads 4 first)
+
+    with phases.observe(clean):
+        with pytest.raises(ConcurrentModificationException, match="commit 4 is gone"):
+            tx.commit()
+    assert commit_name(4) not in _log(table_uri)
+
+
+def test_a_checkpoint_whose_protocol_rows_are_all_null_is_not_kept_as_the_only_start(table_uri):
+    """Columns named protocol and metaData are not enough: a checkpoint with no protocol row does
+    not read (readers fall back to checkpoint 5), so nothing goes and the table still reads."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    _table(table_uri, 12)
+    path = os.path.join(table_uri, "_delta_log", checkpoint_name_of(10))
+    rows = pq.read_table(path)
+    pq.write_table(rows.filter(pc.invert(pc.is_valid(rows["protocol"]))), path)
+    _age(table_uri, 11)
+    files = _log(table_uri)
+    SNAPSHOTS.clear()
+    with pytest.warns(LogCleanupWarning, match="holds no protocol or no metaData"):
+        assert deltatx.Table(table_uri).cleanup_metadata() == []
+    assert _log(table_uri) == files
+    assert _ids(deltatx.Table(table_uri)) == list(range(1, 13))

@@ -260,10 +260,30 @@ def test_the_next_cleanup_is_due_when_the_next_checkpoint_s_commit_expires():
     assert none_yet.next_due_ms == T0 + 5 + 1  # no checkpoint: after the latest commit at the earliest
 
 
-def test_a_snapshot_older_than_the_retention_may_have_lost_its_successors():
-    now = T0 + 40 * DAY_MS
+def test_a_version_seen_as_the_latest_before_a_cleanup_horizon_may_have_lost_its_successors():
+    """Commits after a version seen as the latest at ``observed`` were written later; a cleanup
+    deletes only commits older than its cutoff, which is never later than today's midnight UTC
+    (Delta's and deltatx's day-truncated cutoff, whatever retention another client set) nor, for
+    delta-rs's, than now minus the retention."""
+    midnight = (T0 // DAY_MS + 40) * DAY_MS
+    now = midnight + 12 * 3_600_000  # noon
     props = {"delta.logRetentionDuration": "interval 30 days"}
     assert may_be_cleaned_after(T0, props, now)
-    assert not may_be_cleaned_after(now - 29 * DAY_MS, props, now)
-    assert may_be_cleaned_after(now - 30 * DAY_MS + CLOCK_SKEW_MS // 2, props, now)  # clocks differ
-    assert may_be_cleaned_after(now, {"delta.logRetentionDuration": "nonsense"}, now)  # unknown: maybe
+    assert may_be_cleaned_after(now - 29 * DAY_MS, props, now)  # before today's midnight: any retention may apply
+    assert may_be_cleaned_after(midnight - CLOCK_SKEW_MS - 1, props, now)
+    assert not may_be_cleaned_after(midnight - CLOCK_SKEW_MS // 2, props, now)  # clocks differ by under an hour
+    assert not may_be_cleaned_after(now - 3_600_000, props, now)
+    short = {"delta.logRetentionDuration": "interval 1 hours"}  # delta-rs's cutoff: now minus that
+    assert may_be_cleaned_after(now - 3 * 3_600_000, short, now)
+    assert not may_be_cleaned_after(now - 60_000, short, now)
+    nonsense = {"delta.logRetentionDuration": "nonsense"}  # unreadable: counts as zero
+    assert may_be_cleaned_after(now - CLOCK_SKEW_MS - 1, nonsense, now)
+    assert not may_be_cleaned_after(now - 60_000, nonsense, now)
+
+
+def test_a_storage_that_reports_no_modification_times_deletes_nothing():
+    """A listing without times (read as 0, 1970) would make every commit look expired: with no
+    age nothing can be shown expired, so the plan is blocked and says why."""
+    files = [classify(f"{v:020d}.json", 100, 0) for v in range(12)] + [classify(f"{10:020d}.checkpoint.parquet", 100, 0)]
+    plan = plan_cleanup(files, CUT, latest_version=11)
+    assert plan.delete == () and "no modification time" in plan.blocked

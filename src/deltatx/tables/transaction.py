@@ -170,6 +170,14 @@ class CommitsOnExit:
         return None
 
 
+def _cleaned_past(read_version: int, version: int, log_starts: int | None) -> ConcurrentModificationException:
+    where = "" if log_starts is None else f", the log goes on at version {log_starts}"
+    return ConcurrentModificationException(
+        f"the table moved past version {read_version}, which this transaction read, and metadata cleanup has "
+        f"removed the commits after it (commit {version} is gone{where}): they cannot be checked for conflicts; "
+        f"nothing was committed. Start the transaction again from the latest version")
+
+
 class Transaction(CommitsOnExit):
     """A read-modify-write transaction pinned at one snapshot.
 
@@ -1024,17 +1032,21 @@ class Transaction(CommitsOnExit):
     def _check_not_cleaned_past(self, version: int) -> None:
         """Refuse to commit ``version`` when the table has moved past it and metadata cleanup has
         removed the commits in between: a put-if-absent of a removed version would succeed, and
-        the commit would sit under the table's checkpoint, never read — a lost write. Checked
-        only for a snapshot older than the log retention (txnlog/log_cleanup.py,
-        ``may_be_cleaned_after``), with one listing; a younger one's successors are all there."""
-        if self.read_version < 0 or not may_be_cleaned_after(self.snapshot.timestamp_ms, self.snapshot.properties):
+        the commit would sit under the table's checkpoint, never read — a lost write. Checked,
+        with one listing, only for a snapshot last seen as the latest before a cleanup's horizon
+        (txnlog/log_cleanup.py, ``may_be_cleaned_after``): commits after a version seen since
+        are too young for any cleanup. A catalog-managed table needs none: its database refuses
+        a ratified version, and a winner whose bytes are gone fails the rebase."""
+        snapshot = self.snapshot
+        if (self.read_version < 0 or getattr(self.store, "catalog_managed", False)
+                or not may_be_cleaned_after(snapshot.observed_ms, snapshot.properties)):
             return
+        now = int(time.time() * 1000)
         listing = self.store.list_log(version)
         if listing and not any(f.kind == "commit" and f.version == version for f in listing):
-            raise ConcurrentModificationException(
-                f"the table moved past version {self.read_version}, which this transaction read, and metadata "
-                f"cleanup has removed the commits after it (commit {version} is gone, the log goes on at version "
-                f"{min(f.version for f in listing)}): they cannot be checked for conflicts; nothing was committed")
+            raise _cleaned_past(self.read_version, version, min(f.version for f in listing))
+        if not listing:
+            snapshot.seen_latest(now)
 
     def _encode(self, info: TransactionInfo, version: int | None = None
                 ) -> tuple[TransactionInfo, dict[str, Any], bytes]:
@@ -1077,8 +1089,13 @@ class Transaction(CommitsOnExit):
             try:
                 raw = store.read_commit(latest)
             except FileNotFoundError:
+                if not checked:
+                    # the version this commit lost to (it is taken) has no file: metadata cleanup
+                    # removed it since, with those after it. Putting it again would succeed under
+                    # the table's checkpoint, unseen — and its winners cannot be checked
+                    raise _cleaned_past(self.read_version, latest, None) from None
                 # identity values move above the marks of the winners just adopted
-                return (rebase_identity(self, info) if checked else info), latest, None, checked
+                return rebase_identity(self, info), latest, None, checked
             winner = parse_commit(raw, latest)
             if winner.txn_id == self.txn_id:
                 return info, latest, winner, checked

@@ -64,7 +64,7 @@ LOG_RETENTION = "delta.logRetentionDuration"
 ENABLE_EXPIRED_LOG_CLEANUP = "delta.enableExpiredLogCleanup"
 DEFAULT_LOG_RETENTION = "interval 30 days"
 DAY_MS = 86_400_000
-#: a snapshot this much younger than the retention horizon still counts as past it
+#: a version seen this much after the cleanup horizon still counts as maybe cleaned past
 #: (:func:`may_be_cleaned_after`): another machine's clock, or the storage's, may run ahead
 CLOCK_SKEW_MS = 3_600_000
 
@@ -89,23 +89,33 @@ def cutoff_ms(now_ms: int, retention_ms: int) -> int:
     return (now_ms - retention_ms) // DAY_MS * DAY_MS
 
 
-def may_be_cleaned_after(timestamp_ms: int, properties: Mapping[str, str], now_ms: int | None = None) -> bool:
-    """Could metadata cleanup — this one, Delta's or delta-rs's — have deleted the commits after a
-    version committed at ``timestamp_ms``? Only commits older than the table's log retention are
-    deleted, so a version younger than ``now − retention`` (with :data:`CLOCK_SKEW_MS` to spare)
-    still has its successors. An unreadable retention counts as "maybe".
+def may_be_cleaned_after(observed_ms: int, properties: Mapping[str, str], now_ms: int | None = None) -> bool:
+    """Could a metadata cleanup — this one, Delta Spark's or delta-rs's — have deleted commits
+    after a version that was last *seen to be the latest* at ``observed_ms`` (wall clock; the
+    snapshot's ``observed_ms``)?
 
     Why it matters: a writer that reads the next commit by name and finds none takes its version
-    for the latest; if cleanup removed that commit (and those after it, up to a checkpoint), a
+    for the latest; if a cleanup removed that commit (and those after it, up to a checkpoint), a
     put-if-absent of it would *succeed* — a commit under the table's checkpoint that no reader
-    ever sees. Old snapshots therefore list the log instead (``Snapshot.catch_up``,
-    ``Transaction``), which costs one listing, only then."""
+    ever sees, a lost write. Such a writer lists the log first (``Snapshot.catch_up``,
+    ``Transaction``), which costs one listing, only when this says "maybe".
+
+    Why the time the version was seen, not when it was committed: every commit after it was
+    written later than that, and a cleanup deletes only commits older than its cutoff. Delta
+    Spark's cutoff and this one are midnight UTC of ``now − retention``, never later than today's
+    midnight whatever the retention; delta-rs's is ``now − retention`` of the table it cleans.
+    So "maybe" once the version was seen before today's midnight UTC, or before ``now − the
+    retention this snapshot knows`` — with :data:`CLOCK_SKEW_MS` to spare for other machines'
+    clocks and the storage's. A retention shortened since, by a client whose cutoff is not a day
+    boundary, is the one case this cannot see (README, "Log retention"). An unreadable retention
+    counts as zero."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
     try:
         retention = log_retention_ms(properties)
     except Exception:
-        return True
-    return timestamp_ms <= now - retention + CLOCK_SKEW_MS
+        retention = 0
+    horizon = max(now // DAY_MS * DAY_MS, now - retention)  # either kind of cleaner
+    return observed_ms < horizon - CLOCK_SKEW_MS
 
 
 @dataclass(frozen=True)
@@ -165,6 +175,13 @@ def plan_cleanup(listing: Sequence[LogFile], cutoff: int, *, latest_version: int
     def plan(note: str, **kw) -> CleanupPlan:
         return CleanupPlan(cutoff, note=note, protected_before=protected_before, **kw)
 
+    unknown = next((f.version for f in commits if f.mtime_ms <= 0), None)
+    if unknown is not None:
+        # a storage whose listing gives no modification time (read as 0, 1970) would make every
+        # commit look expired: with no age, nothing can be shown expired
+        reason = (f"the storage reports no modification time for commit {unknown}: no commit can be shown "
+                  f"older than the cutoff, so nothing was deleted")
+        return CleanupPlan(cutoff, note=reason, blocked=reason, protected_before=protected_before)
     expired = [v for v, t in times.items() if t <= cutoff]
     newest_expired = max(expired, default=None)
     boundary = max((v for v in usable if newest_expired is not None and v <= newest_expired), default=None)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import operator
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Sequence
 
@@ -78,6 +78,15 @@ class Snapshot:
     app_txns: dict[str, Txn]
     domains: dict[str, DomainMetadata]
     timestamp_ms: int
+    #: wall-clock ms when ``version`` was last seen to be the table's latest (built from the log,
+    #: or confirmed by a listing since): how far back a metadata cleanup could reach past it
+    #: (txnlog/log_cleanup.py, ``may_be_cleaned_after``). Not part of the table's state.
+    observed_ms: int = field(default_factory=lambda: int(time.time() * 1000), compare=False)
+
+    def seen_latest(self, now_ms: int | None = None) -> "Snapshot":
+        """Record that a listing found ``version`` still the latest (the one field that moves)."""
+        object.__setattr__(self, "observed_ms", int(time.time() * 1000) if now_ms is None else now_ms)
+        return self
 
     def __repr__(self) -> str:
         return (
@@ -148,9 +157,9 @@ class Snapshot:
         What a writer does before each operation: usually the next commit does not exist (one
         failed open) or a few do. ``limit`` commits behind, a listing is cheaper — it may find a
         checkpoint — so this falls back to :meth:`refresh`. The timestamps come from the
-        commits' own clocks, as for :meth:`apply`. A snapshot older than the log retention that
-        finds nothing lists too: metadata cleanup may have removed the commits after it
-        (txnlog/log_cleanup.py, ``may_be_cleaned_after``).
+        commits' own clocks, as for :meth:`apply`. A snapshot last seen as the latest before a
+        cleanup's horizon that finds nothing lists too: metadata cleanup may have removed the
+        commits after it (txnlog/log_cleanup.py, ``may_be_cleaned_after``).
         """
         try:
             raws = store.read_commits_after(self.version, limit)
@@ -158,11 +167,13 @@ class Snapshot:
             return self.refresh(store)
         commits = [parse_commit(raw, self.version + 1 + i, validate=False) for i, raw in enumerate(raws)]
         if not commits:
-            if not getattr(store, "catalog_managed", False) and may_be_cleaned_after(self.timestamp_ms,
+            if not getattr(store, "catalog_managed", False) and may_be_cleaned_after(self.observed_ms,
                                                                                     self.properties):
-                # older than the log retention: the next commit may be missing because metadata
+                # seen as the latest long ago: the next commit may be missing because metadata
                 # cleanup removed it (and the table moved on), not because there is none
-                return self.refresh(store)
+                now = int(time.time() * 1000)
+                latest = self.refresh(store)
+                return latest.seen_latest(now) if latest is self else latest
             return self
         caught_up = _advance(self, commits, mtimes=None)
         return caught_up.refresh(store) if len(commits) == limit else caught_up

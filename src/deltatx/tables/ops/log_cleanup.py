@@ -127,33 +127,39 @@ def cleanup_after_checkpoint(store: LogStore, snapshot: "Snapshot", permitted: C
 def _unreadable(store: LogStore, files: tuple[LogFile, ...]) -> str | None:
     """Why the checkpoint made of ``files`` would not read, or None: every part's Parquet footer
     (or a JSON checkpoint's actions), a protocol and a metaData column between them, and every
-    sidecar it names present. Reads footers and the small sidecar column, never the file actions."""
-    columns: set[str] = set()
-    rows = 0
-    sidecars: list[str] = []
+    sidecar it names present with the size the checkpoint gives. Reads the protocol, metaData
+    and sidecar columns, never the file actions."""
+    present: set[str] = set()  # "protocol" / "metaData" when some row holds one
+    sidecars: list[tuple[str, int | None]] = []  # (path, sizeInBytes)
     try:
         for f in files:
             if f.fmt == "parquet":
                 with store.arrow_fs.open_input_file(f"{store.log_root}/{f.name}") as handle:
                     parquet = pq.ParquetFile(handle)
                     names = parquet.schema_arrow.names
-                    columns.update(names)
-                    rows += parquet.metadata.num_rows
-                    if "sidecar" in names:
-                        column = parquet.read(columns=["sidecar"]).column("sidecar")
-                        sidecars += [s["path"] for s in column.to_pylist() if s and s.get("path")]
+                    # the two small columns read whole: a column of nulls is no protocol
+                    wanted = [c for c in ("protocol", "metaData", "sidecar") if c in names]
+                    table = parquet.read(columns=wanted) if wanted else None
+                    for name in ("protocol", "metaData"):
+                        if table is not None and name in wanted and table.column(name).null_count < table.num_rows:
+                            present.add(name)
+                    if table is not None and "sidecar" in wanted:
+                        sidecars += [(s["path"], s.get("sizeInBytes")) for s in table.column("sidecar").to_pylist()
+                                     if s and s.get("path")]
             else:
                 parsed = parse_commit(store.read_log_file(f.name), f.version)
-                columns.update(name for name, present in (("protocol", parsed.protocol), ("metaData", parsed.metadata))
-                               if present is not None)
-                rows += 1
-                sidecars += [str(s["path"]) for s in parsed.sidecars]
-        if rows == 0 or not {"protocol", "metaData"} <= columns:
+                present.update(name for name, action in (("protocol", parsed.protocol), ("metaData", parsed.metadata))
+                               if action is not None)
+                sidecars += [(str(s["path"]), s.get("sizeInBytes")) for s in parsed.sidecars]
+        if not {"protocol", "metaData"} <= present:
             return "holds no protocol or no metaData"
         fs = store.arrow_fs
-        for path in sidecars:
-            if fs.get_file_info(sidecar_path(store, path)).type == pafs.FileType.NotFound:
+        for path, size in sidecars:
+            info = fs.get_file_info(sidecar_path(store, path))
+            if info.type == pafs.FileType.NotFound:
                 return f"names the sidecar {path!r}, which is missing"
+            if size is not None and info.size != int(size):
+                return f"names the sidecar {path!r} of {size} bytes, which holds {info.size}"
     except Exception as exc:  # unreadable in any way: not a start anyone can rely on
         return f"is unreadable ({type(exc).__name__}: {exc})"
     return None

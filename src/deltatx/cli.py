@@ -473,15 +473,21 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
         raise VacuumRetentionError(
             str(exc).replace("pass enforce_retention_duration=False", "pass --no-enforce-retention")
             .replace("with set_properties()", "with deltatx properties --set")) from None
+    _print_deleted(args, "VACUUM", "file(s)", files, "")
+    return EXIT_OK
+
+
+def _print_deleted(args: argparse.Namespace, title: str, noun: str, files: list[str], prefix: str,
+                   **extra: object) -> None:
+    """What a deleting command (VACUUM, metadata cleanup) deleted or, with --dry-run, would."""
     if args.json:
-        _print_json({"dry_run": args.dry_run, "num_files": len(files), "files": files})
-        return EXIT_OK
+        _print_json({"dry_run": args.dry_run, "num_files": len(files), "files": files, **extra})
+        return
     verb = "would delete" if args.dry_run else "deleted"
     console = _console()
-    console.print(f"VACUUM {args.uri}: {verb} {len(files)} file(s)")
+    console.print(f"{title} {args.uri}: {verb} {len(files)} {noun}")
     for path in files:
-        console.print(f"  {path}", markup=False)
-    return EXIT_OK
+        console.print(f"  {prefix}{path}", markup=False)
 
 
 def cmd_cleanup_metadata(args: argparse.Namespace) -> int:
@@ -496,18 +502,10 @@ def cmd_cleanup_metadata(args: argparse.Namespace) -> int:
         warnings.simplefilter("always", LogCleanupWarning)
         files = table.cleanup_metadata(dry_run=args.dry_run)
     blocked = next((str(w.message) for w in caught if issubclass(w.category, LogCleanupWarning)), None)
-    code = EXIT_ANOMALY if blocked else EXIT_OK
-    if args.json:
-        _print_json({"dry_run": args.dry_run, "num_files": len(files), "files": files, "blocked": blocked})
-        return code
-    verb = "would delete" if args.dry_run else "deleted"
-    console = _console()
-    console.print(f"METADATA CLEANUP {args.uri}: {verb} {len(files)} log file(s)")
-    for name in files:
-        console.print(f"  _delta_log/{name}", markup=False)
-    if blocked:
-        console.print(f"  nothing could be deleted: {blocked}", markup=False)
-    return code
+    _print_deleted(args, "METADATA CLEANUP", "log file(s)", files, "_delta_log/", blocked=blocked)
+    if blocked and not args.json:
+        _console().print(f"  nothing could be deleted: {blocked}", markup=False)
+    return EXIT_ANOMALY if blocked else EXIT_OK
 
 
 def cmd_checkpoint(args: argparse.Namespace) -> int:

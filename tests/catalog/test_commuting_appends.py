@@ -196,24 +196,32 @@ def test_catching_up_reads_the_catalog_not_the_files(two):
     assert _ids(tb) == [2, 3, 4, 5]
 
 
-def test_a_catalog_on_s3(catalog_url, s3_bucket):
-    """Tables of a catalog on an object store: the storage options stay in the process (not in
-    the database); commuting appends land unread and are published in order with conditional PUTs."""
+@pytest.fixture
+def two_on_s3(catalog_url, s3_bucket):
+    """Two catalog connections (two jobs) and a table on moto S3: yields (a, b, uri)."""
     prefix, options = s3_bucket
     uri = f"{prefix}/t"
     with deltatx.Catalog(catalog_url, storage_options=options) as a, \
             deltatx.Catalog(catalog_url, storage_options=options) as b:
         a.create_table("t", uri, SCHEMA)
-        ta, tb = a.table("t"), b.table("t")
-        ta.append(_row(1))
-        ta.append(_row(2))
-        result = tb.append(_row(3))
-        assert (result.version, result.attempts) == (3, 1)
-        assert _ids(tb) == [1, 2, 3]
-        names = sorted(p.rsplit("/", 1)[-1] for p in tb.store.fs.ls(f"{uri}/_delta_log", detail=False))
-        assert [n for n in names if n.endswith(".json")] == [f"{v:020d}.json" for v in range(4)]
-        assert "testing" not in repr(a._db.query("SELECT * FROM deltatx_tables"))
-        a.release("t")
+        yield a, b, uri
+
+
+def test_a_catalog_on_s3(two_on_s3, s3_bucket):
+    """Tables of a catalog on an object store: the storage options stay in the process (not in
+    the database); commuting appends land unread and are published in order with conditional PUTs."""
+    a, b, uri = two_on_s3
+    options = s3_bucket[1]
+    ta, tb = a.table("t"), b.table("t")
+    ta.append(_row(1))
+    ta.append(_row(2))
+    result = tb.append(_row(3))
+    assert (result.version, result.attempts) == (3, 1)
+    assert _ids(tb) == [1, 2, 3]
+    names = sorted(p.rsplit("/", 1)[-1] for p in tb.store.fs.ls(f"{uri}/_delta_log", detail=False))
+    assert [n for n in names if n.endswith(".json")] == [f"{v:020d}.json" for v in range(4)]
+    assert "testing" not in repr(a._db.query("SELECT * FROM deltatx_tables"))
+    a.release("t")
     assert deltatx.Table(uri, storage_options=options).to_arrow().num_rows == 3
 
 
@@ -255,46 +263,39 @@ def _counting_exists(store, seen: list[str]):
     store.inner.fs.exists = exists
 
 
-def test_on_s3_a_committer_does_not_head_a_version_the_catalog_verified(catalog_url, s3_bucket):
+def test_on_s3_a_committer_does_not_head_a_version_the_catalog_verified(two_on_s3):
     """The offer reads the catalog's published_through with the latest version: when the version
     before the committer's own is verified there, publishing puts its file without asking S3
     whether the one before is present (a HEAD inside the serial chain of in-order publishes)."""
-    prefix, options = s3_bucket
-    uri = f"{prefix}/t"
-    with deltatx.Catalog(catalog_url, storage_options=options) as cat:
-        t = cat.create_table("t", uri, SCHEMA)
-        t.append(_row(1))
-        seen: list[str] = []
-        _counting_exists(t.store, seen)
-        assert t.append(_row(2)).version == 2
-        assert t.append(_row(3)).version == 3
-        assert not [n for n in seen if n.endswith(".json")], seen
-        names = sorted(p.rsplit("/", 1)[-1] for p in t.store.fs.ls(f"{uri}/_delta_log", detail=False))
-        assert [n for n in names if n.endswith(".json")] == [f"{v:020d}.json" for v in range(4)]
-        assert _ids(t) == [1, 2, 3]
+    a, _, uri = two_on_s3
+    t = a.table("t")
+    t.append(_row(1))
+    seen: list[str] = []
+    _counting_exists(t.store, seen)
+    assert t.append(_row(2)).version == 2
+    assert t.append(_row(3)).version == 3
+    assert not [n for n in seen if n.endswith(".json")], seen
+    names = sorted(p.rsplit("/", 1)[-1] for p in t.store.fs.ls(f"{uri}/_delta_log", detail=False))
+    assert [n for n in names if n.endswith(".json")] == [f"{v:020d}.json" for v in range(4)]
+    assert _ids(t) == [1, 2, 3]
 
-
-def test_on_s3_a_version_whose_publisher_died_is_published_before_the_next(catalog_url, s3_bucket):
+def test_on_s3_a_version_whose_publisher_died_is_published_before_the_next(two_on_s3):
     """Ratified but never published (its committer died between the two): the catalog's mark is
     behind, so the next committer looks, finds the file missing and publishes that version
     first, from the catalog's bytes — in order, as ever."""
-    prefix, options = s3_bucket
-    uri = f"{prefix}/t"
-    with deltatx.Catalog(catalog_url, storage_options=options) as a, \
-            deltatx.Catalog(catalog_url, storage_options=options) as b:
-        a.create_table("t", uri, SCHEMA)
-        ta, tb = a.table("t"), b.table("t")
-        ta.append(_row(1))
-        ta.store.publish_ratified = lambda commits, through=-1: None  # dies before publishing
-        ta.store.record_published = lambda: None
-        assert ta.append(_row(2)).version == 2
-        fs = tb.store.fs
-        assert not fs.exists(f"{uri}/_delta_log/{2:020d}.json")
-        assert tb.append(_row(3)).version == 3
-        names = sorted(p.rsplit("/", 1)[-1] for p in fs.ls(f"{uri}/_delta_log", detail=False, refresh=True))
-        assert [n for n in names if n.endswith(".json")] == [f"{v:020d}.json" for v in range(4)]
-        assert orjson.loads(fs.cat_file(f"{uri}/_delta_log/{2:020d}.json").split(b"\n")[1])["add"]
-        assert _ids(tb) == [1, 2, 3]
+    a, b, uri = two_on_s3
+    ta, tb = a.table("t"), b.table("t")
+    ta.append(_row(1))
+    ta.store.publish_ratified = lambda commits, through=-1: None  # dies before publishing
+    ta.store.record_published = lambda: None
+    assert ta.append(_row(2)).version == 2
+    fs = tb.store.fs
+    assert not fs.exists(f"{uri}/_delta_log/{2:020d}.json")
+    assert tb.append(_row(3)).version == 3
+    names = sorted(p.rsplit("/", 1)[-1] for p in fs.ls(f"{uri}/_delta_log", detail=False, refresh=True))
+    assert [n for n in names if n.endswith(".json")] == [f"{v:020d}.json" for v in range(4)]
+    assert orjson.loads(fs.cat_file(f"{uri}/_delta_log/{2:020d}.json").split(b"\n")[1])["add"]
+    assert _ids(tb) == [1, 2, 3]
 
 
 def test_postgresql_replaces_an_older_offer_function_with_other_columns(postgres_server, tmp_path):

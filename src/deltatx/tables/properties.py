@@ -21,6 +21,7 @@ import difflib
 from ..txnlog import column_mapping, row_tracking
 from ..txnlog.checkpoint import interval_ms
 from ..txnlog.checkpoint_protection import PROTECTED_BEFORE
+from ..txnlog.log_cleanup import ENABLE_EXPIRED_LOG_CLEANUP, LOG_RETENTION
 from ..txnlog.in_commit_timestamps import ENABLEMENT_TIMESTAMP, ENABLEMENT_VERSION
 
 if TYPE_CHECKING:
@@ -29,8 +30,6 @@ if TYPE_CHECKING:
 CHECKPOINT_INTERVAL = "delta.checkpointInterval"
 APPEND_ONLY = "delta.appendOnly"
 DELETED_FILE_RETENTION = "delta.deletedFileRetentionDuration"
-LOG_RETENTION = "delta.logRetentionDuration"
-ENABLE_EXPIRED_LOG_CLEANUP = "delta.enableExpiredLogCleanup"
 AUTO_COMPACT = "delta.autoOptimize.autoCompact"
 AUTO_COMPACT_MIN_FILES = "deltatx.autoCompact.minNumFiles"
 USE_STATS = "deltatx.conflictDetection.useStats"
